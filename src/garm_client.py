@@ -1,0 +1,208 @@
+"""A thin client for the GARM REST API: one method per endpoint the charm uses.
+
+Requests carry a timeout each, share one session and one login. Errors come in two kinds
+because the reconciler treats them differently: ``GarmUnreachable`` (GARM did not answer:
+abort the pass) and ``GarmApiError`` (GARM answered no: contain it to one scaleset).
+Neither ever carries a credential or token.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import requests
+
+from garm_models import Entity, Instance, ScaleSet
+
+API_PREFIX = "/api/v1"
+_ENTITY_ROUTES = {"organization": "organizations", "repository": "repositories"}
+
+
+class GarmError(Exception):
+    """Base of every error this client raises."""
+
+
+class GarmUnreachable(GarmError):  # noqa: N818 (the name says what happened)
+    """GARM did not answer: connection refused or reset, or a timeout."""
+
+
+class GarmApiError(GarmError):
+    """GARM answered with an error status; ``error`` and ``details`` are its body."""
+
+    def __init__(self, method: str, path: str, status: int, error: str, details: str):
+        self.method = method
+        self.path = path
+        self.status = status
+        self.error = error
+        self.details = details
+        text = f"{method} {path}: {status} {error}"
+        super().__init__(f"{text}: {details}" if details else text)
+
+
+class GarmClient:
+    """Talks to one GARM as its admin user.
+
+    ``timeout`` is (connect, read) seconds for every request, so a hung GARM can never
+    hang a Juju hook. A 401 is answered by one fresh login and one retry: GARM tokens
+    expire, and GARM also answers 401 for GitHub's 401/403, which a re-login cannot fix,
+    so a second 401 is returned to the caller as an API error.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        username: str,
+        password: str,
+        *,
+        timeout: tuple[float, float] = (5.0, 30.0),
+        session: requests.Session | None = None,
+    ):
+        self._base = base_url.rstrip("/") + API_PREFIX
+        self._username = username
+        self._password = password
+        self._timeout = timeout
+        self._session = session or requests.Session()
+        self._token: str | None = None
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._session.close()
+
+    # --- auth -----------------------------------------------------------------------
+
+    def login(self) -> None:
+        """Log in and keep the token for later requests."""
+        body = {"username": self._username, "password": self._password}
+        data = self._send("POST", "/auth/login", body, authenticated=False)
+        token = data.get("token") if isinstance(data, dict) else None
+        if not isinstance(token, str) or not token:
+            raise GarmApiError("POST", "/auth/login", 200, "no token in login answer", "")
+        self._token = token
+
+    # --- reads ----------------------------------------------------------------------
+
+    def list_scalesets(self) -> list[ScaleSet]:
+        """Every scale set of every entity (``GET /scalesets``)."""
+        return [ScaleSet.from_json(item) for item in self._list("/scalesets")]
+
+    def list_instances(self) -> list[Instance]:
+        """Every runner instance, pools and scale sets alike (``GET /instances``)."""
+        return [Instance.from_json(item) for item in self._list("/instances")]
+
+    def list_providers(self) -> list[str]:
+        """Names of the providers GARM was configured with."""
+        return [p["name"] for p in self._list("/providers") if isinstance(p.get("name"), str)]
+
+    def list_organizations(self) -> list[Entity]:
+        """Every organization registered in GARM."""
+        return [Entity.organization_from_json(o) for o in self._list("/organizations")]
+
+    def list_repositories(self) -> list[Entity]:
+        """Every repository registered in GARM."""
+        return [Entity.repository_from_json(r) for r in self._list("/repositories")]
+
+    # --- writes ---------------------------------------------------------------------
+
+    def create_scaleset(self, entity: Entity, body: dict[str, Any]) -> ScaleSet:
+        """Create a scale set under an organization or repository."""
+        route = _ENTITY_ROUTES.get(entity.kind)
+        if route is None:
+            raise ValueError(f"scale sets cannot be created under a {entity.kind}")
+        return ScaleSet.from_json(self._send("POST", f"/{route}/{entity.id}/scalesets", body))
+
+    def update_scaleset(self, scaleset_id: int, changes: dict[str, Any]) -> ScaleSet:
+        """Change the given fields of a scale set; every key is sent, zero values too."""
+        return ScaleSet.from_json(self._send("PUT", f"/scalesets/{scaleset_id}", changes))
+
+    def delete_scaleset(self, scaleset_id: int) -> None:
+        """Ask GARM to delete a scale set.
+
+        A 200 only means *requested*: GARM answers 200 and keeps the record when GitHub's
+        delete fails (garm-api.md §2.6), so the caller confirms by observing it gone.
+        """
+        self._send("DELETE", f"/scalesets/{scaleset_id}")
+
+    def delete_instance(self, name: str, *, force: bool = False) -> None:
+        """Remove a runner instance; ``force`` removes it even if the provider fails."""
+        params = {"forceRemove": "true"} if force else None
+        self._send("DELETE", f"/instances/{name}", params=params)
+
+    # --- transport ------------------------------------------------------------------
+
+    def _list(self, path: str) -> list[dict[str, Any]]:
+        data = self._send("GET", path)
+        # GitHub credentials and endpoints answer null for "none"; treat every list so.
+        if data is None:
+            return []
+        if not isinstance(data, list):
+            raise GarmApiError("GET", path, 200, "expected a list", type(data).__name__)
+        return [item for item in data if isinstance(item, dict)]
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        params: dict[str, str] | None = None,
+        authenticated: bool = True,
+    ) -> Any:
+        if authenticated and self._token is None:
+            self.login()
+        response = self._request(method, path, body, params, authenticated)
+        if response.status_code == 401 and authenticated:
+            self.login()
+            response = self._request(method, path, body, params, authenticated)
+        if response.status_code >= 400:
+            raise _api_error(method, path, response)
+        if not response.content.strip():
+            return None
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise GarmApiError(method, path, response.status_code, "invalid JSON", "") from exc
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        params: dict[str, str] | None,
+        authenticated: bool,
+    ) -> requests.Response:
+        headers = {"Content-Type": "application/json"}
+        if authenticated:
+            headers["Authorization"] = f"Bearer {self._token}"
+        # Compact separators: GARM stores extra_specs as the bytes it was sent.
+        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        try:
+            return self._session.request(
+                method,
+                self._base + path,
+                data=data,
+                params=params,
+                headers=headers,
+                timeout=self._timeout,
+            )
+        except (
+            requests.ConnectionError,
+            requests.Timeout,
+            requests.exceptions.ChunkedEncodingError,
+        ) as exc:
+            # The exception text can carry the request; name only the route and the kind.
+            raise GarmUnreachable(f"{method} {path}: {type(exc).__name__}") from None
+
+
+def _api_error(method: str, path: str, response: requests.Response) -> GarmApiError:
+    error, details = "", ""
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        error = str(data.get("error", ""))
+        details = str(data.get("details", ""))
+    elif response.text.strip():
+        error = response.text.strip()[:200]
+    return GarmApiError(method, path, response.status_code, error, details)

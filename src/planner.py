@@ -1,0 +1,524 @@
+"""The pure planner: (desired, observed, now, settings) -> the next writes and the progress.
+
+Everything the reconciler decides is decided here, without I/O, clock or logging, so it
+can be tested exhaustively. A plan holds only the steps whose preconditions are already
+observed; the reconciler folds each write's answer back into the observation and plans
+again, so one pass still does create, hand-over, retire and delete when nothing waits on
+runners (design.md, "Converges").
+
+A changeover, per logical scaleset:
+
+1. the *current* generation (named after the spec) is created, or updated in place;
+2. once it is live, every *predecessor* is retired in one update;
+3. a retired predecessor with no instance left is deleted;
+4. past the drain deadline its remaining instances are force-removed first.
+
+Scalesets that belong to no logical name (orphans) take steps 2-4 straight away.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from garm_models import Entity, Instance, ScaleSet, format_time, parse_time
+from naming import (
+    MAX_CANDIDATES,
+    GenerationKey,
+    generation_index,
+    generation_name,
+    is_legacy,
+    observed_key,
+    spec_key,
+)
+from spec import Desired, ScalesetSpec, Settings
+
+RETIRED_STAMP_PREFIX = "retired-at="
+# GARM accepts a client delete only from these statuses (garm-api.md §3); the others
+# are either already going away or cannot be removed yet.
+_REMOVABLE_STATUSES = frozenset({"running", "error", "pending_delete"})
+
+
+def retirement_stamp(at: datetime) -> str:
+    """The ``extended_state`` written at retirement: when the drain clock started.
+
+    GARM never writes ``extended_state`` itself, and keeps no "disabled since" of its
+    own (``updated_at`` moves with GARM's bookkeeping), so the stamp lives here.
+    """
+    return f"{RETIRED_STAMP_PREFIX}{format_time(at)}"
+
+
+def read_retirement_stamp(extended_state: str) -> datetime | None:
+    """When a scaleset was retired, or None when it carries no readable stamp."""
+    if not extended_state.startswith(RETIRED_STAMP_PREFIX):
+        return None
+    at = parse_time(extended_state[len(RETIRED_STAMP_PREFIX) :])
+    return None if at.year == 1 else at
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What GARM holds, from a constant number of list calls."""
+
+    scalesets: tuple[ScaleSet, ...] = ()
+    instances: tuple[Instance, ...] = ()
+    providers: frozenset[str] = frozenset()
+    entities: tuple[Entity, ...] = ()
+
+
+class Phase(str, Enum):
+    """Where a logical scaleset (or an orphan) is in its changeover."""
+
+    CREATING = "creating"
+    CREATING_REPLACEMENT = "creating replacement"
+    HANDING_OVER = "handing over"
+    RETIRING = "retiring"
+    DRAINING = "draining"
+    AWAITING_DELETION = "awaiting deletion"
+    FORCE_REMOVING = "force-removing"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A changeover still under way; ``logical_name`` is None for an orphan."""
+
+    logical_name: str | None
+    scaleset: str
+    phase: Phase
+    runners: int = 0
+
+    def describe(self) -> str:
+        """The phase as an operator reads it, e.g. ``draining 3 runners``."""
+        plural = "" if self.runners == 1 else "s"
+        if self.phase is Phase.DRAINING:
+            return f"draining {self.runners} runner{plural}"
+        if self.phase is Phase.FORCE_REMOVING:
+            return f"force-removing {self.runners} stuck runner{plural}"
+        return self.phase.value
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A spec left out of this pass, with why; its live scalesets are untouched."""
+
+    source: str
+    name: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class CreateScaleset:
+    """Create the current generation of a logical scaleset under its org or repo."""
+
+    logical_name: str
+    entity: Entity
+    body: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        """The generation name being created."""
+        return self.body["name"]
+
+
+@dataclass(frozen=True)
+class UpdateScaleset:
+    """Change some fields of one scaleset; ``changes`` holds only what differs."""
+
+    scaleset_id: int
+    name: str
+    changes: dict[str, Any]
+    purpose: str
+
+
+@dataclass(frozen=True)
+class RemoveInstance:
+    """Force-remove a runner of a retired scaleset past its drain deadline."""
+
+    instance_name: str
+    scaleset_id: int
+    scaleset_name: str
+
+
+@dataclass(frozen=True)
+class DeleteScaleset:
+    """Delete a retired scaleset that holds no instance."""
+
+    scaleset_id: int
+    name: str
+
+
+Action = CreateScaleset | UpdateScaleset | RemoveInstance | DeleteScaleset
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The writes to do now, in order, and what is still under way."""
+
+    actions: tuple[Action, ...] = ()
+    progress: tuple[Progress, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Member:
+    """A live scaleset claimed by a logical name; ``index`` is None for a legacy one."""
+
+    scaleset: ScaleSet
+    index: int | None
+
+
+@dataclass
+class _Draft:
+    """Accumulates one plan while the planner walks the families."""
+
+    actions: list[Action] = field(default_factory=list)
+    progress: list[Progress] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings) -> Plan:
+    """Plan the next writes that take GARM towards ``desired``.
+
+    Only steps whose preconditions are observed are planned; applying the plan and
+    planning again on the new observation continues the changeover.
+    """
+    draft = _Draft()
+    specs, held_names, sweep = _select(desired, observed, draft)
+    families, orphans = _claim(observed.scalesets, [s.name for s in specs], held_names)
+    instances = _instances_by_scaleset(observed.instances)
+    taken = {s.name.lower() for s in observed.scalesets}
+    for spec in specs:
+        _plan_family(
+            spec, families[spec.name.lower()], observed, instances, taken, now, settings, draft
+        )
+    if sweep:
+        for orphan in orphans:
+            phase = _plan_retirement(orphan, instances[orphan.id], True, now, settings, draft)
+            draft.progress.append(Progress(None, orphan.name, phase, len(instances[orphan.id])))
+    return Plan(tuple(draft.actions), tuple(draft.progress), tuple(draft.skipped))
+
+
+def _select(
+    desired: Desired, observed: Observed, draft: _Draft
+) -> tuple[list[ScalesetSpec], set[str], bool]:
+    """Pick the specs to act on; the rest are reported and their scalesets held.
+
+    Duplicates are resolved by source order, first one wins, so two units publishing the
+    same name never retire each other's scalesets. A spec whose provider or org/repo is
+    not registered in GARM yet cannot be created, but its live scalesets are kept.
+    """
+    held: set[str] = set()
+    sweep = True
+    for item in desired.held:
+        draft.skipped.append(Skipped(item.source, item.name, item.reason))
+        if item.name is None:
+            sweep = False
+        else:
+            held.add(item.name.lower())
+    winners: dict[str, ScalesetSpec] = {}
+    for spec in sorted(desired.specs, key=lambda s: (s.source, s.name)):
+        first = winners.setdefault(spec.name.lower(), spec)
+        if first is not spec:
+            reason = f"duplicate scaleset name {spec.name!r}, already published by {first.source}"
+            draft.skipped.append(Skipped(spec.source, spec.name, reason))
+    entities = {(e.kind, e.name.lower()) for e in observed.entities}
+    chosen: dict[str, ScalesetSpec] = {}
+    for logical, spec in winners.items():
+        if spec.provider_name not in observed.providers:
+            reason = f"provider {spec.provider_name!r} is not registered in GARM yet"
+        elif (spec.entity_kind, spec.entity_name.lower()) not in entities:
+            reason = f"{spec.entity_kind} {spec.entity_name!r} is not registered in GARM yet"
+        else:
+            chosen[logical] = spec
+            continue
+        draft.skipped.append(Skipped(spec.source, spec.name, reason))
+        held.add(logical)
+    return list(chosen.values()), held - set(chosen), sweep
+
+
+def _claim(
+    scalesets: Iterable[ScaleSet], logical_names: Sequence[str], held: set[str]
+) -> tuple[dict[str, list[_Member]], list[ScaleSet]]:
+    """Sort live scalesets into families by logical name; the rest are orphans.
+
+    A generation match wins over a legacy (exact-name) match, and specs claim in their
+    order, so every scaleset has at most one owner whatever GARM's list order.
+    """
+    names = [*logical_names, *sorted(held)]
+    families: dict[str, list[_Member]] = defaultdict(list)
+    orphans: list[ScaleSet] = []
+    for scaleset in sorted(scalesets, key=lambda s: s.id):
+        owner = next(
+            (n for n in names if generation_index(n, scaleset) is not None),
+            next((n for n in names if is_legacy(n, scaleset)), None),
+        )
+        if owner is None:
+            orphans.append(scaleset)
+        elif owner.lower() not in held:
+            families[owner.lower()].append(_Member(scaleset, generation_index(owner, scaleset)))
+    return families, orphans
+
+
+def _instances_by_scaleset(instances: Iterable[Instance]) -> dict[int, list[Instance]]:
+    grouped: dict[int, list[Instance]] = defaultdict(list)
+    for instance in instances:
+        if instance.scale_set_id:
+            grouped[instance.scale_set_id].append(instance)
+    return grouped
+
+
+def _pick_current(
+    spec: ScalesetSpec, members: list[_Member], key: GenerationKey, settings: Settings
+) -> ScaleSet | None:
+    """The live scaleset that already is the generation the spec asks for, if any.
+
+    An existing generation is preferred to a free lower candidate name so that a foreign
+    scaleset going away never renames (and so replaces) a serving generation. A name over
+    the budget is not eligible: lowering the budget replaces such generations. A legacy
+    scaleset is kept as it is while its labels still match.
+    """
+    generations = sorted(
+        (
+            m
+            for m in members
+            if m.index is not None
+            and observed_key(spec.name, m.scaleset) == key
+            and len(m.scaleset.name.encode()) <= settings.name_budget
+        ),
+        key=lambda m: (m.index, m.scaleset.id),
+    )
+    if generations:
+        return generations[0].scaleset
+    legacy = [
+        m.scaleset
+        for m in members
+        if m.index is None and observed_key(spec.name, m.scaleset) == key
+    ]
+    return min(legacy, key=lambda s: s.id) if legacy else None
+
+
+def _plan_family(
+    spec: ScalesetSpec,
+    members: list[_Member],
+    observed: Observed,
+    instances: dict[int, list[Instance]],
+    taken: set[str],
+    now: datetime,
+    settings: Settings,
+    draft: _Draft,
+) -> None:
+    """Plan one logical scaleset: its current generation, then its predecessors."""
+    key = spec_key(spec)
+    current = _pick_current(spec, members, key, settings)
+    predecessors = [m.scaleset for m in members if m.scaleset is not current]
+    if current is None:
+        live = False
+        _plan_create(spec, key, observed, taken, settings, draft)
+    else:
+        live = _is_live(current, spec, instances[current.id], now, settings)
+        changes = _update_changes(spec, current)
+        if changes:
+            purpose = "update" if current.enabled else "re-enable"
+            draft.actions.append(UpdateScaleset(current.id, current.name, changes, purpose))
+    phases = [
+        _plan_retirement(p, instances[p.id], live, now, settings, draft) for p in predecessors
+    ]
+    runners = sum(len(instances[p.id]) for p in predecessors)
+    phase = _family_phase(current, bool(predecessors), phases)
+    if phase is not None:
+        name = current.name if current else ""
+        draft.progress.append(Progress(spec.name, name, phase, runners))
+
+
+def _plan_create(
+    spec: ScalesetSpec,
+    key: GenerationKey,
+    observed: Observed,
+    taken: set[str],
+    settings: Settings,
+    draft: _Draft,
+) -> None:
+    """Create the generation under the first candidate name nobody else holds."""
+    name = next(
+        (
+            candidate
+            for candidate in (
+                generation_name(key, i, settings.name_budget) for i in range(MAX_CANDIDATES)
+            )
+            if candidate.lower() not in taken
+        ),
+        None,
+    )
+    if name is None:
+        draft.skipped.append(
+            Skipped(spec.source, spec.name, "every candidate scaleset name is taken in GARM")
+        )
+        return
+    taken.add(name.lower())
+    entity = next(
+        e
+        for e in observed.entities
+        if e.kind == spec.entity_kind and e.name.lower() == spec.entity_name.lower()
+    )
+    draft.actions.append(CreateScaleset(spec.name, entity, create_body(spec, name, key)))
+
+
+def create_body(spec: ScalesetSpec, name: str, key: GenerationKey) -> dict[str, Any]:
+    """The create request: every field of the spec, enabled, labels including the name.
+
+    GARM creates scale sets disabled unless told otherwise (garm-api.md §2.3), and the
+    runner group key is hyphenated on create only. Zero values are left out, as Go would.
+    """
+    body: dict[str, Any] = {
+        "name": name,
+        "provider_name": spec.provider_name,
+        "max_runners": spec.max_runners,
+        "image": spec.image,
+        "flavor": spec.flavor,
+        "os_type": spec.os_type,
+        "os_arch": spec.os_arch,
+        "enabled": True,
+        "labels": list(key.labels),
+        "github-runner-group": spec.runner_group or "Default",
+    }
+    if spec.min_idle_runners:
+        body["min_idle_runners"] = spec.min_idle_runners
+    if spec.extra_specs:
+        body["extra_specs"] = spec.extra_specs
+    return body
+
+
+def _update_changes(spec: ScalesetSpec, current: ScaleSet) -> dict[str, Any]:
+    """The fields of the current generation that really differ from the spec.
+
+    Values are compared, never key presence: GARM leaves ``min_idle_runners: 0`` and
+    ``enabled: false`` off the wire, and ``from_json`` has already read them as zero.
+    The runner group is ``runner_group`` on update (the hyphenated key is ignored there).
+    """
+    wanted: dict[str, Any] = {
+        "enabled": True,
+        "image": spec.image,
+        "flavor": spec.flavor,
+        "os_type": spec.os_type,
+        "os_arch": spec.os_arch,
+        "max_runners": spec.max_runners,
+        "min_idle_runners": spec.min_idle_runners,
+        "runner_group": spec.runner_group or "Default",
+    }
+    have: dict[str, Any] = {
+        "enabled": current.enabled,
+        "image": current.image,
+        "flavor": current.flavor,
+        "os_type": current.os_type,
+        "os_arch": current.os_arch,
+        "max_runners": current.max_runners,
+        "min_idle_runners": current.min_idle_runners,
+        "runner_group": current.runner_group or "Default",
+    }
+    changes = {k: v for k, v in wanted.items() if have[k] != v}
+    if (spec.extra_specs or {}) != (current.extra_specs or {}):
+        changes["extra_specs"] = spec.extra_specs or {}
+    if read_retirement_stamp(current.extended_state) is not None:
+        changes["extended_state"] = ""
+    return changes
+
+
+def _is_live(
+    current: ScaleSet,
+    spec: ScalesetSpec,
+    instances: list[Instance],
+    now: datetime,
+    settings: Settings,
+) -> bool:
+    """Whether the current generation can take over from its predecessors.
+
+    Registered on GitHub and enabled; with warm capacity asked for, also holding an idle
+    runner, unless the hand-over timeout has passed (a quota too small for both
+    generations must not stall the changeover).
+    """
+    if not current.scale_set_id or not current.enabled:
+        return False
+    if spec.min_idle_runners == 0 or any(i.is_idle for i in instances):
+        return True
+    return now - current.created_at >= settings.handover_timeout
+
+
+def _plan_retirement(
+    scaleset: ScaleSet,
+    instances: list[Instance],
+    may_retire: bool,
+    now: datetime,
+    settings: Settings,
+    draft: _Draft,
+) -> Phase:
+    """Retire, drain and delete one scaleset that is no longer wanted.
+
+    Disabling alone does not drain in GARM (its scale-down target is
+    ``min(min_idle + desired, max)``), so retirement also zeroes both counts. A scaleset
+    found disabled without a readable stamp is stamped now.
+    """
+    retired_at = read_retirement_stamp(scaleset.extended_state)
+    changes: dict[str, Any] = {}
+    if scaleset.enabled:
+        if not may_retire:
+            return Phase.HANDING_OVER
+        changes["enabled"] = False
+    if scaleset.min_idle_runners:
+        changes["min_idle_runners"] = 0
+    if scaleset.max_runners:
+        changes["max_runners"] = 0
+    if retired_at is None:
+        changes["extended_state"] = retirement_stamp(now)
+    if changes or retired_at is None:
+        draft.actions.append(UpdateScaleset(scaleset.id, scaleset.name, changes, "retire"))
+        return Phase.RETIRING
+    return _plan_drain(scaleset, retired_at, instances, now, settings, draft)
+
+
+def _plan_drain(
+    scaleset: ScaleSet,
+    retired_at: datetime,
+    instances: list[Instance],
+    now: datetime,
+    settings: Settings,
+    draft: _Draft,
+) -> Phase:
+    """Delete a retired scaleset once empty; past the deadline, unpin its stuck runners.
+
+    GARM refuses to delete a scaleset while any instance row exists, so a deadline that
+    only retried the delete could never free one held by a stuck runner.
+    """
+    if not instances:
+        draft.actions.append(DeleteScaleset(scaleset.id, scaleset.name))
+        return Phase.AWAITING_DELETION
+    deadline = settings.drain_deadline
+    if not deadline or now < retired_at + deadline:
+        return Phase.DRAINING
+    for instance in instances:
+        if instance.status in _REMOVABLE_STATUSES:
+            draft.actions.append(RemoveInstance(instance.name, scaleset.id, scaleset.name))
+    return Phase.FORCE_REMOVING
+
+
+def _family_phase(
+    current: ScaleSet | None, has_predecessors: bool, phases: list[Phase]
+) -> Phase | None:
+    """One phase for a logical scaleset, the least advanced of its parts."""
+    if current is None or not current.scale_set_id or not current.enabled:
+        return Phase.CREATING_REPLACEMENT if has_predecessors else Phase.CREATING
+    if not has_predecessors:
+        return None
+    for phase in (
+        Phase.HANDING_OVER,
+        Phase.RETIRING,
+        Phase.FORCE_REMOVING,
+        Phase.DRAINING,
+        Phase.AWAITING_DELETION,
+    ):
+        if phase in phases:
+            return phase
+    return None

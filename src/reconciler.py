@@ -1,0 +1,171 @@
+"""One reconcile pass: observe GARM, plan, apply, and say what happened.
+
+The imperative shell around the pure planner. Observation is a constant number of list
+calls whatever the number of scalesets. Each write's answer is folded back into the
+observation and the planner is asked again, so a pass goes as far as GARM's answers
+allow. Failures are contained as design.md says: an API error is kept against its
+scaleset and the pass goes on; an unreachable GARM ends the pass at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from garm_client import GarmApiError, GarmClient, GarmUnreachable
+from planner import (
+    Action,
+    CreateScaleset,
+    DeleteScaleset,
+    Observed,
+    Plan,
+    Progress,
+    RemoveInstance,
+    Skipped,
+    UpdateScaleset,
+    plan,
+)
+from spec import Desired, Settings
+
+logger = logging.getLogger(__name__)
+
+# Create, hand over, retire and delete are four rounds; the rest is headroom for a
+# flip-flop (re-enable, then retire the interim generation) in the same pass.
+MAX_ROUNDS = 8
+
+
+@dataclass(frozen=True)
+class ActionError:
+    """A call GARM refused; ``action`` is None when it was one of the observing reads."""
+
+    action: Action | None
+    error: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a pass did and what is left, for status, actions and logs."""
+
+    progress: tuple[Progress, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+    done: tuple[Action, ...] = ()
+    errors: tuple[ActionError, ...] = ()
+    unreachable: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Every planned write was accepted and GARM answered throughout."""
+        return not self.errors and self.unreachable is None
+
+
+def observe(client: GarmClient, desired: Desired) -> Observed:
+    """Read GARM with one list call per kind of object, never one per scaleset."""
+    scalesets = tuple(client.list_scalesets())
+    instances = tuple(client.list_instances())
+    kinds = {spec.entity_kind for spec in desired.specs}
+    providers = frozenset(client.list_providers()) if desired.specs else frozenset()
+    entities = []
+    if "organization" in kinds:
+        entities += client.list_organizations()
+    if "repository" in kinds:
+        entities += client.list_repositories()
+    return Observed(scalesets, instances, providers, tuple(entities))
+
+
+def preview(client: GarmClient, desired: Desired, now: datetime, settings: Settings) -> Plan:
+    """Observe and plan without writing anything: what the next pass would start with."""
+    return plan(desired, observe(client, desired), now, settings)
+
+
+def reconcile(client: GarmClient, desired: Desired, now: datetime, settings: Settings) -> Outcome:
+    """Run one pass towards ``desired`` and return its outcome; never raises for GARM."""
+    try:
+        observed = observe(client, desired)
+    except GarmUnreachable as exc:
+        return Outcome(unreachable=str(exc))
+    except GarmApiError as exc:
+        # Without a full observation nothing can be decided safely, so nothing is done.
+        return Outcome(errors=(ActionError(None, str(exc)),))
+    done: list[Action] = []
+    errors: list[ActionError] = []
+    closed: set[tuple[str, object]] = set()
+    current = plan(desired, observed, now, settings)
+    for _ in range(MAX_ROUNDS):
+        todo = [a for a in current.actions if _target(a) not in closed]
+        if not todo:
+            break
+        for action in todo:
+            try:
+                observed = _apply(client, action, observed)
+            except GarmUnreachable as exc:
+                logger.error("GARM unreachable during %s: %s", _describe(action), exc)
+                return _outcome(current, done, errors, unreachable=str(exc))
+            except GarmApiError as exc:
+                logger.error("GARM refused %s: %s", _describe(action), exc)
+                errors.append(ActionError(action, str(exc)))
+                closed.add(_target(action))
+                continue
+            logger.info("done: %s", _describe(action))
+            done.append(action)
+            if isinstance(action, DeleteScaleset):
+                # Requested, not proven: the next pass's observation confirms it.
+                closed.add(_target(action))
+        current = plan(desired, observed, now, settings)
+    return _outcome(current, done, errors)
+
+
+def _outcome(
+    current: Plan,
+    done: list[Action],
+    errors: list[ActionError],
+    unreachable: str | None = None,
+) -> Outcome:
+    return Outcome(current.progress, current.skipped, tuple(done), tuple(errors), unreachable)
+
+
+def _target(action: Action) -> tuple[str, object]:
+    """What an action acts on, so a refused write is not retried within the pass."""
+    if isinstance(action, CreateScaleset):
+        return ("create", action.name.lower())
+    if isinstance(action, RemoveInstance):
+        return ("instance", action.instance_name)
+    return ("scaleset", action.scaleset_id)
+
+
+def _apply(client: GarmClient, action: Action, observed: Observed) -> Observed:
+    """Do one write and return the observation as GARM's answer says it now is."""
+    if isinstance(action, CreateScaleset):
+        created = client.create_scaleset(action.entity, action.body)
+        return dataclasses.replace(observed, scalesets=(*observed.scalesets, created))
+    if isinstance(action, UpdateScaleset):
+        updated = client.update_scaleset(action.scaleset_id, action.changes)
+        scalesets = tuple(updated if s.id == updated.id else s for s in observed.scalesets)
+        return dataclasses.replace(observed, scalesets=scalesets)
+    if isinstance(action, RemoveInstance):
+        client.delete_instance(action.instance_name, force=True)
+        instances = tuple(
+            dataclasses.replace(i, status="pending_force_delete")
+            if i.name == action.instance_name
+            else i
+            for i in observed.instances
+        )
+        return dataclasses.replace(observed, instances=instances)
+    client.delete_scaleset(action.scaleset_id)
+    return observed
+
+
+def _describe(action: Action) -> str:
+    """A log line for an action: names and changed keys, never values.
+
+    Values stay out because runner scripts may hold anything an operator pasted in.
+    """
+    if isinstance(action, CreateScaleset):
+        return f"create scaleset {action.name} for {action.logical_name}"
+    if isinstance(action, UpdateScaleset):
+        keys = ", ".join(sorted(action.changes))
+        return f"{action.purpose} scaleset {action.name} ({keys})"
+    if isinstance(action, RemoveInstance):
+        return f"force-remove runner {action.instance_name} of {action.scaleset_name}"
+    return f"delete scaleset {action.name}"

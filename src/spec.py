@@ -1,0 +1,75 @@
+"""What the operator asked for: desired scaleset specs and the reconciler's settings.
+
+These are the planner's inputs. Parsing relation data into them (and refusing bad data)
+happens before; by the time a spec is built here its values are already validated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+
+SpecEntityKind = Literal["organization", "repository"]
+
+
+@dataclass(frozen=True)
+class ScalesetSpec:
+    """One logical scaleset as a garm-configurator unit publishes it.
+
+    ``name`` is the *logical* name the operator configured; the live GARM scaleset gets a
+    generation name derived from it (see ``naming``). ``source`` names where the spec came
+    from (a configurator unit) so problems can be reported against it and duplicates
+    resolved in a stable order.
+    """
+
+    source: str
+    name: str
+    entity_kind: SpecEntityKind
+    entity_name: str
+    provider_name: str
+    image: str
+    flavor: str
+    os_arch: str
+    max_runners: int
+    min_idle_runners: int = 0
+    labels: tuple[str, ...] = ()
+    runner_group: str = "Default"
+    os_type: str = "linux"
+    extra_specs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HeldSpec:
+    """A unit whose data cannot be used right now (invalid, or still being published).
+
+    Its live scalesets are left exactly as they are: such a unit is still related, so its
+    scaleset is not an orphan. When not even the logical name is known, nothing can be
+    matched to it and the orphan sweep is held back for the whole pass.
+    """
+
+    source: str
+    name: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Desired:
+    """Everything the relation currently asks for."""
+
+    specs: tuple[ScalesetSpec, ...] = ()
+    held: tuple[HeldSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Operator-tunable limits of a changeover.
+
+    ``name_budget`` exists because the OpenStack provider tags each VM with
+    ``garm-pool-id=<scaleset name>-<entity UUID>`` and Nova tags are at most 60 bytes.
+    ``drain_deadline`` of zero means a retired scaleset's runners are never force-removed.
+    """
+
+    name_budget: int = 10
+    handover_timeout: timedelta = timedelta(minutes=30)
+    drain_deadline: timedelta = timedelta(hours=7)

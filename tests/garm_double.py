@@ -1,0 +1,1802 @@
+"""A loopback HTTP test double of GARM's REST API: the routes a scale-set client uses.
+
+Why a real HTTP server rather than a mocked client: the bugs a GARM client has live in the
+wire format — keys Go's ``omitempty`` leaves out, ``null`` where a list was expected, status
+codes that differ from route to route, gates answered before authentication. So this double
+reproduces GARM's bytes (key order of the Go structs, compacted ``extra_specs``, HTML-escaped
+strings, RFC 3339 times, a trailing newline) and its status codes, as documented in
+``shared/garm-api.md`` and checked against GARM's Go source. Every request is recorded and
+faults can be injected so tests can assert on what the client sent and how it copes.
+
+Run it standalone with ``python -m tests.garm_double --port 9997 --seed``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+import posixpath
+import re
+import secrets
+import socket
+import threading
+import time
+import unicodedata
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.message import Message
+from http.cookies import CookieError, SimpleCookie
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, cast
+from urllib.parse import parse_qs, unquote, urlsplit
+
+API_PREFIX = "/api/v1"
+DEFAULT_PASSWORD = "Garm-D0uble-Passw0rd!"  # strong enough for GARM's first-run rules
+
+# Instance statuses on GARM's deletion lane (internal/errors InstanceIsBeingDeleted).
+_DELETION_LANE = frozenset({"pending_delete", "pending_force_delete", "deleting", "deleted"})
+# Rows the provider worker reaps on a tick of the double.
+_REAPED_BY_TICK = frozenset({"pending_delete", "pending_force_delete", "deleting"})
+# Statuses DELETE /instances/{name} accepts, in the order runner/runner.go names them.
+_DELETABLE = ("running", "error", "pending_force_delete", "pending_delete")
+# Built-in templates as database/sql/sql.go ensureTemplates creates them on a fresh DB.
+_TEMPLATES: dict[int, tuple[str, str, str]] = {
+    1: ("github_windows", "windows", "github"),
+    2: ("github_linux", "linux", "github"),
+    3: ("gitea_linux", "linux", "gitea"),
+    4: ("gitea_windows", "windows", "gitea"),
+}
+_ZERO_TIME = "0001-01-01T00:00:00Z"
+_GO_VERBS = ("GET", "POST", "PUT", "DELETE")  # methods GARM's catch-all 404 route accepts
+_EMAIL_RE = re.compile(
+    r"[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
+    r"(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*"
+)
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_CREDENTIALS_NAME = "github-credentials"
+_ENTITY_KINDS = {"organizations": "organization", "repositories": "repository"}
+_GITHUB_ACTIONS_URL = (
+    "https://pipelines.actions.githubusercontent.com/_apis/runtime/runnerscalesets"
+)
+
+# Request bodies, as the Go structs decode them: "*" marks a pointer (null resets it),
+# "raw" a json.RawMessage (kept byte for byte; a JSON null becomes the text "null").
+_CREATE_FIELDS = {
+    "runner_prefix": "str",
+    "name": "str",
+    "disable_update": "bool",
+    "scale_set_id": "int",
+    "provider_name": "str",
+    "max_runners": "uint",
+    "min_idle_runners": "uint",
+    "image": "str",
+    "flavor": "str",
+    "os_type": "str",
+    "os_arch": "str",
+    "enabled": "bool",
+    "runner_bootstrap_timeout": "uint",
+    "extra_specs": "raw",
+    "enable_shell": "bool",
+    "github-runner-group": "str",
+    "template_id": "*uint",
+    "labels": "[str]",
+    "proxy_id": "*uint",
+}
+_UPDATE_FIELDS = {
+    "runner_prefix": "str",
+    "name": "str",
+    "disable_update": "*bool",
+    "enabled": "*bool",
+    "max_runners": "*uint",
+    "min_idle_runners": "*uint",
+    "runner_bootstrap_timeout": "*uint",
+    "image": "str",
+    "flavor": "str",
+    "os_type": "str",
+    "os_arch": "str",
+    "extra_specs": "raw",
+    "enable_shell": "*bool",
+    "runner_group": "*str",
+    "state": "*str",
+    "extended_state": "*str",
+    "template_id": "*uint",
+    "proxy_id": "*uint",
+}
+_CONTROLLER_FIELDS = {
+    "metadata_url": "*str",
+    "callback_url": "*str",
+    "webhook_url": "*str",
+    "agent_url": "*str",
+    "garm_agent_releases_url": "*str",
+    "enable_agent_tools_sync": "*bool",
+    "garm_agent_version": "*str",
+    "allow_insecure_garm_agent": "*bool",
+    "minimum_job_age_backoff": "*uint",
+    "ca_cert_bundle": "bytes",
+    "clear_ca_cert_bundle": "*bool",
+}
+_USER_FIELDS = {"email": "str", "username": "str", "full_name": "str", "password": "str"}
+_LOGIN_FIELDS = {"username": "str", "password": "str"}
+_DEFAULT_RELEASES_URL = "https://api.github.com/repos/cloudbase/garm-agent/releases"
+_SEMVER_RE = re.compile(
+    r"v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
+)
+
+
+# --------------------------------------------------------------------------- Go JSON
+
+
+class _RawJSON(str):
+    """JSON text emitted verbatim, as Go emits a (compacted) ``json.RawMessage``."""
+
+
+_HTML_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+_HTML_RE = re.compile("[<>&\u2028\u2029]")
+
+
+def _go_string(text: str) -> str:
+    """Quote a string the way Go's encoder does by default (HTML-escaped, UTF-8 kept)."""
+    return _HTML_RE.sub(lambda m: _HTML_ESCAPES[m.group()], json.dumps(text, ensure_ascii=False))
+
+
+def _go_compact(raw: str) -> str:
+    """Compact JSON text like Go's encoder does for a RawMessage: drop insignificant
+    whitespace and HTML-escape inside strings, leaving every other byte (and escape) alone."""
+    out: list[str] = []
+    in_string = escaped = False
+    for char in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+            out.append(_HTML_ESCAPES.get(char, char))
+        elif char not in " \t\r\n":
+            in_string = char == '"'
+            out.append(char)
+    return "".join(out)
+
+
+def _encode(value: object) -> str:
+    """Serialize dicts (in insertion order), lists and scalars as Go's encoding/json would."""
+    if isinstance(value, _RawJSON):
+        return str(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return _go_string(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_go_string(k)}:{_encode(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_encode(v) for v in value) + "]"
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def _is_zero(value: object) -> bool:
+    """Go's omitempty test for the value kinds used here."""
+    if value is None or value is False:
+        return True
+    if isinstance(value, (int, str, list, dict)):
+        return not value
+    return False
+
+
+def _obj(fields: list[tuple[str, object, bool]]) -> dict[str, object]:
+    """Build a Go struct's JSON object from (key, value, omitempty) in struct order."""
+    return {key: value for key, value, omitempty in fields if not (omitempty and _is_zero(value))}
+
+
+def go_time(moment: datetime) -> str:
+    """RFC 3339 in UTC with Go's trimmed fractional seconds (naive means UTC)."""
+    moment = _utc(moment)
+    text = (
+        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+        f"T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}"
+    )
+    if moment.microsecond:
+        text += "." + f"{moment.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def _utc(moment: datetime) -> datetime:
+    """Treat naive datetimes as UTC; convert aware ones to UTC."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class _ApiError(Exception):
+    """An error GARM's handleError would write: status plus ``{"error","details"}``."""
+
+    def __init__(self, status: int, error: str, details: str = ""):
+        super().__init__(details)
+        self.status = status
+        self.error = error
+        self.details = details
+
+
+def _bad_request(details: str = "invalid request") -> _ApiError:
+    return _ApiError(400, "Bad Request", details)
+
+
+def _not_found(details: str) -> _ApiError:
+    return _ApiError(404, "Not Found", details)
+
+
+def _server_error() -> _ApiError:
+    return _ApiError(500, "Server error", "")
+
+
+# --------------------------------------------------------------------------- body decoding
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_WS = " \t\r\n"
+
+
+def _skip_ws(text: str, index: int) -> int:
+    while index < len(text) and text[index] in _WS:
+        index += 1
+    return index
+
+
+def _members(text: str, start: int) -> Iterator[tuple[str, object, str]]:
+    """Yield (key, value, raw value text) of the already-validated top-level object."""
+    index = _skip_ws(text, start + 1)
+    while text[index] != "}":
+        key, index = json.decoder.scanstring(text, index + 1)  # type: ignore[attr-defined]
+        index = _skip_ws(text, _skip_ws(text, index) + 1)  # past ':'
+        value, end = _DECODER.raw_decode(text, index)
+        yield key, value, text[index:end]
+        index = _skip_ws(text, end)
+        if text[index] == ",":
+            index = _skip_ws(text, index + 1)
+
+
+def _go_text(text: str) -> str:
+    """Go replaces lone UTF-16 surrogates with U+FFFD when it decodes a string."""
+    return re.sub("[\ud800-\udfff]", "\ufffd", text)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _decode(text: str, fields: Mapping[str, str]) -> dict[str, Any]:
+    """Decode a request body into the named fields the way Go's json.Decoder fills a struct.
+
+    Only the first JSON value counts (trailing bytes are ignored), a JSON ``null`` body is
+    a no-op, keys match case-insensitively (exact match preferred), unknown keys are
+    ignored, a later duplicate wins, and any type mismatch fails the whole decode, which
+    GARM answers with 400 ``invalid request``. Absent and null-pointer fields are left out
+    of the result.
+    """
+    start = _skip_ws(text, 0)
+    try:
+        value, _ = _DECODER.raw_decode(text, start)
+    except ValueError:
+        raise _bad_request() from None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _bad_request()
+    folded = {name.lower(): name for name in fields}
+    out: dict[str, Any] = {}
+    for key, member, raw in _members(text, start):
+        name = key if key in fields else folded.get(key.lower())
+        if name is not None:
+            _assign(out, name, fields[name], member, raw)
+    return out
+
+
+def _uint(value: object, raw: str) -> bool:
+    return _is_int(value) and 0 <= value < 2**64 and raw[0] != "-"  # type: ignore[operator]
+
+
+def _int64(value: object, raw: str) -> bool:
+    return _is_int(value) and -(2**63) <= value < 2**63  # type: ignore[operator]
+
+
+def _str_list(value: object, raw: str) -> bool:
+    return isinstance(value, list) and all(i is None or isinstance(i, str) for i in value)
+
+
+# Which JSON values each Go field type accepts (anything else fails the decode).
+_ACCEPTS: dict[str, Callable[[object, str], bool]] = {
+    "str": lambda value, raw: isinstance(value, str),
+    "bool": lambda value, raw: isinstance(value, bool),
+    "uint": _uint,
+    "int": _int64,
+    "[str]": _str_list,
+    "bytes": lambda value, raw: isinstance(value, str),
+}
+
+
+def _assign(out: dict[str, Any], name: str, kind: str, value: object, raw: str) -> None:
+    """Store one decoded member, enforcing the Go type of its field."""
+    base = kind.lstrip("*")
+    if base == "raw":
+        out[name] = raw
+    elif value is None:
+        if kind.startswith("*") or base in ("[str]", "bytes"):
+            out.pop(name, None)
+    elif not _ACCEPTS[base](value, raw):
+        raise _bad_request()
+    elif isinstance(value, str):
+        out[name] = _go_text(value) if base == "str" else _base64(value)
+    elif isinstance(value, list):
+        out[name] = ["" if item is None else _go_text(item) for item in value]
+    else:
+        out[name] = value
+
+
+def _base64(text: str) -> bytes:
+    """Go decodes a JSON string into []byte as padded standard base64 (newlines skipped)."""
+    try:
+        return base64.b64decode(text.replace("\r", "").replace("\n", ""), validate=True)
+    except ValueError:
+        raise _bad_request() from None
+
+
+def _parse_bool(text: str) -> bool:
+    """Go's strconv.ParseBool, with errors read as false (as GARM's handlers do)."""
+    return text in ("1", "t", "T", "TRUE", "true", "True")
+
+
+def _parse_uint32(text: str) -> int:
+    """GARM's ``strconv.ParseUint(id, 10, 32)`` for scale set ids; 400 on failure."""
+    if not re.fullmatch(r"[0-9]+", text) or int(text) >= 2**32:
+        raise _bad_request()
+    return int(text)
+
+
+def _parse_uuid(text: str) -> str | None:
+    """Canonical form of a UUID Go's uuid.Parse accepts, or None."""
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        return None
+
+
+def _uuid_error(text: str) -> str:
+    """The message of the error Go's uuid.Parse returns for a malformed id."""
+    if len(text) not in (32, 36, 38, 45):
+        return f"invalid UUID length: {len(text)}"
+    return "invalid UUID format"
+
+
+def _url_ok(value: str) -> bool:
+    """GARM's controller URL rule: parses, with non-empty scheme and host."""
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return False
+    return bool(parts.scheme) and bool(parts.netloc.rpartition("@")[2])
+
+
+# --------------------------------------------------------------------------- state
+
+
+@dataclass
+class Recorded:
+    """One request as the double received it, so tests can assert on a client's traffic.
+
+    ``path`` is the part after ``/api/v1`` (the full path for requests outside the API),
+    ``query`` holds the first value of each parameter (as Go's ``Query().Get`` reads it),
+    ``body`` the parsed JSON (the raw text when it is not JSON, None when empty) and
+    ``status`` the status the double produced — None when the request was dropped before
+    processing (a ``drop_after`` fault keeps the status of the processing it did).
+    """
+
+    method: str
+    path: str
+    query: dict[str, str]
+    body: object | None
+    status: int | None = None
+
+
+@dataclass
+class _Fault:
+    """An injected failure for requests matching a method and a path regex."""
+
+    method: str
+    pattern: re.Pattern[str]
+    status: int | None
+    error: str
+    details: str
+    drop: bool
+    drop_after: bool
+    delay: float
+    remaining: int
+
+    def matches(self, method: str, path: str) -> bool:
+        if self.method not in ("*", method):
+            return False
+        trimmed = path[:-1] if path.endswith("/") and len(path) > 1 else path
+        return bool(self.pattern.fullmatch(path) or self.pattern.fullmatch(trimmed))
+
+
+@dataclass
+class _User:
+    id: str
+    username: str
+    email: str
+    full_name: str
+    password: str
+    created_at: datetime
+
+
+@dataclass
+class _Entity:
+    """An organization or repository GARM manages (kind is ``organization``/``repository``)."""
+
+    kind: str
+    id: str
+    owner: str
+    name: str
+    created_at: datetime
+
+
+@dataclass
+class _Tag:
+    id: str
+    name: str
+
+
+@dataclass
+class _ScaleSet:
+    id: int
+    scale_set_id: int
+    name: str
+    entity: _Entity
+    created_at: datetime
+    updated_at: datetime
+    runner_prefix: str
+    provider_name: str
+    image: str
+    flavor: str
+    os_type: str
+    os_arch: str
+    max_runners: int
+    min_idle_runners: int
+    enabled: bool
+    disable_update: bool
+    enable_shell: bool
+    runner_bootstrap_timeout: int
+    runner_group: str
+    template_id: int
+    extra_specs: str | None  # the raw text as sent (SQLite keeps it), None when never set
+    tags: list[_Tag]
+    state: str = "pending_create"
+    extended_state: str = ""
+    desired_runner_count: int = 0
+    generation: int = 0
+
+
+@dataclass
+class _Instance:
+    id: str
+    name: str
+    scaleset_id: int
+    agent_id: int
+    os_type: str
+    os_arch: str
+    runner_group: str
+    status: str
+    runner_status: str
+    created_at: datetime
+    updated_at: datetime
+    provider_id: str = ""
+
+
+@dataclass
+class _Response:
+    status: int
+    body: bytes = b""
+    headers: tuple[tuple[str, str], ...] = (("Content-Type", "application/json"),)
+
+
+def _json_response(value: object, status: int = 200) -> _Response:
+    return _Response(status, (_encode(value) + "\n").encode())
+
+
+def _error_response(status: int, error: str, details: str) -> _Response:
+    return _json_response({"error": error, "details": details}, status)
+
+
+_INIT_REQUIRED = ("init_required", "Missing superuser")
+_URLS_REQUIRED = (
+    "urls_required",
+    "Missing required URLs. Make sure you update the metadata and callback URLs",
+)
+
+
+@dataclass
+class _Request:
+    """What a route handler needs: path variables, query and body text."""
+
+    args: tuple[str, ...]
+    query: dict[str, str]
+    text: str
+
+
+@dataclass
+class _Route:
+    pattern: re.Pattern[str]
+    group: str  # which middleware chain GARM runs: none, login, controller or api
+    handlers: dict[str, str]
+
+
+_ROUTES = [
+    _Route(re.compile(r"/first-run"), "none", {"POST": "_first_run"}),
+    _Route(re.compile(r"/auth/login"), "login", {"POST": "_login"}),
+    _Route(
+        re.compile(r"/controller"),
+        "controller",
+        {"GET": "_controller_get", "PUT": "_controller_put"},
+    ),
+    _Route(re.compile(r"/controller-info"), "api", {"GET": "_controller_get"}),
+    _Route(re.compile(r"/scalesets"), "api", {"GET": "_list_scalesets"}),
+    _Route(
+        re.compile(r"/scalesets/([^/]+)"),
+        "api",
+        {"GET": "_get_scaleset", "PUT": "_update_scaleset", "DELETE": "_delete_scaleset"},
+    ),
+    _Route(re.compile(r"/scalesets/([^/]+)/instances"), "api", {"GET": "_scaleset_instances"}),
+    _Route(re.compile(r"/(organizations|repositories)"), "api", {"GET": "_list_entities"}),
+    _Route(
+        re.compile(r"/(organizations|repositories)/([^/]+)/scalesets"),
+        "api",
+        {"GET": "_entity_scalesets", "POST": "_create_scaleset"},
+    ),
+    _Route(re.compile(r"/instances"), "api", {"GET": "_list_instances"}),
+    _Route(
+        re.compile(r"/instances/([^/]+)"),
+        "api",
+        {"GET": "_get_instance", "DELETE": "_delete_instance"},
+    ),
+    _Route(re.compile(r"/providers"), "api", {"GET": "_list_providers"}),
+]
+
+
+def _outside_routes(full_path: str, in_api: bool) -> _Response | None:
+    """Answers that come before GARM's API router: gorilla/mux's 301 to the cleaned path,
+    and Go's plain-text 404 for anything outside /api/v1/."""
+    cleaned = "/" + posixpath.normpath(full_path).lstrip("/") if full_path else "/"
+    if full_path.endswith("/") and cleaned != "/":
+        cleaned += "/"
+    if cleaned != full_path:
+        return _Response(301, b"", (("Location", cleaned),))
+    if not in_api:
+        return _Response(
+            404,
+            b"404 page not found\n",
+            (
+                ("Content-Type", "text/plain; charset=utf-8"),
+                ("X-Content-Type-Options", "nosniff"),
+            ),
+        )
+    return None
+
+
+def _short_id() -> str:
+    """A random base62 id like GARM's util.NewID (callers lower-case runner names)."""
+    return "".join(secrets.choice(_BASE62) for _ in range(12))
+
+
+# --------------------------------------------------------------------------- the double
+
+
+class GarmDouble:
+    """GARM's REST API on loopback, with switches and records for tests.
+
+    Why it exists: a GARM client is only as right as its handling of GARM's real wire
+    format and gates, so tests drive the client against this server instead of a mock.
+    State lives behind one lock; the HTTP threads and the test's helper calls share it.
+    """
+
+    version = "v0.0.0-unknown"  # what an unversioned GARM build reports
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        username: str = "admin",
+        password: str = DEFAULT_PASSWORD,
+        initialised: bool = True,
+        urls_set: bool = True,
+        port: int = 0,
+    ):
+        self._clock = clock or (lambda: datetime.now(timezone.utc))
+        self._initial = (username, password, initialised, urls_set)
+        self._lock = threading.RLock()
+        self._server = _Server(("127.0.0.1", port), self)
+        self._thread: threading.Thread | None = None
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._controller_id = str(uuid.uuid4())
+        self.reset()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> GarmDouble:
+        """Serve in a background thread; returns self so ``GarmDouble().start()`` chains."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._server.serve_forever,
+                kwargs={"poll_interval": 0.02},  # how long stop() waits for the loop
+                name="garm-double",
+                daemon=True,
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, drop open keep-alive connections and free the port."""
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._server.close_connections()
+        self._server.server_close()
+
+    def __enter__(self) -> GarmDouble:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def reset(self) -> None:
+        """Return to the constructor's state (same server and port): no data, no records,
+        no faults, no tokens, default switches."""
+        with self._lock:
+            username, password, initialised, urls_set = self._initial
+            now = self._now()
+            self.username = username
+            self.password = password
+            self.register_on_create = True
+            self.delete_keeps_record = False
+            self.requests: list[Recorded] = []
+            self.unexpected: list[str] = []
+            self.disabled_since: dict[int, datetime] = {}
+            self.removals: list[tuple[str, int, datetime, bool]] = []
+            self.deletions: list[tuple[int, str, datetime]] = []
+            self._faults: list[_Fault] = []
+            self._tokens: set[str] = set()
+            self._admin: _User | None = None
+            if initialised:
+                self._admin = self._new_user(username, f"{username}@example.com", "", password)
+            self._controller: dict[str, Any] = {
+                "metadata_url": "",
+                "callback_url": "",
+                "webhook_url": "",
+                "agent_url": "",
+                "garm_agent_releases_url": _DEFAULT_RELEASES_URL,
+                "enable_agent_tools_sync": False,
+                "garm_agent_version": "",
+                "allow_insecure_garm_agent": False,
+                "minimum_job_age_backoff": 30,
+                "ca_cert_bundle": b"",
+            }
+            if urls_set:
+                self._controller.update(
+                    metadata_url=f"{self.url}/api/v1/metadata",
+                    callback_url=f"{self.url}/api/v1/callbacks",
+                    webhook_url=f"{self.url}/webhooks",
+                    agent_url=f"{self.url}/agent",
+                )
+            self._endpoint_created = now
+            self._providers: list[str] = []
+            self._entities: dict[str, _Entity] = {}
+            self._tags: dict[str, _Tag] = {}
+            self._scalesets: dict[int, _ScaleSet] = {}
+            self._instances: dict[str, _Instance] = {}
+            self._next_scaleset_id = 1
+            self._next_github_id = 101
+            self._next_agent_id = 1001
+
+    # ------------------------------------------------------------------ setup
+
+    def add_provider(self, name: str) -> None:
+        """Configure a provider, as a ``[[provider]]`` section of GARM's config would."""
+        with self._lock:
+            self._providers.append(name)
+
+    def add_org(self, name: str) -> str:
+        """Register a GitHub organization (with GitHub PAT credentials); returns its id."""
+        return self._add_entity("organization", name, name)
+
+    def add_repo(self, owner: str, name: str) -> str:
+        """Register a GitHub repository ``owner/name``; returns its id."""
+        return self._add_entity("repository", owner, name)
+
+    def register(self, scaleset_id: int) -> None:
+        """Give a scale set created with ``register_on_create = False`` its GitHub id."""
+        with self._lock:
+            scaleset = self._scalesets[scaleset_id]
+            if scaleset.scale_set_id:
+                raise ValueError(f"scale set {scaleset_id} is already registered")
+            scaleset.scale_set_id = self._take_github_id()
+            scaleset.updated_at = self._now()
+
+    # ------------------------------------------------------------------ runners
+
+    def add_runner(
+        self, scaleset_id: int, *, status: str = "running", runner_status: str = "idle"
+    ) -> str:
+        """Create a runner row in a scale set; returns its name."""
+        with self._lock:
+            return self._new_instance(self._scalesets[scaleset_id], status, runner_status).name
+
+    def set_runner(
+        self, name: str, *, status: str | None = None, runner_status: str | None = None
+    ) -> None:
+        """Force a runner's statuses (no transition checks: tests set up any situation)."""
+        with self._lock:
+            instance = self._instances[name]
+            if status is not None:
+                instance.status = status
+                if status not in ("pending_create", "creating") and not instance.provider_id:
+                    instance.provider_id = str(uuid.uuid4())
+            if runner_status is not None:
+                instance.runner_status = runner_status
+            instance.updated_at = self._now()
+
+    def start_job(self, name: str) -> None:
+        """GitHub handed the runner a job: it is busy (``runner_status`` active)."""
+        self.set_runner(name, runner_status="active")
+
+    def finish_job(self, name: str) -> None:
+        """The ephemeral runner finished its job and is on its way out."""
+        self.set_runner(name, status="pending_delete", runner_status="terminated")
+
+    def set_desired_runner_count(self, scaleset_id: int, n: int) -> None:
+        """What GitHub last reported as assigned jobs; GARM's write re-stamps updated_at."""
+        with self._lock:
+            scaleset = self._scalesets[scaleset_id]
+            scaleset.desired_runner_count = n
+            scaleset.updated_at = self._now()
+
+    def tick(self) -> None:
+        """One pass of GARM's workers: reap deleted rows, finish provisioning, then scale
+        every scale set towards ``min(min_idle + desired_runner_count, max_runners)``.
+
+        Scale-up needs the scale set enabled and registered on GitHub (a JIT config needs
+        the GitHub id); scale-down runs regardless and only takes running runners that are
+        neither busy nor terminated. Runners are considered in creation order.
+        """
+        with self._lock:
+            for name in [n for n, i in self._instances.items() if i.status in _REAPED_BY_TICK]:
+                del self._instances[name]
+            now = self._now()
+            for instance in self._instances.values():
+                if instance.status == "creating":
+                    instance.status, instance.runner_status = "running", "idle"
+                    instance.provider_id = instance.provider_id or str(uuid.uuid4())
+                    instance.updated_at = now
+            for scaleset in self._scalesets.values():
+                self._scale(scaleset, now)
+
+    # ------------------------------------------------------------------ faults
+
+    def inject(
+        self,
+        method: str,
+        path: str,
+        *,
+        status: int | None = None,
+        error: str = "Server error",
+        details: str = "",
+        drop: bool = False,
+        drop_after: bool = False,
+        delay: float = 0.0,
+        times: int = 1,
+    ) -> None:
+        """Make the next ``times`` requests matching ``method`` ("*" for any) and the regex
+        ``path`` (after /api/v1, matched whole) fail: ``status`` answers that error without
+        processing, ``drop`` closes the connection unprocessed, ``drop_after`` processes
+        then closes without answering, ``delay`` sleeps first."""
+        if status is None and not drop and not drop_after and not delay:
+            raise ValueError("a fault needs status, drop, drop_after or delay")
+        if sum((status is not None, drop, drop_after)) > 1:
+            raise ValueError("status, drop and drop_after exclude each other")
+        with self._lock:
+            self._faults.append(
+                _Fault(
+                    method.upper(),
+                    re.compile(path),
+                    status,
+                    error,
+                    details,
+                    drop,
+                    drop_after,
+                    delay,
+                    times,
+                )
+            )
+
+    def clear_faults(self) -> None:
+        """Forget every injected fault."""
+        with self._lock:
+            self._faults.clear()
+
+    def expire_tokens(self) -> None:
+        """Invalidate every issued token, forcing clients to log in again."""
+        with self._lock:
+            self._tokens.clear()
+
+    # ------------------------------------------------------------------ records
+
+    def writes(self) -> list[Recorded]:
+        """Recorded non-GET requests, leaving out logins and first-run."""
+        with self._lock:
+            return [
+                r
+                for r in self.requests
+                if r.method != "GET" and r.path.rstrip("/") not in ("/auth/login", "/first-run")
+            ]
+
+    def scalesets(self) -> list[dict[str, Any]]:
+        """Every scale set as ``GET /scalesets/{id}`` would return it."""
+        with self._lock:
+            return [
+                json.loads(_encode(self._scaleset_json(s, "detail")))
+                for s in self._scalesets.values()
+            ]
+
+    def instances(self) -> list[dict[str, Any]]:
+        """Every runner row as ``GET /instances`` would return it."""
+        with self._lock:
+            return [json.loads(_encode(self._instance_json(i))) for i in self._instances.values()]
+
+    # ------------------------------------------------------------------ internals: state
+
+    def _now(self) -> datetime:
+        return _utc(self._clock())
+
+    def _new_user(self, username: str, email: str, full_name: str, password: str) -> _User:
+        return _User(str(uuid.uuid4()), username, email, full_name, password, self._now())
+
+    def _add_entity(self, kind: str, owner: str, name: str) -> str:
+        with self._lock:
+            entity = _Entity(kind, str(uuid.uuid4()), owner, name, self._now())
+            self._entities[entity.id] = entity
+            return entity.id
+
+    def _take_github_id(self) -> int:
+        self._next_github_id += 1
+        return self._next_github_id - 1
+
+    def _new_instance(self, scaleset: _ScaleSet, status: str, runner_status: str) -> _Instance:
+        name = f"{scaleset.runner_prefix}-{_short_id()}".lower()
+        while name in self._instances:
+            name = f"{scaleset.runner_prefix}-{_short_id()}".lower()
+        now = self._now()
+        instance = _Instance(
+            id=str(uuid.uuid4()),
+            name=name,
+            scaleset_id=scaleset.id,
+            agent_id=self._next_agent_id,
+            os_type=scaleset.os_type,
+            os_arch=scaleset.os_arch,
+            runner_group=scaleset.runner_group,
+            status=status,
+            runner_status=runner_status,
+            created_at=now,
+            updated_at=now,
+        )
+        if status not in ("pending_create", "creating"):
+            instance.provider_id = str(uuid.uuid4())
+        self._next_agent_id += 1
+        self._instances[name] = instance
+        return instance
+
+    def _scale(self, scaleset: _ScaleSet, now: datetime) -> None:
+        live = [
+            i
+            for i in self._instances.values()
+            if i.scaleset_id == scaleset.id and i.status not in _DELETION_LANE
+        ]
+        desired = max(scaleset.desired_runner_count, 0)
+        target = min(scaleset.min_idle_runners + desired, scaleset.max_runners)
+        if scaleset.enabled and scaleset.scale_set_id:
+            for _ in range(target - len(live)):
+                self._new_instance(scaleset, "creating", "pending")
+        excess = len(live) - target
+        for instance in live:
+            if excess <= 0:
+                break
+            if instance.status == "running" and instance.runner_status not in (
+                "active",
+                "terminated",
+            ):
+                instance.status = "pending_delete"
+                instance.updated_at = now
+                excess -= 1
+
+    def _urls_ok(self) -> bool:
+        return bool(
+            self._controller["metadata_url"]
+            and self._controller["callback_url"]
+            and self._agent_url()
+        )
+
+    def _agent_url(self) -> str:
+        """The stored agent URL, else ``scheme://host`` of the callback URL (as GARM infers)."""
+        if self._controller["agent_url"]:
+            return str(self._controller["agent_url"])
+        parts = urlsplit(self._controller["callback_url"])
+        if not parts.scheme:
+            return ""
+        return f"{parts.scheme}://{parts.netloc}".rstrip("/")
+
+    # ------------------------------------------------------------------ internals: JSON
+
+    def _endpoint_json(self, loaded: bool = True) -> dict[str, object]:
+        if not loaded:
+            return {"created_at": _ZERO_TIME, "updated_at": _ZERO_TIME}
+        return {
+            "name": "github.com",
+            "description": "The github.com endpoint",
+            "api_base_url": "https://api.github.com/",
+            "upload_base_url": "https://uploads.github.com/",
+            "base_url": "https://github.com",
+            "created_at": go_time(self._endpoint_created),
+            "updated_at": go_time(self._endpoint_created),
+            "endpoint_type": "github",
+        }
+
+    def _credentials_json(self) -> dict[str, object]:
+        return {
+            "id": 1,
+            "name": _CREDENTIALS_NAME,
+            "description": "GitHub credentials",
+            "api_base_url": "https://api.github.com/",
+            "upload_base_url": "https://uploads.github.com/",
+            "base_url": "https://github.com",
+            "auth-type": "pat",
+            "forge_type": "github",
+            "endpoint": self._endpoint_json(),
+            "created_at": go_time(self._endpoint_created),
+            "updated_at": go_time(self._endpoint_created),
+        }
+
+    def _entity_json(self, entity: _Entity) -> dict[str, object]:
+        created = go_time(entity.created_at)
+        if entity.kind == "organization":
+            return _obj(
+                [
+                    ("id", entity.id, True),
+                    ("name", entity.name, True),
+                    ("pool", [], True),
+                    ("credentials_name", _CREDENTIALS_NAME, True),
+                    ("credentials", self._credentials_json(), False),
+                    ("credentials_id", 1, True),
+                    ("pool_manager_status", {"running": True}, False),
+                    ("pool_balancing_type", "roundrobin", True),
+                    ("endpoint", self._endpoint_json(), False),
+                    ("created_at", created, False),
+                    ("updated_at", created, False),
+                    ("events", [], True),
+                    ("agent_mode", False, False),
+                ]
+            )
+        return _obj(
+            [
+                ("id", entity.id, True),
+                ("owner", entity.owner, True),
+                ("name", entity.name, True),
+                ("pool", [], True),
+                ("credentials_name", _CREDENTIALS_NAME, True),
+                ("credentials_id", 1, True),
+                ("credentials", self._credentials_json(), False),
+                ("agent_mode", False, False),
+                ("pool_manager_status", {"running": True}, False),
+                ("pool_balancing_type", "roundrobin", True),
+                ("endpoint", self._endpoint_json(), False),
+                ("created_at", created, False),
+                ("updated_at", created, False),
+                ("events", [], True),
+            ]
+        )
+
+    def _instance_json(self, instance: _Instance, *, embedded: bool = False) -> dict[str, object]:
+        """An Instance; embedded in ``GET /scalesets/{id}`` its scale set is not loaded, so
+        ``provider_name`` is empty there."""
+        scaleset = self._scalesets.get(instance.scaleset_id)
+        provider = "" if embedded or scaleset is None else scaleset.provider_name
+        return _obj(
+            [
+                ("id", instance.id, True),
+                ("provider_id", instance.provider_id, True),
+                ("provider_name", provider, False),
+                ("agent_id", instance.agent_id, True),
+                ("name", instance.name, True),
+                ("os_type", instance.os_type, True),
+                ("os_name", "", True),
+                ("os_version", "", True),
+                ("os_arch", instance.os_arch, True),
+                ("addresses", [], True),
+                ("status", instance.status, True),
+                ("runner_status", instance.runner_status, True),
+                ("pool_id", "", True),
+                ("scale_set_id", instance.scaleset_id, True),
+                ("provider_fault", "", True),
+                ("status_messages", [], True),
+                ("created_at", go_time(instance.created_at), False),
+                ("updated_at", go_time(instance.updated_at), False),
+                ("github-runner-group", instance.runner_group, True),
+                ("job", None, True),
+                ("heartbeat", _ZERO_TIME, False),
+                ("capabilities", {"has_shell": False}, False),
+                ("generation", 0, False),
+            ]
+        )
+
+    def _scaleset_json(self, scaleset: _ScaleSet, shape: str) -> dict[str, object]:
+        """A ScaleSet in one of GARM's three read shapes: ``detail`` (GET-by-id, create,
+        update), ``list`` (GET /scalesets) or ``entity`` (GET /{entity}/{id}/scalesets)."""
+        detail = shape == "detail"
+        entity = scaleset.entity
+        is_org = entity.kind == "organization"
+        instances = (
+            [
+                self._instance_json(i, embedded=True)
+                for i in self._instances.values()
+                if i.scaleset_id == scaleset.id
+            ]
+            if detail
+            else []
+        )
+        extra = (
+            None if scaleset.extra_specs is None else _RawJSON(_go_compact(scaleset.extra_specs))
+        )
+        return _obj(
+            [
+                ("runner_prefix", scaleset.runner_prefix, True),
+                ("created_at", go_time(scaleset.created_at), False),
+                ("updated_at", go_time(scaleset.updated_at), False),
+                ("id", scaleset.id, True),
+                ("scale_set_id", scaleset.scale_set_id, True),
+                ("name", scaleset.name, True),
+                ("disable_update", scaleset.disable_update, False),
+                ("state", scaleset.state, False),
+                ("extended_state", scaleset.extended_state, True),
+                ("provider_name", scaleset.provider_name, True),
+                ("max_runners", scaleset.max_runners, True),
+                ("min_idle_runners", scaleset.min_idle_runners, True),
+                ("image", scaleset.image, True),
+                ("flavor", scaleset.flavor, True),
+                ("os_type", scaleset.os_type, True),
+                ("os_arch", scaleset.os_arch, True),
+                ("enabled", scaleset.enabled, True),
+                ("instances", instances, True),
+                ("desired_runner_count", scaleset.desired_runner_count, True),
+                ("enable_shell", scaleset.enable_shell, False),
+                ("generation", scaleset.generation, False),
+                ("endpoint", self._endpoint_json(loaded=shape != "entity"), False),
+                ("runner_bootstrap_timeout", scaleset.runner_bootstrap_timeout, True),
+                ("extra_specs", extra, True),
+                ("github-runner-group", scaleset.runner_group, True),
+                ("tags", [{"id": t.id, "name": t.name} for t in scaleset.tags], True),
+                ("status_messages", None, False),
+                ("repo_id", "" if is_org else entity.id, True),
+                ("repo_name", "" if is_org else f"{entity.owner}/{entity.name}", True),
+                ("org_id", entity.id if is_org else "", True),
+                ("org_name", entity.name if is_org else "", True),
+                ("template_id", scaleset.template_id, True),
+                ("template_name", _TEMPLATES[scaleset.template_id][0] if detail else "", True),
+            ]
+        )
+
+    def _controller_json(self, *, with_hostname: bool) -> dict[str, object]:
+        ctl = self._controller
+        webhook = ctl["webhook_url"]
+        return _obj(
+            [
+                ("controller_id", self._controller_id, False),
+                ("hostname", socket.gethostname() if with_hostname else "", True),
+                ("metadata_url", ctl["metadata_url"], True),
+                ("callback_url", ctl["callback_url"], True),
+                ("webhook_url", webhook, True),
+                (
+                    "controller_webhook_url",
+                    f"{webhook.rstrip('/')}/{self._controller_id}"
+                    if webhook
+                    else self._controller_id,
+                    True,
+                ),
+                ("agent_url", self._agent_url(), True),
+                ("garm_agent_releases_url", ctl["garm_agent_releases_url"], False),
+                ("enable_agent_tools_sync", ctl["enable_agent_tools_sync"], False),
+                ("garm_agent_version", ctl["garm_agent_version"], False),
+                ("allow_insecure_garm_agent", ctl["allow_insecure_garm_agent"], False),
+                ("minimum_job_age_backoff", ctl["minimum_job_age_backoff"], True),
+                ("version", self.version, True),
+                ("ca_cert_bundle", base64.b64encode(ctl["ca_cert_bundle"]).decode(), True),
+            ]
+        )
+
+    # ------------------------------------------------------------------ internals: HTTP
+
+    def _handle(
+        self, method: str, target: str, headers: Message, raw_body: bytes
+    ) -> _Response | None:
+        """Serve one request; None means: close the connection without answering."""
+        split = urlsplit(target)
+        full_path = unquote(split.path)
+        in_api = full_path.startswith(API_PREFIX + "/")
+        path = full_path[len(API_PREFIX) :] if in_api else full_path
+        query = {k: v[0] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+        text = raw_body.decode("utf-8", errors="replace")
+        record = Recorded(method, path, query, _body_for_record(text))
+        with self._lock:
+            self.requests.append(record)
+            fault = self._take_fault(method, path)
+        if fault is not None and fault.delay:
+            time.sleep(fault.delay)
+        if fault is not None and fault.drop:
+            return None
+        if fault is not None and fault.status is not None:
+            response = _error_response(fault.status, fault.error, fault.details)
+        else:
+            with self._lock:
+                response = self._route(method, full_path, path, in_api, query, headers, text)
+        record.status = response.status
+        if fault is not None and fault.drop_after:
+            return None
+        return response
+
+    def _take_fault(self, method: str, path: str) -> _Fault | None:
+        for fault in self._faults:
+            if fault.matches(method, path):
+                fault.remaining -= 1
+                if fault.remaining <= 0:
+                    self._faults.remove(fault)
+                return fault
+        return None
+
+    def _route(
+        self,
+        method: str,
+        full_path: str,
+        path: str,
+        in_api: bool,
+        query: dict[str, str],
+        headers: Message,
+        text: str,
+    ) -> _Response:
+        early = _outside_routes(full_path, in_api)
+        if early is not None:
+            self.unexpected.append(f"{method} {path}")
+            return early
+        trimmed = path[:-1] if path.endswith("/") else path
+        for route in _ROUTES:
+            found = route.pattern.fullmatch(trimmed)
+            if found and method in route.handlers:
+                gate = self._gate(route.group, headers)
+                if gate is not None:
+                    return gate
+                handler = getattr(self, route.handlers[method])
+                try:
+                    return handler(_Request(found.groups(), query, text))
+                except _ApiError as exc:
+                    return _error_response(exc.status, exc.error, exc.details)
+        self.unexpected.append(f"{method} {path}")
+        return self._no_route(method, headers)
+
+    def _no_route(self, method: str, headers: Message) -> _Response:
+        """GARM's last route: a catch-all under the full API middleware chain for GET, POST,
+        PUT and DELETE; other methods end in gorilla's 405 (OPTIONS in the CORS 400)."""
+        if method == "OPTIONS":
+            return _Response(400, b"", ())
+        if method not in _GO_VERBS:
+            return _Response(405, b"", ())
+        gate = self._gate("api", headers)
+        if gate is not None:
+            return gate
+        return _error_response(404, "Not found", "Resource not found")
+
+    def _gate(self, group: str, headers: Message) -> _Response | None:
+        """GARM's middlewares in order: init-required, urls-required, JWT."""
+        if group == "none":
+            return None
+        if self._admin is None:
+            return _error_response(409, *_INIT_REQUIRED)
+        if group == "login":
+            return None
+        if group == "api" and not self._urls_ok():
+            return _error_response(409, *_URLS_REQUIRED)
+        if _token_of(headers) not in self._tokens:
+            return _error_response(401, "Authentication failed", "")
+        return None
+
+    # ------------------------------------------------------------------ handlers: auth
+
+    def _first_run(self, req: _Request) -> _Response:
+        if self._admin is not None:
+            raise _ApiError(409, "Conflict", "already initialized")
+        body = _decode(req.text, _USER_FIELDS)
+        email, username = body.get("email", ""), body.get("username", "")
+        password = body.get("password", "")
+        if not email or not username:
+            raise _bad_request("missing username or email")
+        if len(email.encode()) > 254 or not _EMAIL_RE.fullmatch(email):
+            raise _bad_request("invalid email address")
+        if len(username.encode()) > 64 or not all(
+            unicodedata.category(ch)[0] in "LN" for ch in username
+        ):
+            raise _bad_request("invalid username")
+        if not _strong(password):
+            raise _bad_request("password is too weak")
+        if len(password.encode()) > 72:  # bcrypt refuses it: a plain error
+            raise _server_error()
+        user = self._new_user(username, email, body.get("full_name", ""), password)
+        self._admin = user
+        self.username, self.password = username, password
+        created = go_time(user.created_at)
+        return _json_response(
+            _obj(
+                [
+                    ("id", user.id, True),
+                    ("created_at", created, False),
+                    ("updated_at", created, False),
+                    ("email", user.email, True),
+                    ("username", user.username, True),
+                    ("full_name", user.full_name, True),
+                    ("enabled", True, True),
+                    ("is_admin", True, True),
+                ]
+            )
+        )
+
+    def _login(self, req: _Request) -> _Response:
+        body = _decode(req.text, _LOGIN_FIELDS)
+        login, password = body.get("username", ""), body.get("password", "")
+        admin = self._admin
+        assert admin is not None  # the init-required gate ran first
+        known = admin.email if _EMAIL_RE.fullmatch(login) else admin.username
+        if not login or not password or login != known or password != admin.password:
+            raise _ApiError(401, "Not Authorized", "")
+        token = secrets.token_urlsafe(32)
+        self._tokens.add(token)
+        return _json_response({"token": token})
+
+    # ------------------------------------------------------------------ handlers: controller
+
+    def _controller_get(self, req: _Request) -> _Response:
+        return _json_response(self._controller_json(with_hostname=True))
+
+    def _controller_put(self, req: _Request) -> _Response:
+        """Validate like GARM, then change only the keys that were sent. (GARM also fetches
+        a new garm_agent_releases_url to check it; the double takes it as is.)"""
+        body = _decode(req.text, _CONTROLLER_FIELDS)
+        _validate_controller(body)
+        ctl = self._controller
+        for key in _CONTROLLER_FIELDS:
+            if key in body and key not in ("ca_cert_bundle", "clear_ca_cert_bundle"):
+                ctl[key] = body[key]
+        if body.get("garm_agent_releases_url") == "":
+            ctl["garm_agent_releases_url"] = _DEFAULT_RELEASES_URL
+        if "garm_agent_version" in body:
+            version = body["garm_agent_version"].strip()
+            ctl["garm_agent_version"] = "" if version == "latest" else version
+        if body.get("clear_ca_cert_bundle"):
+            ctl["ca_cert_bundle"] = b""
+        elif body.get("ca_cert_bundle"):
+            ctl["ca_cert_bundle"] = body["ca_cert_bundle"]
+        return _json_response(self._controller_json(with_hostname=False))
+
+    # ------------------------------------------------------------------ handlers: scale sets
+
+    def _scaleset_or_404(self, scaleset_id: int) -> _ScaleSet:
+        scaleset = self._scalesets.get(scaleset_id)
+        if scaleset is None:
+            raise _not_found("error fetching scale set: error fetching scale set by ID: not found")
+        return scaleset
+
+    def _list_scalesets(self, req: _Request) -> _Response:
+        return _json_response([self._scaleset_json(s, "list") for s in self._scalesets.values()])
+
+    def _get_scaleset(self, req: _Request) -> _Response:
+        scaleset = self._scaleset_or_404(_parse_uint32(req.args[0]))
+        return _json_response(self._scaleset_json(scaleset, "detail"))
+
+    def _entity(self, kind: str, raw_id: str, wrap: str) -> _Entity:
+        """Look up an org/repo the way GARM does: 400 for a malformed UUID, 404 if unknown."""
+        short = "org" if kind == "organizations" else "repo"
+        canonical = _parse_uuid(raw_id)
+        if canonical is None:
+            reason = "invalid request" if short == "org" else _uuid_error(raw_id)
+            raise _bad_request(f"{wrap}error fetching {short}: error parsing id: {reason}")
+        entity = self._entities.get(canonical)
+        if entity is None or entity.kind != _ENTITY_KINDS[kind]:
+            raise _not_found(f"{wrap}error fetching {short}: not found")
+        return entity
+
+    def _entity_scalesets(self, req: _Request) -> _Response:
+        entity = self._entity(req.args[0], req.args[1], "error fetching scale sets: ")
+        return _json_response(
+            [
+                self._scaleset_json(s, "entity")
+                for s in self._scalesets.values()
+                if s.entity is entity
+            ]
+        )
+
+    def _create_scaleset(self, req: _Request) -> _Response:
+        body = _decode(req.text, _CREATE_FIELDS)
+        entity = self._entity(
+            req.args[0], req.args[1], "error getting entity: error failed to get entity from db: "
+        )
+        os_type = body.get("os_type", "")
+        template_id = _find_template(os_type, body.get("template_id"))
+        name = body.get("name", "")
+        group = body.get("github-runner-group", "") or "Default"
+        if self._name_taken(entity, name, group, None):
+            raise _bad_request(
+                "error creating runner scale set: failed to create runner scale set: "
+                f"bad request while calling {_GITHUB_ACTIONS_URL}: {_duplicate(name)}"
+            )
+        max_runners = body.get("max_runners", 0)
+        min_idle = body.get("min_idle_runners", 0)
+        required = ("provider_name", "flavor", "image", "name")
+        if min_idle > max_runners or not max_runners or not all(body.get(k) for k in required):
+            raise _server_error()
+        if body.get("proxy_id"):
+            raise _bad_request(
+                f"error checking scale set proxy: proxy with ID {body['proxy_id']} does not exist"
+            )
+        now = self._now()
+        scaleset = _ScaleSet(
+            id=self._next_scaleset_id,
+            scale_set_id=self._take_github_id() if self.register_on_create else 0,
+            name=name,
+            entity=entity,
+            created_at=now,
+            updated_at=now,
+            runner_prefix=body.get("runner_prefix", "") or "garm",
+            provider_name=body["provider_name"],
+            image=body["image"],
+            flavor=body["flavor"],
+            os_type=os_type,
+            os_arch=body.get("os_arch", ""),
+            max_runners=max_runners,
+            min_idle_runners=min_idle,
+            enabled=body.get("enabled", False),
+            disable_update=body.get("disable_update", False),
+            enable_shell=body.get("enable_shell", False),
+            runner_bootstrap_timeout=body.get("runner_bootstrap_timeout", 0) or 20,
+            runner_group=group,
+            template_id=template_id,
+            extra_specs=body.get("extra_specs") or None,
+            tags=self._tags_for(body.get("labels", [])),
+        )
+        self._next_scaleset_id += 1
+        self._scalesets[scaleset.id] = scaleset
+        if not scaleset.enabled:
+            self.disabled_since[scaleset.id] = now
+        return _json_response(self._scaleset_json(scaleset, "detail"))
+
+    def _name_taken(
+        self, entity: _Entity, name: str, group: str, itself: _ScaleSet | None
+    ) -> bool:
+        """GitHub keeps scale set names unique (case-insensitively) per owner and runner
+        group; a clash is GitHub's 400, which GARM passes on."""
+        return any(
+            other is not itself
+            and other.entity is entity
+            and other.name.lower() == name.lower()
+            and other.runner_group.lower() == group.lower()
+            for other in self._scalesets.values()
+        )
+
+    def _tags_for(self, labels: list[str]) -> list[_Tag]:
+        """Link labels through the global, case-insensitive tag table (first spelling wins)."""
+        tags: list[_Tag] = []
+        for label in labels:
+            tag = self._tags.get(label.lower())
+            if tag is None:
+                tag = self._tags[label.lower()] = _Tag(str(uuid.uuid4()), label)
+            if tag not in tags:
+                tags.append(tag)
+        return tags
+
+    def _update_scaleset(self, req: _Request) -> _Response:
+        scaleset_id = _parse_uint32(req.args[0])
+        body = _decode(req.text, _UPDATE_FIELDS)
+        scaleset = self._scaleset_or_404(scaleset_id)
+        if body.get("runner_bootstrap_timeout") == 0:
+            raise _bad_request("runner_bootstrap_timeout cannot be 0")
+        max_runners = body.get("max_runners", scaleset.max_runners)
+        min_idle = body.get("min_idle_runners", scaleset.min_idle_runners)
+        if min_idle > max_runners:
+            raise _bad_request("min_idle_runners cannot be larger than max_runners")
+        if "template_id" in body:
+            _find_template(body.get("os_type") or scaleset.os_type, body["template_id"])
+        if body.get("proxy_id"):
+            raise _bad_request(
+                "error updating pool: error updating scale set: error checking scale set proxy: "
+                f"proxy with ID {body['proxy_id']} does not exist"
+            )
+        changes, bump = _scaleset_changes(scaleset, body)
+        new_name = changes.get("name")
+        if new_name is not None and self._name_taken(
+            scaleset.entity, new_name, scaleset.runner_group, scaleset
+        ):
+            raise _bad_request(
+                "error updating pool: error executing update callback: failed to update "
+                f"scaleset in github: bad request while calling {_GITHUB_ACTIONS_URL}/"
+                f"{scaleset.scale_set_id}: {_duplicate(new_name)}"
+            )
+        if changes:
+            self._apply(scaleset, changes, bump)
+        return _json_response(self._scaleset_json(scaleset, "detail"))
+
+    def _apply(self, scaleset: _ScaleSet, changes: dict[str, Any], bump: bool) -> None:
+        """Write a PUT's changes: one gorm Updates call, so updated_at is re-stamped."""
+        now = self._now()
+        if changes.get("enabled") is False:
+            self.disabled_since[scaleset.id] = now
+        elif changes.get("enabled"):
+            self.disabled_since.pop(scaleset.id, None)
+        for key, value in changes.items():
+            setattr(scaleset, key, value)
+        scaleset.updated_at = now
+        scaleset.generation += bump
+
+    def _delete_scaleset(self, req: _Request) -> _Response:
+        scaleset = self._scalesets.get(_parse_uint32(req.args[0]))
+        if scaleset is None:
+            return _Response(200)
+        if any(i.scaleset_id == scaleset.id for i in self._instances.values()):
+            raise _bad_request("scale set has runners")
+        if scaleset.enabled:
+            raise _bad_request("scale set is enabled; disable it first")
+        if not self.delete_keeps_record:
+            del self._scalesets[scaleset.id]
+            self.disabled_since.pop(scaleset.id, None)
+            self.deletions.append((scaleset.id, scaleset.name, self._now()))
+        return _Response(200)
+
+    def _scaleset_instances(self, req: _Request) -> _Response:
+        """Runners of a scale set (``[]`` for an unknown id: GARM does not check it).
+
+        GARM never copies the scale set's generation into its runners (they stay at 0), so
+        ``outdatedOnly`` lists every runner once the scale set's generation is above 0."""
+        scaleset_id = _parse_uint32(req.args[0])
+        rows = [i for i in self._instances.values() if i.scaleset_id == scaleset_id]
+        if _parse_bool(req.query.get("outdatedOnly", "")):
+            scaleset = self._scalesets.get(scaleset_id)
+            generation = scaleset.generation if scaleset is not None else 0
+            rows = [i for i in rows if generation > 0]
+        return _json_response([self._instance_json(i) for i in rows])
+
+    # ------------------------------------------------------------------ handlers: others
+
+    def _list_entities(self, req: _Request) -> _Response:
+        kind = _ENTITY_KINDS[req.args[0]]
+        filters = {k: req.query.get(k, "") for k in ("owner", "name", "endpoint")}
+        if kind == "organization":
+            filters["owner"] = ""
+        rows = [
+            self._entity_json(e)
+            for e in self._entities.values()
+            if e.kind == kind
+            and filters["name"] in ("", e.name)
+            and filters["owner"] in ("", e.owner)
+            and filters["endpoint"] in ("", "github.com")
+        ]
+        return _json_response(rows)
+
+    def _list_instances(self, req: _Request) -> _Response:
+        return _json_response([self._instance_json(i) for i in self._instances.values()])
+
+    def _instance_or_404(self, name_or_id: str) -> _Instance:
+        canonical = _parse_uuid(name_or_id)
+        for instance in self._instances.values():
+            if (canonical is not None and instance.id == canonical) or (
+                canonical is None and instance.name == name_or_id
+            ):
+                return instance
+        raise _not_found("error fetching instance: error fetching instance by name: not found")
+
+    def _get_instance(self, req: _Request) -> _Response:
+        return _json_response(self._instance_json(self._instance_or_404(req.args[0])))
+
+    def _delete_instance(self, req: _Request) -> _Response:
+        """runner.DeleteRunner: only from the statuses it lists; a non-forced delete of a
+        runner already pending_force_delete is a silent success (the transition GARM's DB
+        refuses is swallowed because the runner is already on the deletion lane)."""
+        instance = self._instance_or_404(req.args[0])
+        if instance.status not in _DELETABLE:
+            raise _bad_request(
+                'runner must be in one of the following states: "' + ", ".join(_DELETABLE) + '"'
+            )
+        force = _parse_bool(req.query.get("forceRemove", ""))
+        now = self._now()
+        if force or instance.status != "pending_force_delete":
+            instance.status = "pending_force_delete" if force else "pending_delete"
+            instance.updated_at = now
+        self.removals.append((instance.name, instance.scaleset_id, now, force))
+        return _Response(200)
+
+    def _list_providers(self, req: _Request) -> _Response:
+        return _json_response([{"name": name, "type": "external"} for name in self._providers])
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _find_template(os_type: str, template_id: int | None) -> int:
+    """runner.findTemplate for a GitHub entity: an explicit id must exist and fit, else the
+    system template of the scale set's OS type is picked."""
+    wrap = "failed to find suitable template: "
+    if template_id is None:
+        candidates = [t for t, (_, os_, forge) in _TEMPLATES.items() if forge == "github"]
+        template_id = next((t for t in candidates if _TEMPLATES[t][1] == os_type), 0)
+        if not template_id:
+            raise _bad_request(
+                f"{wrap}no template ID supplied and no default template can be found"
+            )
+    elif template_id not in _TEMPLATES:
+        raise _not_found(wrap + "failed to get template: error fetching template: not found")
+    _, template_os, forge = _TEMPLATES[template_id]
+    if template_os != os_type:
+        raise _bad_request(
+            wrap + f"selected template OS type ({template_os}) and pool OS type ({os_type}) "
+            "do not match"
+        )
+    if forge != "github":
+        raise _bad_request(
+            wrap + f"selected template forge type ({forge}) and pool forge type (github) "
+            "do not match"
+        )
+    return template_id
+
+
+# PUT /scalesets/{id} keys in updateScaleSet's order: (key, bumps generation, rule).
+# "any": a present value counts; "nonempty": GARM ignores an empty string or 0.
+_UPDATABLE: tuple[tuple[str, bool, str], ...] = (
+    ("enabled", False, "any"),
+    ("state", False, "any"),
+    ("extended_state", False, "any"),
+    ("template_id", False, "any"),
+    ("enable_shell", True, "any"),
+    ("name", False, "nonempty"),
+    ("disable_update", False, "any"),
+    ("runner_group", True, "nonempty"),
+    ("flavor", True, "nonempty"),
+    ("image", True, "nonempty"),
+    ("runner_prefix", False, "nonempty"),
+    ("max_runners", False, "any"),
+    ("min_idle_runners", False, "any"),
+    ("os_arch", True, "nonempty"),
+    ("os_type", True, "nonempty"),
+    ("extra_specs", True, "any"),
+    ("runner_bootstrap_timeout", False, "nonempty"),
+)
+
+
+def _scaleset_changes(scaleset: _ScaleSet, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """database/sql updateScaleSet: the columns a PUT changes (present and different) and
+    whether the generation goes up. ``extra_specs`` compares raw bytes; unset reads as ""."""
+    changes: dict[str, Any] = {}
+    bump = False
+    for key, bumps, rule in _UPDATABLE:
+        if key not in body or (rule == "nonempty" and not body[key]):
+            continue
+        current = getattr(scaleset, key)
+        if key == "extra_specs":
+            current = current or ""
+        if body[key] != current:
+            changes[key] = body[key]
+            bump = bump or bumps
+    return changes, bump
+
+
+def _validate_controller(body: dict[str, Any]) -> None:
+    """UpdateControllerParams.Validate, checks in its order (400 on the first failure)."""
+    if "metadata_url" in body and not _url_ok(body["metadata_url"]):
+        raise _bad_request("invalid metadata_url")
+    bundle = body.get("ca_cert_bundle", b"")
+    if bundle and body.get("clear_ca_cert_bundle"):
+        raise _bad_request("ca_cert_bundle and clear_ca_cert_bundle are mutually exclusive")
+    if bundle and b"-----BEGIN CERTIFICATE-----" not in bundle:
+        raise _bad_request('invalid ca_cert_bundle: "no valid certificates found"')
+    for key in ("callback_url", "webhook_url", "agent_url"):
+        if key in body and not _url_ok(body[key]):
+            raise _bad_request(f"invalid {key}")
+    version = body.get("garm_agent_version", "").strip()
+    canonical = version if version.startswith("v") else "v" + version
+    if version not in ("", "latest") and not _SEMVER_RE.fullmatch(canonical):
+        raise _bad_request(
+            f'invalid garm_agent_version "{version}": '
+            'must be "latest" or a semver version (e.g. v1.2.3)'
+        )
+
+
+def _duplicate(name: str) -> str:
+    """The quoted GitHub error body GARM wraps when a scale set name is taken."""
+    return f'"A runner scale set with name {name} already exists"'
+
+
+def _strong(password: str) -> bool:
+    """Stand-in for zxcvbn score 4: long enough, with letters, digits and a symbol."""
+    return (
+        len(password) >= 12
+        and any(c.isalpha() for c in password)
+        and any(c.isdigit() for c in password)
+        and any(not c.isalnum() for c in password)
+    )
+
+
+def _token_of(headers: Message) -> str | None:
+    """The token GARM's JWT middleware reads: ``Authorization: <word> <token>`` split on
+    single spaces into exactly two parts, else the ``garm_token`` cookie."""
+    header = headers.get("Authorization") or ""
+    if header:
+        parts = header.split(" ")
+        return parts[1] if len(parts) == 2 else None
+    try:
+        cookies = SimpleCookie(headers.get("Cookie") or "")
+    except CookieError:
+        return None
+    morsel = cookies.get("garm_token")
+    return morsel.value if morsel is not None else None
+
+
+def _body_for_record(text: str) -> object | None:
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _Server(ThreadingHTTPServer):
+    """The HTTP server; tracks open connections so ``stop`` can cut keep-alive clients."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], double: GarmDouble):
+        super().__init__(address, _Handler)
+        self.double = double
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+
+    def track(self, connection: socket.socket, open_: bool) -> None:
+        with self._connections_lock:
+            if open_:
+                self._connections.add(connection)
+            else:
+                self._connections.discard(connection)
+
+    def close_connections(self) -> None:
+        with self._connections_lock:
+            connections, self._connections = self._connections, set()
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive (like Go's server); every method goes to the double."""
+
+    protocol_version = "HTTP/1.1"
+    timeout = 60  # GARM's idle timeout
+
+    @property
+    def _owner(self) -> _Server:
+        return cast(_Server, self.server)
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in two writes; without this, Nagle's algorithm and the
+        # client's delayed ACK add ~40 ms to every response.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._owner.track(self.connection, True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self._owner.track(self.connection, False)
+
+    def __getattr__(self, name: str) -> Callable[[], None]:
+        if name.startswith("do_"):
+            return lambda: self._serve(name[3:])
+        raise AttributeError(name)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Keep test output clean."""
+
+    def _read_body(self) -> bytes:
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _serve(self, method: str) -> None:
+        body = self._read_body()
+        response = self._owner.double._handle(method, self.path, self.headers, body)
+        if response is None:
+            self.close_connection = True
+            return
+        self.send_response_only(response.status)
+        self.send_header("Date", self.date_time_string())
+        for key, value in response.headers:
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(response.body)))
+        self.end_headers()
+        if method != "HEAD":
+            self.wfile.write(response.body)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the double until Ctrl-C, for poking at a client by hand."""
+    parser = argparse.ArgumentParser(description="GARM REST API test double on 127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="port to listen on (0: any free)")
+    parser.add_argument(
+        "--seed",
+        action="store_true",
+        help='add provider "openstack", org "example-org" and repo "example/repo"',
+    )
+    args = parser.parse_args(argv)
+    double = GarmDouble(port=args.port)
+    if args.seed:
+        double.add_provider("openstack")
+        print(f"org example-org: {double.add_org('example-org')}")
+        print(f"repo example/repo: {double.add_repo('example', 'repo')}")
+    double.start()
+    print(f"GARM double at {double.url} (API under {double.url}{API_PREFIX})")
+    print(f"username: {double.username}")
+    print(f"password: {double.password}", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        double.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""The GARM client over real HTTP against the double: wire shapes, errors, login."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import pytest
+
+from garm_client import GarmApiError, GarmClient, GarmUnreachable
+from garm_models import Entity
+from tests.garm_double import GarmDouble
+
+BODY = {
+    "name": "ci-08f883",
+    "provider_name": "openstack",
+    "max_runners": 2,
+    "image": "img",
+    "flavor": "m1.small",
+    "os_type": "linux",
+    "os_arch": "amd64",
+    "enabled": True,
+    "labels": ["ci", "linux"],
+    "github-runner-group": "Default",
+    "extra_specs": {"b": "<x>", "a": [1, 2]},
+}
+
+
+@pytest.fixture
+def org(garm: GarmDouble) -> Entity:
+    garm.add_provider("openstack")
+    return Entity("organization", garm.add_org("example-org"), "example-org")
+
+
+@pytest.fixture
+def client(garm: GarmDouble):
+    c = GarmClient(garm.url, garm.username, garm.password, timeout=(1.0, 1.0))
+    yield c
+    c.close()
+
+
+def logins(garm: GarmDouble) -> int:
+    return sum(r.path == "/auth/login" for r in garm.requests)
+
+
+def test_lists_are_read_and_typed(garm, client, org):
+    assert client.list_scalesets() == []
+    assert client.list_providers() == ["openstack"]
+    assert client.list_organizations() == [org]
+    repo_id = garm.add_repo("example", "repo")
+    assert client.list_repositories() == [Entity("repository", repo_id, "example/repo")]
+
+
+def test_create_then_read_back_through_the_list(garm, client, org):
+    created = client.create_scaleset(org, BODY)
+    (listed,) = client.list_scalesets()
+    assert listed.id == created.id
+    assert listed.enabled is True
+    assert listed.labels == ("ci", "linux")
+    assert listed.extra_specs == {"b": "<x>", "a": [1, 2]}
+    assert listed.entity_kind == "organization"
+    assert listed.entity_id == org.id
+    assert listed.scale_set_id != 0
+
+
+def test_zero_values_are_sent_on_update_and_read_back_as_zero(garm, client, org):
+    created = client.create_scaleset(org, {**BODY, "min_idle_runners": 1})
+    changes = {"enabled": False, "min_idle_runners": 0, "max_runners": 0}
+    updated = client.update_scaleset(created.id, changes)
+    assert garm.requests[-1].body == changes
+    # GARM leaves all three keys off the wire now; the model reads them as zero.
+    assert (updated.enabled, updated.min_idle_runners, updated.max_runners) == (False, 0, 0)
+
+
+def test_one_login_serves_many_requests(garm, client):
+    for _ in range(3):
+        client.list_scalesets()
+    assert logins(garm) == 1
+
+
+def test_expired_token_is_renewed_once(garm, client):
+    client.list_scalesets()
+    garm.expire_tokens()
+    assert client.list_scalesets() == []
+    assert logins(garm) == 2
+
+
+def test_a_second_401_is_an_api_error_not_a_loop(garm, client):
+    garm.inject("GET", r"/scalesets/?", status=401, error="Not Authorized", times=2)
+    with pytest.raises(GarmApiError) as caught:
+        client.list_scalesets()
+    assert (caught.value.status, caught.value.error) == (401, "Not Authorized")
+    assert logins(garm) == 2
+
+
+def test_wrong_password_is_an_api_error_without_the_password(garm):
+    bad = GarmClient(garm.url, garm.username, "Wr0ng-Secret-Value!", timeout=(1.0, 1.0))
+    with pytest.raises(GarmApiError) as caught:
+        bad.list_scalesets()
+    assert caught.value.status == 401
+    assert "Wr0ng-Secret-Value!" not in str(caught.value)
+
+
+def test_api_error_keeps_status_error_and_details(client):
+    with pytest.raises(GarmApiError) as caught:
+        client.update_scaleset(4242, {"enabled": True})
+    assert caught.value.status == 404
+    assert caught.value.error == "Not Found"
+    assert "PUT /scalesets/4242: 404 Not Found" in str(caught.value)
+
+
+def test_delete_of_an_unknown_scaleset_is_answered_200(client):
+    client.delete_scaleset(4242)
+
+
+def test_force_remove_sends_the_query(garm, client, org):
+    created = client.create_scaleset(org, BODY)
+    name = garm.add_runner(created.id, runner_status="active")
+    client.delete_instance(name, force=True)
+    assert garm.requests[-1].query == {"forceRemove": "true"}
+    assert [i.status for i in client.list_instances()] == ["pending_force_delete"]
+
+
+def test_connection_refused_is_unreachable():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = GarmClient(f"http://127.0.0.1:{port}", "admin", "S3cret-Pass!", timeout=(1, 1))
+    with pytest.raises(GarmUnreachable) as caught:
+        client.list_scalesets()
+    assert "S3cret-Pass!" not in str(caught.value)
+
+
+def test_a_dropped_connection_is_unreachable(garm, client):
+    garm.inject("GET", r"/scalesets/?", drop=True)
+    with pytest.raises(GarmUnreachable):
+        client.list_scalesets()
+
+
+def test_a_slow_answer_times_out_as_unreachable(garm, client):
+    garm.inject("GET", r"/instances/?", delay=2.5)
+    with pytest.raises(GarmUnreachable):
+        client.list_instances()
+
+
+def test_no_secret_reaches_logs_or_errors(garm, client, caplog):
+    caplog.set_level(logging.DEBUG)
+    client.list_scalesets()
+    garm.expire_tokens()
+    client.list_scalesets()
+    garm.inject("GET", r"/scalesets/?", status=500)
+    with pytest.raises(GarmApiError) as caught:
+        client.list_scalesets()
+    for text in (caplog.text, str(caught.value)):
+        assert garm.password not in text
+        assert "Bearer" not in text

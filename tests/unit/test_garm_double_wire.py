@@ -1,0 +1,800 @@
+"""Pin the GARM double's wire format and status codes to shared/garm-api.md.
+
+Each test names the section of garm-api.md it holds the double to. The double is only
+useful while it answers like GARM, so these tests talk to it over real HTTP and look at
+the raw bytes where Go's encoder leaves its marks (absent omitempty keys, ``null``,
+compacted and HTML-escaped ``extra_specs``, trailing newlines).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+import requests
+
+from tests.garm_double import GarmDouble, go_time
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+AUTH_FAILED = {"error": "Authentication failed", "details": ""}
+NOT_AUTHORIZED = {"error": "Not Authorized", "details": ""}
+INVALID_REQUEST = {"error": "Bad Request", "details": "invalid request"}
+SERVER_ERROR = {"error": "Server error", "details": ""}
+_NO_BODY = object()
+
+
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> datetime:
+        self.now += timedelta(seconds=seconds)
+        return self.now
+
+
+class Api:
+    """Minimal HTTP client for the double, logged in unless told otherwise."""
+
+    def __init__(self, double: GarmDouble, *, login: bool = True):
+        self.double = double
+        self.base = double.url + "/api/v1"
+        self.session = requests.Session()
+        self.token = self.login() if login else ""
+
+    def login(self) -> str:
+        resp = self.call(
+            "POST",
+            "/auth/login",
+            {"username": self.double.username, "password": self.double.password},
+            auth=False,
+        )
+        assert resp.status_code == 200, resp.text
+        return resp.json()["token"]
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = _NO_BODY,
+        *,
+        raw: str | None = None,
+        auth: bool = True,
+        params: dict[str, str] | None = None,
+    ) -> requests.Response:
+        headers = {"Authorization": f"Bearer {self.token}"} if auth else {}
+        data = raw if raw is not None else None if body is _NO_BODY else json.dumps(body)
+        return self.session.request(
+            method, self.base + path, data=data, headers=headers, params=params, timeout=5
+        )
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def double(fake_clock: FakeClock) -> Iterator[GarmDouble]:
+    with GarmDouble(clock=fake_clock) as started:
+        yield started
+        assert started.unexpected == []
+
+
+@pytest.fixture
+def api(double: GarmDouble) -> Api:
+    return Api(double)
+
+
+@pytest.fixture
+def org(double: GarmDouble) -> str:
+    double.add_provider("openstack")
+    return double.add_org("example-org")
+
+
+def spec(name: str = "ci-small", **overrides: Any) -> dict[str, Any]:
+    body = {
+        "name": name,
+        "provider_name": "openstack",
+        "image": "ubuntu-24.04",
+        "flavor": "m1.small",
+        "os_type": "linux",
+        "os_arch": "amd64",
+        "max_runners": 5,
+    }
+    body.update(overrides)
+    return body
+
+
+def create(api: Api, org: str, **overrides: Any) -> dict[str, Any]:
+    resp = api.call("POST", f"/organizations/{org}/scalesets", spec(**overrides))
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def error(resp: requests.Response) -> tuple[int, dict[str, Any]]:
+    assert resp.headers["Content-Type"] == "application/json"
+    return resp.status_code, resp.json()
+
+
+# --------------------------------------------------------------------------- §0.1, §2.2
+
+
+def test_disabled_zeroed_scaleset_has_no_enabled_max_or_min_keys(api: Api, org: str) -> None:
+    # §0.1 / §2.2: bool and uint with omitempty are absent when false / 0.
+    created = create(api, org, enabled=True, min_idle_runners=1, max_runners=3)
+    assert created["enabled"] is True and created["min_idle_runners"] == 1
+    body = {"enabled": False, "min_idle_runners": 0, "max_runners": 0}
+    updated = api.call("PUT", f"/scalesets/{created['id']}", body).json()
+    fetched = api.call("GET", f"/scalesets/{created['id']}").json()
+    listed = api.call("GET", "/scalesets").json()[0]
+    for shape in (updated, fetched, listed):
+        assert not {"enabled", "max_runners", "min_idle_runners"} & shape.keys()
+
+
+def test_status_messages_null_and_non_omitempty_keys_always_present(api: Api, org: str) -> None:
+    # §2.2: status_messages has no omitempty and is never populated -> null.
+    created = create(api, org)
+    fetched = api.call("GET", f"/scalesets/{created['id']}")
+    assert b'"status_messages":null' in fetched.content
+    body = fetched.json()
+    assert body["disable_update"] is False and body["enable_shell"] is False
+    assert body["generation"] == 0 and body["state"] == "pending_create"
+    assert {"created_at", "updated_at", "endpoint"} <= body.keys()
+    assert body["endpoint"]["name"] == "github.com"
+
+
+def test_list_lacks_template_name_and_instances(api: Api, org: str, double: GarmDouble) -> None:
+    # §2.2 / §7: only GET-by-id loads instances and the template name.
+    created = create(api, org)
+    double.add_runner(created["id"])
+    by_id = api.call("GET", f"/scalesets/{created['id']}").json()
+    assert by_id["template_name"] == "github_linux" and len(by_id["instances"]) == 1
+    # §3: an instance embedded in GET /scalesets/{id} has its scale set unloaded.
+    assert by_id["instances"][0]["provider_name"] == ""
+    listed = api.call("GET", "/scalesets").json()
+    assert isinstance(listed, list) and len(listed) == 1
+    assert "template_name" not in listed[0] and "instances" not in listed[0]
+    assert listed[0]["template_id"] == 2
+
+
+def test_create_defaults_to_disabled_and_fills_defaults(
+    api: Api, org: str, fake_clock: FakeClock
+) -> None:
+    # §2.3: enabled defaults to false; prefix, runner group, timeout, template, state.
+    created = create(api, org)
+    assert "enabled" not in created
+    assert created["runner_prefix"] == "garm"
+    assert created["github-runner-group"] == "Default"
+    assert created["runner_bootstrap_timeout"] == 20
+    assert created["template_id"] == 2 and created["template_name"] == "github_linux"
+    assert created["state"] == "pending_create"
+    assert created["scale_set_id"] > 0 and created["scale_set_id"] != created["id"]
+    assert created["org_id"] == org and created["org_name"] == "example-org"
+    assert created["created_at"] == created["updated_at"] == go_time(fake_clock.now)
+    # omitempty: no labels -> no tags; no extra_specs; no instances yet; no repo keys.
+    assert not {"tags", "extra_specs", "instances", "repo_id", "repo_name"} & created.keys()
+
+
+def test_create_windows_picks_windows_system_template(api: Api, org: str) -> None:
+    # §4: github_windows is created first at server start, so it has id 1.
+    created = create(api, org, os_type="windows")
+    assert (created["template_id"], created["template_name"]) == (1, "github_windows")
+
+
+def test_scale_set_id_absent_until_registered(api: Api, org: str, double: GarmDouble) -> None:
+    # §2.2: scale_set_id (the GitHub id) is omitempty.
+    double.register_on_create = False
+    created = create(api, org)
+    assert "scale_set_id" not in created
+    double.register(created["id"])
+    assert api.call("GET", f"/scalesets/{created['id']}").json()["scale_set_id"] > 0
+
+
+def test_key_order_follows_the_go_struct(api: Api, org: str) -> None:
+    # §0.1: Go writes struct fields in declaration order (params/params.go ScaleSet).
+    created = create(
+        api, org, enabled=True, min_idle_runners=1, labels=["x64"], extra_specs={"a": 1}
+    )
+    assert list(created) == [
+        "runner_prefix",
+        "created_at",
+        "updated_at",
+        "id",
+        "scale_set_id",
+        "name",
+        "disable_update",
+        "state",
+        "provider_name",
+        "max_runners",
+        "min_idle_runners",
+        "image",
+        "flavor",
+        "os_type",
+        "os_arch",
+        "enabled",
+        "enable_shell",
+        "generation",
+        "endpoint",
+        "runner_bootstrap_timeout",
+        "extra_specs",
+        "github-runner-group",
+        "tags",
+        "status_messages",
+        "org_id",
+        "org_name",
+        "template_id",
+        "template_name",
+    ]
+
+
+def test_times_are_utc_rfc3339_with_trimmed_fraction(
+    api: Api, org: str, fake_clock: FakeClock
+) -> None:
+    # §0.1: time.Time marshals as RFC 3339 with trailing fractional zeros trimmed.
+    fake_clock.now = datetime(2026, 11, 1, 14, 0, 0, 120000, tzinfo=timezone(timedelta(hours=2)))
+    assert create(api, org, name="a")["created_at"] == "2026-11-01T12:00:00.12Z"
+    fake_clock.now = datetime(2026, 11, 1, 12, 0, 5)
+    assert create(api, org, name="b")["created_at"] == "2026-11-01T12:00:05Z"
+
+
+def test_every_body_ends_with_newline(api: Api, org: str, double: GarmDouble) -> None:
+    # §0.1: json.NewEncoder(w).Encode appends "\n"; deletes answer an empty body.
+    created = create(api, org)
+    answers = [
+        api.call("GET", "/scalesets"),
+        api.call("GET", f"/scalesets/{created['id']}"),
+        api.call("PUT", f"/scalesets/{created['id']}", {"image": "x"}),
+        api.call("GET", "/scalesets/999"),
+        api.call("GET", "/instances"),
+        api.call("GET", "/providers"),
+        api.call("GET", "/controller"),
+        api.call("GET", "/scalesets", auth=False),
+        api.call("POST", f"/organizations/{org}/scalesets", raw="{"),
+        api.call("GET", "/no-such-route"),
+    ]
+    double.unexpected.clear()
+    for resp in answers:
+        assert resp.headers["Content-Type"] == "application/json"
+        assert resp.content.endswith(b"}\n") or resp.content.endswith(b"]\n")
+    deleted = api.call("DELETE", f"/scalesets/{created['id']}")
+    assert (deleted.status_code, deleted.content) == (200, b"")
+    assert deleted.headers["Content-Type"] == "application/json"
+
+
+# --------------------------------------------------------------------------- §0.2 routing
+
+
+def test_unknown_route_is_404_and_recorded_as_unexpected(api: Api, double: GarmDouble) -> None:
+    # §0.2: GARM's catch-all route answers with lowercase "found".
+    resp = api.call("GET", "/templates")
+    assert error(resp) == (404, {"error": "Not found", "details": "Resource not found"})
+    # A known path with a method GARM's catch-all also takes lands there too.
+    assert api.call("DELETE", "/scalesets").status_code == 404
+    # Other methods are gorilla's 405 with an empty body.
+    patched = api.call("PATCH", "/scalesets/1", {})
+    assert (patched.status_code, patched.content) == (405, b"")
+    outside = requests.get(double.url + "/healthz", timeout=5)
+    assert (outside.status_code, outside.text) == (404, "404 page not found\n")
+    assert double.unexpected == [
+        "GET /templates",
+        "DELETE /scalesets",
+        "PATCH /scalesets/1",
+        "GET /healthz",
+    ]
+    double.unexpected.clear()
+
+
+def test_unknown_route_still_runs_the_gates(double: GarmDouble) -> None:
+    # §0.2 / §0.3: the catch-all sits behind init -> urls -> JWT.
+    resp = Api(double, login=False).call("GET", "/templates", auth=False)
+    assert error(resp) == (401, AUTH_FAILED)
+    double.unexpected.clear()
+
+
+def test_routes_answer_with_and_without_trailing_slash(api: Api, org: str) -> None:
+    # §0.2: every route is registered with and without a trailing slash.
+    created = create(api, org)
+    for path in ("/scalesets/", f"/scalesets/{created['id']}/", "/instances/", "/providers/"):
+        assert api.call("GET", path).status_code == 200
+    assert (
+        api.call("POST", "/auth/login/", {"username": "admin", "password": "x"}).status_code == 401
+    )
+
+
+def test_empty_lists_are_bare_arrays(api: Api) -> None:
+    # §0.2 / §5: lists are unpaginated bare arrays, [] when empty.
+    for path in ("/scalesets", "/instances", "/providers", "/organizations", "/repositories"):
+        assert api.call("GET", path).content == b"[]\n"
+
+
+# --------------------------------------------------------------------------- §0.3, §1 gates
+
+
+def test_init_required_until_first_run(fake_clock: FakeClock) -> None:
+    # §0.3 / §1.1 / §1.2.
+    with GarmDouble(clock=fake_clock, initialised=False) as double:
+        api = Api(double, login=False)
+        init_required = (409, {"error": "init_required", "details": "Missing superuser"})
+        assert error(api.call("GET", "/scalesets", auth=False)) == init_required
+        assert error(api.call("GET", "/controller", auth=False)) == init_required
+        login = {"username": "admin", "password": double.password}
+        assert error(api.call("POST", "/auth/login", login, auth=False)) == init_required
+        user = {"username": "root", "email": "root@example.com", "password": "S3cure-enough!"}
+        created = api.call("POST", "/first-run", user, auth=False)
+        assert created.status_code == 200
+        assert created.json()["enabled"] is True and created.json()["is_admin"] is True
+        assert "full_name" not in created.json()
+        again = api.call("POST", "/first-run", user, auth=False)
+        assert error(again) == (409, {"error": "Conflict", "details": "already initialized"})
+        assert (double.username, double.password) == ("root", "S3cure-enough!")
+        assert Api(double).token
+        assert double.unexpected == []
+
+
+@pytest.mark.parametrize(
+    ("user", "details"),
+    [
+        ({"username": "root", "password": "S3cure-enough!"}, "missing username or email"),
+        (
+            {"username": "root", "email": "nope", "password": "S3cure-enough!"},
+            "invalid email address",
+        ),
+        (
+            {"username": "ro-ot", "email": "r@example.com", "password": "S3cure-enough!"},
+            "invalid username",
+        ),
+        (
+            {"username": "root", "email": "r@example.com", "password": "short1!"},
+            "password is too weak",
+        ),
+    ],
+)
+def test_first_run_validation(fake_clock: FakeClock, user: dict[str, str], details: str) -> None:
+    # §1.1: validation failures are 400 with the handler's message.
+    with GarmDouble(clock=fake_clock, initialised=False) as double:
+        resp = Api(double, login=False).call("POST", "/first-run", user, auth=False)
+        assert error(resp) == (400, {"error": "Bad Request", "details": details})
+
+
+def test_urls_required_before_auth_but_not_for_controller(fake_clock: FakeClock) -> None:
+    # §0.3 / §1.3 / §1.4: the URL check runs before the JWT check; /controller is exempt.
+    with GarmDouble(clock=fake_clock, urls_set=False) as double:
+        api = Api(double)
+        urls_required = (
+            409,
+            {
+                "error": "urls_required",
+                "details": "Missing required URLs. "
+                "Make sure you update the metadata and callback URLs",
+            },
+        )
+        assert error(api.call("GET", "/scalesets", auth=False)) == urls_required
+        assert error(api.call("GET", "/controller-info")) == urls_required
+        assert error(api.call("GET", "/controller", auth=False)) == (401, AUTH_FAILED)
+        info = api.call("GET", "/controller").json()
+        assert "metadata_url" not in info and "agent_url" not in info and info["hostname"]
+        base = "https://garm.example.com"
+        urls = {
+            "metadata_url": f"{base}/api/v1/metadata",
+            "callback_url": f"{base}/api/v1/callbacks",
+        }
+        updated = api.call("PUT", "/controller", urls).json()
+        assert "hostname" not in updated
+        assert updated["agent_url"] == base  # derived from the callback URL
+        assert updated["controller_webhook_url"] == updated["controller_id"]
+        assert api.call("GET", "/scalesets").status_code == 200
+        assert error(api.call("GET", "/scalesets", auth=False)) == (401, AUTH_FAILED)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [None, "Bearer", "Bearer a b", "Bearer not-a-token", "Bearer  double-space"],
+)
+def test_bad_authorization_is_401(double: GarmDouble, header: str | None) -> None:
+    # §0.3 / §1.2: header split on one space into exactly two parts; token must be valid.
+    Api(double)  # a token exists, but these requests do not carry it
+    headers = {"Authorization": header} if header else {}
+    resp = requests.get(double.url + "/api/v1/scalesets", headers=headers, timeout=5)
+    assert error(resp) == (401, AUTH_FAILED)
+
+
+def test_any_first_word_and_the_cookie_carry_the_token(api: Api) -> None:
+    # §1.2: the first word is not checked; without the header the garm_token cookie counts.
+    url = api.base + "/scalesets"
+    assert requests.get(url, headers={"Authorization": f"Token {api.token}"}, timeout=5).ok
+    assert requests.get(url, cookies={"garm_token": api.token}, timeout=5).ok
+
+
+def test_login_failures(double: GarmDouble) -> None:
+    # §1.2: wrong or empty credentials -> 401 Not Authorized, malformed JSON -> 400.
+    api = Api(double, login=False)
+    wrong = {"username": double.username, "password": "wrong-Passw0rd!"}
+    assert error(api.call("POST", "/auth/login", wrong, auth=False)) == (401, NOT_AUTHORIZED)
+    assert error(api.call("POST", "/auth/login", {}, auth=False)) == (401, NOT_AUTHORIZED)
+    assert error(api.call("POST", "/auth/login", raw="{", auth=False)) == (400, INVALID_REQUEST)
+    by_email = {"username": "admin@example.com", "password": double.password}
+    assert api.call("POST", "/auth/login", by_email, auth=False).status_code == 200
+
+
+@pytest.mark.parametrize("url", ["", "garm.example.com", "http://", "/api/v1/metadata"])
+def test_controller_rejects_urls_without_scheme_and_host(api: Api, url: str) -> None:
+    # §1.4: each URL must parse with a non-empty scheme and host.
+    resp = api.call("PUT", "/controller", {"metadata_url": url})
+    assert error(resp) == (400, {"error": "Bad Request", "details": "invalid metadata_url"})
+
+
+# --------------------------------------------------------------------------- §2.3 create
+
+
+def test_create_body_errors(api: Api, org: str) -> None:
+    # §0.1 / §0.4: empty or malformed bodies, and wrong JSON types, are 400 invalid request.
+    path = f"/organizations/{org}/scalesets"
+    assert error(api.call("POST", path, raw="")) == (400, INVALID_REQUEST)
+    assert error(api.call("POST", path, raw="{not json")) == (400, INVALID_REQUEST)
+    assert error(api.call("POST", path, raw="[]")) == (400, INVALID_REQUEST)
+    assert error(api.call("POST", path, spec(max_runners="5"))) == (400, INVALID_REQUEST)
+    assert error(api.call("POST", path, spec(max_runners=-1))) == (400, INVALID_REQUEST)
+    assert api.call("GET", "/scalesets").json() == []
+
+
+def test_create_entity_lookup(api: Api, org: str) -> None:
+    # §2: malformed org UUID -> 400, unknown -> 404.
+    assert api.call("POST", "/organizations/nope/scalesets", spec()).status_code == 400
+    unknown = api.call("POST", f"/organizations/{org[:-4]}ffff/scalesets", spec())
+    status, body = error(unknown)
+    assert (status, body["error"]) == (404, "Not Found")
+
+
+@pytest.mark.parametrize("os_type", [None, "", "Linux", "macos"])
+def test_create_needs_a_known_os_type(api: Api, org: str, os_type: str | None) -> None:
+    # §2.3: os_type picks the default template; anything but linux/windows -> 400.
+    body = spec(os_type=os_type)
+    if os_type is None:
+        del body["os_type"]
+    status, payload = error(api.call("POST", f"/organizations/{org}/scalesets", body))
+    assert (status, payload["error"]) == (400, "Bad Request")
+    assert payload["details"].endswith(
+        "no template ID supplied and no default template can be found"
+    )
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"image": ""},
+        {"flavor": None},
+        {"provider_name": ""},
+        {"name": ""},
+        {"max_runners": 0},
+        {"max_runners": 2, "min_idle_runners": 3},
+        {"max_runners": None, "maxRunners": 5},  # misspelled keys are ignored
+    ],
+)
+def test_create_validation_failures_are_500(api: Api, org: str, overrides: dict[str, Any]) -> None:
+    # §2.3 step 5: CreateScaleSetParams.Validate errors are plain -> 500, empty details.
+    body = {k: v for k, v in {**spec(), **overrides}.items() if v is not None}
+    resp = api.call("POST", f"/organizations/{org}/scalesets", body)
+    assert error(resp) == (500, SERVER_ERROR)
+
+
+def test_create_keys_match_case_insensitively(api: Api, org: str) -> None:
+    # §0.1: Go's decoder matches keys case-insensitively; only unknown names are ignored.
+    body = spec()
+    body["Max_Runners"] = body.pop("max_runners")
+    assert api.call("POST", f"/organizations/{org}/scalesets", body).json()["max_runners"] == 5
+
+
+def test_duplicate_name_is_githubs_400(api: Api, org: str, double: GarmDouble) -> None:
+    # §2.3 step 4: GitHub rejects a taken name (per runner group) with 400.
+    create(api, org, name="CI-Small")
+    status, body = error(api.call("POST", f"/organizations/{org}/scalesets", spec("ci-small")))
+    assert (status, body["error"]) == (400, "Bad Request")
+    other = create(api, org, name="ci-small", **{"github-runner-group": "gpu"})
+    assert other["github-runner-group"] == "gpu"
+    assert len(double.scalesets()) == 2
+
+
+def test_repo_scaleset_carries_repo_keys(api: Api, double: GarmDouble) -> None:
+    # §2.2: exactly one entity set; repo_name is owner/name.
+    repo = double.add_repo("example", "repo")
+    resp = api.call("POST", f"/repositories/{repo}/scalesets", spec())
+    body = resp.json()
+    assert (body["repo_id"], body["repo_name"]) == (repo, "example/repo")
+    assert "org_id" not in body and "org_name" not in body
+
+
+def test_labels_link_tags_case_insensitively(api: Api, org: str) -> None:
+    # §2.3 Labels: global case-insensitive tag table, first spelling wins, no name tag.
+    first = create(api, org, name="a", labels=["Linux", "GPU"])
+    second = create(api, org, name="b", labels=["linux", "gpu", "gpu", "x64"])
+    assert [t["name"] for t in first["tags"]] == ["Linux", "GPU"]
+    assert [t["name"] for t in second["tags"]] == ["Linux", "GPU", "x64"]
+    assert second["tags"][0]["id"] == first["tags"][0]["id"]
+    assert list(second["tags"][0]) == ["id", "name"]
+
+
+def test_extra_specs_compacted_html_escaped_and_compared_raw(api: Api, org: str) -> None:
+    # §0.1 / §2.5: RawMessage is compacted and HTML-escaped on output; UTF-8 stays raw;
+    # updates compare the stored bytes, so a reformatted equal document is a change.
+    raw_specs = '{ "script": "<a> & <b>",\n  "name": "é" }'
+    body = json.dumps(spec())[:-1] + f', "extra_specs": {raw_specs}}}'
+    created = api.call("POST", f"/organizations/{org}/scalesets", raw=body)
+    expected = '"extra_specs":{"script":"\\u003ca\\u003e \\u0026 \\u003cb\\u003e","name":"é"}'
+    assert expected.encode() in created.content
+    path = f"/scalesets/{created.json()['id']}"
+    same = api.call("PUT", path, raw=f'{{"extra_specs": {raw_specs}}}').json()
+    assert same["generation"] == 0
+    compacted = api.call("PUT", path, {"extra_specs": created.json()["extra_specs"]}).json()
+    assert compacted["generation"] == 1
+
+
+def test_extra_specs_null_is_stored_as_null(api: Api, org: str) -> None:
+    # §2.5 + Go: a JSON null decodes into json.RawMessage as the bytes "null" (non-nil),
+    # so it is written, bumps the generation and comes back as "extra_specs":null.
+    created = create(api, org, extra_specs={"a": 1})
+    resp = api.call("PUT", f"/scalesets/{created['id']}", {"extra_specs": None})
+    assert b'"extra_specs":null' in resp.content
+    assert resp.json()["generation"] == 1
+
+
+# --------------------------------------------------------------------------- §2.4 update
+
+
+def test_update_without_change_keeps_updated_at(api: Api, org: str, fake_clock: FakeClock) -> None:
+    # §2.4 / §2.7: a PUT with nothing changed writes nothing.
+    created = create(api, org, min_idle_runners=1)
+    path = f"/scalesets/{created['id']}"
+    fake_clock.advance(60)
+    same = {"image": created["image"], "max_runners": 5, "min_idle_runners": 1, "enabled": False}
+    for body in ({}, same, {"labels": ["new"]}, {"github-runner-group": "other"}):
+        assert api.call("PUT", path, body).json()["updated_at"] == created["updated_at"]
+    changed = api.call("PUT", path, {"max_runners": 6}).json()
+    assert changed["updated_at"] == go_time(fake_clock.now)
+    assert changed["generation"] == 0  # max_runners does not bump the generation
+
+
+def test_update_rules(api: Api, org: str) -> None:
+    # §2.4: pointers change only when present; merged min <= max; timeout 0 refused.
+    created = create(api, org, min_idle_runners=2)
+    path = f"/scalesets/{created['id']}"
+    too_big = api.call("PUT", path, {"max_runners": 1})
+    assert error(too_big) == (
+        400,
+        {"error": "Bad Request", "details": "min_idle_runners cannot be larger than max_runners"},
+    )
+    zero_timeout = api.call("PUT", path, {"runner_bootstrap_timeout": 0})
+    assert error(zero_timeout) == (
+        400,
+        {"error": "Bad Request", "details": "runner_bootstrap_timeout cannot be 0"},
+    )
+    drained = api.call("PUT", path, {"min_idle_runners": 0, "max_runners": 0})
+    assert drained.status_code == 200  # max_runners 0 is accepted on update
+    grouped = api.call("PUT", path, {"runner_group": "gpu", "name": "renamed"}).json()
+    assert grouped["github-runner-group"] == "gpu" and grouped["name"] == "renamed"
+    assert grouped["generation"] == 1  # runner_group bumps, name does not
+    imaged = api.call("PUT", path, {"image": "ubuntu-26.04", "state": "", "extended_state": "x"})
+    assert imaged.json()["generation"] == 2
+    assert imaged.json()["state"] == "" and imaged.json()["extended_state"] == "x"
+
+
+def test_update_unknown_and_malformed_ids(api: Api) -> None:
+    # §2 / §2.4: unknown id -> 404; non-numeric or >32-bit id -> 400.
+    status, body = error(api.call("PUT", "/scalesets/42", {"enabled": True}))
+    assert (status, body["error"]) == (404, "Not Found")
+    assert error(api.call("GET", "/scalesets/abc")) == (400, INVALID_REQUEST)
+    assert error(api.call("GET", f"/scalesets/{2**32}")) == (400, INVALID_REQUEST)
+
+
+def test_disabled_since_follows_enable_transitions(
+    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
+) -> None:
+    created = create(api, org)
+    assert double.disabled_since == {created["id"]: T0}
+    api.call("PUT", f"/scalesets/{created['id']}", {"enabled": True})
+    assert double.disabled_since == {}
+    later = fake_clock.advance(30)
+    api.call("PUT", f"/scalesets/{created['id']}", {"enabled": False})
+    assert double.disabled_since == {created["id"]: later}
+
+
+# --------------------------------------------------------------------------- §2.6 delete
+
+
+def test_delete_checks_in_order(
+    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
+) -> None:
+    # §2.6: unknown -> 200; any runner row -> 400; enabled -> 400; then removed.
+    assert api.call("DELETE", "/scalesets/77").content == b""
+    created = create(api, org, enabled=True)
+    path = f"/scalesets/{created['id']}"
+    runner = double.add_runner(created["id"], status="pending_delete")
+    has_runners = {"error": "Bad Request", "details": "scale set has runners"}
+    assert error(api.call("DELETE", path)) == (400, has_runners)
+    double.tick()  # reaps the pending_delete row
+    assert runner not in {i["name"] for i in double.instances()}
+    enabled = {"error": "Bad Request", "details": "scale set is enabled; disable it first"}
+    assert error(api.call("DELETE", path)) == (400, enabled)
+    api.call("PUT", path, {"enabled": False})
+    deleted = api.call("DELETE", path)
+    assert (deleted.status_code, deleted.content) == (200, b"")
+    assert api.call("GET", path).status_code == 404
+    assert double.deletions == [(created["id"], "ci-small", fake_clock.now)]
+
+
+def test_delete_keeps_record_when_github_delete_fails(
+    api: Api, org: str, double: GarmDouble
+) -> None:
+    # §2.6: a failed GitHub DELETE still answers 200, but the row stays.
+    created = create(api, org)
+    double.delete_keeps_record = True
+    assert api.call("DELETE", f"/scalesets/{created['id']}").status_code == 200
+    assert api.call("GET", f"/scalesets/{created['id']}").status_code == 200
+    assert double.deletions == []
+
+
+# --------------------------------------------------------------------------- §3 instances
+
+
+def test_instance_shape(api: Api, org: str, double: GarmDouble) -> None:
+    # §3: name lower(<prefix>-<id>), GARM scale set id, non-omitempty keys present.
+    created = create(api, org, runner_prefix="CI")
+    name = double.add_runner(created["id"])
+    [instance] = api.call("GET", "/instances").json()
+    assert name == instance["name"] and name.startswith("ci-") and name == name.lower()
+    assert instance["scale_set_id"] == created["id"]
+    assert instance["provider_name"] == "openstack"
+    assert (instance["status"], instance["runner_status"]) == ("running", "idle")
+    assert instance["capabilities"] == {"has_shell": False}
+    assert instance["heartbeat"] == "0001-01-01T00:00:00Z" and instance["generation"] == 0
+    assert not {"pool_id", "status_messages", "addresses", "job"} & instance.keys()
+    assert api.call("GET", f"/instances/{name}").json() == instance
+    assert api.call("GET", f"/scalesets/{created['id']}/instances").json() == [instance]
+    assert api.call("GET", "/scalesets/999/instances").json() == []
+
+
+def test_instance_delete_rules(
+    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
+) -> None:
+    # §3 / runner.DeleteRunner: allowed statuses, forceRemove, idempotence.
+    created = create(api, org)
+    status, body = error(api.call("DELETE", "/instances/garm-nope"))
+    assert (status, body["error"]) == (404, "Not Found")
+    creating = double.add_runner(created["id"], status="creating")
+    status, body = error(api.call("DELETE", f"/instances/{creating}"))
+    assert (status, body["error"]) == (400, "Bad Request")
+    running = double.add_runner(created["id"])
+    resp = api.call("DELETE", f"/instances/{running}")
+    assert (resp.status_code, resp.content) == (200, b"")
+    forced = api.call("DELETE", f"/instances/{running}", params={"forceRemove": "true"})
+    assert forced.status_code == 200
+    again = api.call("DELETE", f"/instances/{running}")
+    assert again.status_code == 200
+    statuses = {i["name"]: i["status"] for i in double.instances()}
+    assert statuses[running] == "pending_force_delete"  # a plain delete does not downgrade
+    assert double.removals == [
+        (running, created["id"], fake_clock.now, False),
+        (running, created["id"], fake_clock.now, True),
+        (running, created["id"], fake_clock.now, False),
+    ]
+
+
+# --------------------------------------------------------------------------- faults, tokens
+
+
+def test_fault_status_answers_without_processing(api: Api, org: str, double: GarmDouble) -> None:
+    created = create(api, org)
+    path = f"/scalesets/{created['id']}"
+    double.inject("PUT", r"/scalesets/\d+", status=503, error="Server error", times=2)
+    for _ in range(2):
+        assert error(api.call("PUT", path, {"enabled": True})) == (503, SERVER_ERROR)
+    assert "enabled" not in api.call("GET", path).json()
+    assert api.call("PUT", path, {"enabled": True}).json()["enabled"] is True
+
+
+def test_fault_drop_closes_without_processing(api: Api, org: str, double: GarmDouble) -> None:
+    created = create(api, org)
+    double.inject("PUT", r"/scalesets/\d+", drop=True)
+    with pytest.raises(requests.ConnectionError):
+        api.call("PUT", f"/scalesets/{created['id']}", {"enabled": True})
+    assert "enabled" not in double.scalesets()[0]
+    assert double.requests[-1].status is None
+
+
+def test_fault_drop_after_processes_then_closes(api: Api, org: str, double: GarmDouble) -> None:
+    created = create(api, org)
+    double.inject("PUT", r"/scalesets/\d+", drop_after=True)
+    with pytest.raises(requests.ConnectionError):
+        api.call("PUT", f"/scalesets/{created['id']}", {"enabled": True})
+    assert double.scalesets()[0]["enabled"] is True
+    assert double.requests[-1].status == 200
+
+
+def test_fault_delay_then_normal_answer(api: Api, double: GarmDouble) -> None:
+    double.inject("GET", "/providers", delay=0.2)
+    started = time.monotonic()
+    assert api.call("GET", "/providers/").status_code == 200
+    assert time.monotonic() - started >= 0.2
+
+
+def test_expired_tokens_force_a_new_login(api: Api, double: GarmDouble) -> None:
+    double.expire_tokens()
+    assert error(api.call("GET", "/scalesets")) == (401, AUTH_FAILED)
+    api.token = api.login()
+    assert api.call("GET", "/scalesets").status_code == 200
+
+
+def test_requests_and_writes_are_recorded(api: Api, org: str, double: GarmDouble) -> None:
+    created = create(api, org)
+    api.call("GET", "/scalesets", params={"a": "1"})
+    api.call("PUT", f"/scalesets/{created['id']}", {"enabled": True})
+    methods = [(r.method, r.path, r.status) for r in double.requests]
+    assert methods == [
+        ("POST", "/auth/login", 200),
+        ("POST", f"/organizations/{org}/scalesets", 200),
+        ("GET", "/scalesets", 200),
+        ("PUT", f"/scalesets/{created['id']}", 200),
+    ]
+    assert double.requests[2].query == {"a": "1"}
+    assert [(w.method, w.body) for w in double.writes()][1] == ("PUT", {"enabled": True})
+    assert len(double.writes()) == 2
+
+
+# --------------------------------------------------------------------------- §2.8 tick
+
+
+def test_tick_scales_up_only_when_enabled(api: Api, org: str, double: GarmDouble) -> None:
+    # §2.8: disabled -> no scale-up; enabled -> runners appear, then finish provisioning.
+    created = create(api, org, min_idle_runners=2)
+    double.tick()
+    assert double.instances() == []
+    api.call("PUT", f"/scalesets/{created['id']}", {"enabled": True})
+    double.tick()
+    assert [(i["status"], i["runner_status"]) for i in double.instances()] == [
+        ("creating", "pending")
+    ] * 2
+    double.tick()
+    assert {(i["status"], i["runner_status"]) for i in double.instances()} == {("running", "idle")}
+
+
+def test_tick_target_counts_desired_runners_capped_by_max(
+    api: Api, org: str, double: GarmDouble
+) -> None:
+    # §2.8: target = min(min_idle + desired_runner_count, max_runners).
+    created = create(api, org, enabled=True, min_idle_runners=1, max_runners=3)
+    double.set_desired_runner_count(created["id"], 5)
+    double.tick()
+    assert len(double.instances()) == 3
+    assert double.scalesets()[0]["desired_runner_count"] == 5
+
+
+def test_tick_scale_down_spares_busy_runners_even_when_disabled(
+    api: Api, org: str, double: GarmDouble
+) -> None:
+    # §2.8: scale-down runs while disabled and takes only running, non-busy runners.
+    created = create(api, org, min_idle_runners=2)
+    busy = double.add_runner(created["id"])
+    double.start_job(busy)
+    idle = [double.add_runner(created["id"]) for _ in range(2)]
+    double.tick()  # 3 live > target 2: one idle runner goes
+    assert sorted(i["status"] for i in double.instances()) == [
+        "pending_delete",
+        "running",
+        "running",
+    ]
+    api.call("PUT", f"/scalesets/{created['id']}", {"min_idle_runners": 0, "max_runners": 0})
+    double.tick()  # reaps the first, then marks the other idle one
+    statuses = {i["name"]: i["status"] for i in double.instances()}
+    assert statuses[busy] == "running"
+    assert [statuses.get(name) for name in idle] == [None, "pending_delete"]
+    double.finish_job(busy)
+    double.tick()
+    assert double.instances() == []

@@ -1,0 +1,595 @@
+"""Table tests of the pure planner, one rule at a time (issue #2, rules 1-13).
+
+Observations are built from GARM-shaped JSON (``tests/wire.py``), absent keys included,
+so every test runs on a shape GARM can send.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+
+from garm_models import Entity, Instance, ScaleSet
+from naming import generation_name, spec_key
+from planner import (
+    CreateScaleset,
+    DeleteScaleset,
+    Observed,
+    Phase,
+    Plan,
+    RemoveInstance,
+    UpdateScaleset,
+    plan,
+    read_retirement_stamp,
+    retirement_stamp,
+)
+from spec import Desired, HeldSpec, ScalesetSpec, Settings
+from tests.wire import T0, instance_json, scaleset_json
+
+NOW = T0 + timedelta(days=1)
+RETIRED_AT = NOW - timedelta(hours=1)
+SETTINGS = Settings()
+ORG = Entity("organization", "org-uuid", "example-org")
+REPO = Entity("repository", "repo-uuid", "example/repo")
+PROVIDER = "garm-configurator-0"
+
+
+def make_spec(**overrides) -> ScalesetSpec:
+    values = {
+        "source": "garm-configurator/0",
+        "name": "ci",
+        "entity_kind": "organization",
+        "entity_name": "example-org",
+        "provider_name": PROVIDER,
+        "image": "image-uuid",
+        "flavor": "m1.small",
+        "os_arch": "amd64",
+        "max_runners": 5,
+        "labels": ("linux", "x64"),
+    }
+    values.update(overrides)
+    return ScalesetSpec(**values)
+
+
+def name_of(spec: ScalesetSpec, index: int = 0, budget: int = 10) -> str:
+    return generation_name(spec_key(spec), index, budget)
+
+
+def generation(spec: ScalesetSpec, id: int, **overrides) -> ScaleSet:
+    """The live scaleset GARM holds for ``spec``, as created by the planner."""
+    values = {
+        "labels": spec_key(spec).labels,
+        "max_runners": spec.max_runners,
+        "min_idle_runners": spec.min_idle_runners,
+        "provider_name": spec.provider_name,
+        "image": spec.image,
+        "flavor": spec.flavor,
+        "os_arch": spec.os_arch,
+        "extra_specs": spec.extra_specs or None,
+    }
+    values.update(overrides)
+    name = values.pop("name", None) or name_of(spec)
+    return ScaleSet.from_json(scaleset_json(id, name, **values))
+
+
+def retired(scaleset: ScaleSet, at=RETIRED_AT) -> ScaleSet:
+    """The same scaleset after a retirement update, re-read from the wire."""
+    return dataclasses.replace(
+        scaleset,
+        enabled=False,
+        min_idle_runners=0,
+        max_runners=0,
+        extended_state=retirement_stamp(at),
+    )
+
+
+def runner(name: str, scaleset: ScaleSet, **kwargs) -> Instance:
+    return Instance.from_json(instance_json(name, scaleset.id, **kwargs))
+
+
+def observe(*scalesets: ScaleSet, instances=(), providers=(PROVIDER,), entities=(ORG, REPO)):
+    return Observed(tuple(scalesets), tuple(instances), frozenset(providers), tuple(entities))
+
+
+def run(*specs: ScalesetSpec, observed: Observed, now=NOW, settings=SETTINGS, held=()) -> Plan:
+    return plan(Desired(tuple(specs), tuple(held)), observed, now, settings)
+
+
+def writes(result: Plan) -> list:
+    return list(result.actions)
+
+
+# --- rule 1: generation names ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("budget", [6, 7, 8, 10, 16, 64])
+@pytest.mark.parametrize("logical", ["ci", "lg-x64", "a/b,c", "ünïcode-name", "x" * 80, "--"])
+def test_generation_name_fits_budget_and_has_no_separators(logical, budget):
+    name = name_of(make_spec(name=logical), budget=budget)
+    assert len(name.encode()) <= budget
+    assert "/" not in name
+    assert "," not in name
+    assert name.isascii()
+
+
+def test_generation_name_is_stable_across_releases():
+    # Names are how live generations are recognised: changing the scheme would replace
+    # every scaleset of every user on upgrade. This pins it.
+    assert name_of(make_spec()) == "ci-08f883"
+
+
+def test_labels_hash_case_insensitive_and_deduplicated():
+    base = make_spec(labels=("linux", "x64"))
+    same = make_spec(labels=("X64", "Linux", "linux", " x64 "))
+    assert name_of(base) == name_of(same)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"labels": ("linux", "arm64")},
+        {"provider_name": "garm-configurator-1"},
+        {"entity_name": "other-org"},
+        {"entity_kind": "repository", "entity_name": "example/repo"},
+    ],
+)
+def test_what_cannot_change_in_place_changes_the_name(change):
+    assert name_of(make_spec()) != name_of(make_spec(**change))
+
+
+def test_mutable_fields_do_not_change_the_name():
+    changed = make_spec(image="other", flavor="m1.large", max_runners=9, runner_group="g")
+    assert name_of(make_spec()) == name_of(changed)
+
+
+def test_logical_names_sharing_a_prefix_get_different_names():
+    assert name_of(make_spec(name="ci-small")) != name_of(make_spec(name="ci-large"))
+    assert name_of(make_spec(name="ci-small"))[:3] == name_of(make_spec(name="ci-large"))[:3]
+
+
+def test_name_budget_below_hash_length_is_refused():
+    with pytest.raises(ValueError, match="at least 6"):
+        name_of(make_spec(), budget=5)
+
+
+def test_foreign_scaleset_on_first_candidate_name_gets_second_candidate():
+    spec = make_spec()
+    foreign = ScaleSet.from_json(scaleset_json(1, name_of(spec), labels=("other",)))
+    result = run(spec, observed=observe(foreign))
+    creates = [a for a in result.actions if isinstance(a, CreateScaleset)]
+    assert [c.name for c in creates] == [name_of(spec, 1)]
+
+
+def test_generation_on_second_candidate_stays_current_when_foreign_one_leaves():
+    spec = make_spec()
+    second = generation(spec, 2, name=name_of(spec, 1))
+    assert writes(run(spec, observed=observe(second))) == []
+
+
+def test_two_new_specs_never_choose_the_same_name():
+    a = make_spec(source="u/0", name="ci-a")
+    b = make_spec(source="u/1", name="ci-b")
+    actions = run(a, b, observed=observe()).actions
+    names = [action.name for action in actions if isinstance(action, CreateScaleset)]
+    assert len(set(names)) == 2
+
+
+# --- rule 2: families and orphans -------------------------------------------------------
+
+
+def test_scaleset_of_one_logical_name_is_never_claimed_by_another():
+    small = make_spec(name="ci-small", source="u/0")
+    large = make_spec(name="ci-large", source="u/1")
+    live_small = generation(small, 1)
+    result = run(large, small, observed=observe(live_small))
+    assert [type(a) for a in result.actions] == [CreateScaleset]
+    assert result.actions[0].logical_name == "ci-large"  # type: ignore[union-attr]
+
+
+def test_scaleset_with_a_hash_name_but_other_labels_is_not_a_member():
+    spec = make_spec()
+    # Same name as the spec's generation, but labels that do not hash to it.
+    impostor = ScaleSet.from_json(scaleset_json(1, name_of(spec), labels=("ci", "windows")))
+    result = run(spec, observed=observe(impostor))
+    retire = [a for a in result.actions if isinstance(a, UpdateScaleset)]
+    assert [a.scaleset_id for a in retire] == [1]  # retired as an orphan
+    assert result.progress[-1].logical_name is None
+
+
+def test_scaleset_belonging_to_no_spec_is_an_orphan():
+    stray = ScaleSet.from_json(scaleset_json(9, "stray", labels=("x",)))
+    result = run(observed=observe(stray))
+    assert result.actions == (
+        UpdateScaleset(
+            9,
+            "stray",
+            {
+                "enabled": False,
+                "max_runners": 0,
+                "extended_state": retirement_stamp(NOW),
+            },
+            "retire",
+        ),
+    )
+
+
+def test_legacy_scaleset_with_unchanged_labels_is_kept_as_it_is():
+    spec = make_spec()
+    legacy = generation(spec, 1, name="ci", labels=("linux", "x64"))
+    assert writes(run(spec, observed=observe(legacy))) == []
+
+
+def test_legacy_scaleset_is_replaced_when_its_labels_change():
+    spec = make_spec(labels=("linux", "arm64"))
+    legacy = generation(spec, 1, name="ci", labels=("linux", "x64"))
+    result = run(spec, observed=observe(legacy))
+    assert [type(a) for a in result.actions] == [CreateScaleset]
+    assert result.progress[0].phase is Phase.CREATING_REPLACEMENT
+
+
+# --- rules 3 and 4: create --------------------------------------------------------------
+
+
+def test_create_sends_every_field_enabled_with_the_logical_name_as_label():
+    spec = make_spec(
+        min_idle_runners=2,
+        runner_group="ci-group",
+        extra_specs={"pre_install_scripts": {"pre_install.sh": "ZWNobw=="}},
+    )
+    (create,) = run(spec, observed=observe()).actions
+    assert create == CreateScaleset(
+        "ci",
+        ORG,
+        {
+            "name": name_of(spec),
+            "provider_name": PROVIDER,
+            "max_runners": 5,
+            "image": "image-uuid",
+            "flavor": "m1.small",
+            "os_type": "linux",
+            "os_arch": "amd64",
+            "enabled": True,
+            "labels": ["ci", "linux", "x64"],
+            "github-runner-group": "ci-group",
+            "min_idle_runners": 2,
+            "extra_specs": {"pre_install_scripts": {"pre_install.sh": "ZWNobw=="}},
+        },
+    )
+
+
+def test_create_leaves_zero_values_out_and_targets_the_repository():
+    spec = make_spec(entity_kind="repository", entity_name="Example/Repo")
+    (create,) = run(spec, observed=observe()).actions
+    assert isinstance(create, CreateScaleset)
+    assert create.entity == REPO
+    assert "min_idle_runners" not in create.body
+    assert "extra_specs" not in create.body
+
+
+def test_first_creation_reports_creating_then_nothing():
+    spec = make_spec()
+    assert run(spec, observed=observe()).progress[0].phase is Phase.CREATING
+    assert run(spec, observed=observe(generation(spec, 1))).progress == ()
+
+
+# --- rule 5: in-place updates and zero writes when converged ----------------------------
+
+
+@pytest.mark.parametrize("min_idle", [0, 1])
+def test_converged_scaleset_gets_zero_writes(min_idle):
+    spec = make_spec(min_idle_runners=min_idle, extra_specs={"b": 1, "a": [1, 2]})
+    live = generation(spec, 1)
+    idle = runner("garm-1", live)
+    assert run(spec, observed=observe(live, instances=[idle])) == Plan()
+
+
+def test_labels_differing_only_in_case_are_no_change():
+    spec = make_spec(labels=("linux", "x64"))
+    live = generation(spec, 1, labels=("Linux", "X64", "CI"))
+    assert writes(run(spec, observed=observe(live))) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "wire_key"),
+    [
+        ("image", "new-image", "image"),
+        ("flavor", "m1.large", "flavor"),
+        ("os_arch", "arm64", "os_arch"),
+        ("max_runners", 9, "max_runners"),
+        ("min_idle_runners", 3, "min_idle_runners"),
+        ("runner_group", "other", "runner_group"),
+        ("extra_specs", {"x": 1}, "extra_specs"),
+    ],
+)
+def test_a_changed_mutable_field_is_updated_in_place_alone(field, value, wire_key):
+    spec = make_spec()
+    live = generation(spec, 1)
+    (update,) = run(make_spec(**{field: value}), observed=observe(live)).actions
+    assert update == UpdateScaleset(1, live.name, {wire_key: value}, "update")
+
+
+def test_extra_specs_removed_from_the_spec_are_cleared():
+    live = generation(make_spec(extra_specs={"x": 1}), 1)
+    (update,) = run(make_spec(), observed=observe(live)).actions
+    assert isinstance(update, UpdateScaleset)
+    assert update.changes == {"extra_specs": {}}
+
+
+def test_current_generation_found_disabled_is_re_enabled():
+    spec = make_spec()
+    live = generation(spec, 1, enabled=False)
+    (update,) = run(spec, observed=observe(live)).actions
+    assert update == UpdateScaleset(1, live.name, {"enabled": True}, "re-enable")
+
+
+# --- rule 6: hand-over ------------------------------------------------------------------
+
+
+def changeover(min_idle=0, **replacement):
+    """Old generation serving labels (linux, x64); spec now asks for (linux, arm64)."""
+    old_spec = make_spec(min_idle_runners=min_idle)
+    new_spec = make_spec(labels=("linux", "arm64"), min_idle_runners=min_idle)
+    old = generation(old_spec, 1)
+    new = generation(new_spec, 2, created_at=NOW - timedelta(minutes=5), **replacement)
+    return new_spec, old, new
+
+
+def retirement(old: ScaleSet, at=NOW) -> UpdateScaleset:
+    changes = {"enabled": False, "max_runners": 0, "extended_state": retirement_stamp(at)}
+    if old.min_idle_runners:
+        changes["min_idle_runners"] = 0
+    return UpdateScaleset(old.id, old.name, changes, "retire")
+
+
+def test_label_change_creates_replacement_and_keeps_old_serving():
+    new_spec, old, _ = changeover()
+    result = run(new_spec, observed=observe(old))
+    assert [type(a) for a in result.actions] == [CreateScaleset]
+    assert result.progress[0].phase is Phase.CREATING_REPLACEMENT
+
+
+def test_no_hand_over_to_a_replacement_not_registered_on_github():
+    new_spec, old, new = changeover(scale_set_id=0)
+    result = run(new_spec, observed=observe(old, new))
+    assert writes(result) == []
+    assert result.progress[0].phase is Phase.CREATING_REPLACEMENT
+
+
+def test_hand_over_to_registered_enabled_replacement_without_warm_capacity():
+    new_spec, old, new = changeover()
+    result = run(new_spec, observed=observe(old, new))
+    assert writes(result) == [retirement(old)]
+    assert result.progress[0].phase is Phase.RETIRING
+
+
+def test_hand_over_waits_for_an_idle_runner_when_warm_capacity_is_asked():
+    new_spec, old, new = changeover(min_idle=1)
+    booting = runner("garm-b", new, status="creating", runner_status="pending")
+    result = run(new_spec, observed=observe(old, new, instances=[booting]))
+    assert writes(result) == []
+    assert result.progress[0].phase is Phase.HANDING_OVER
+    assert result.progress[0].describe() == "handing over"
+
+
+def test_hand_over_once_the_replacement_has_an_idle_runner():
+    new_spec, old, new = changeover(min_idle=1)
+    idle = runner("garm-i", new)
+    assert writes(run(new_spec, observed=observe(old, new, instances=[idle]))) == [retirement(old)]
+
+
+def test_hand_over_after_the_timeout_even_without_idle_runner():
+    new_spec, old, new = changeover(min_idle=1)
+    later = new.created_at + SETTINGS.handover_timeout
+    assert writes(run(new_spec, observed=observe(old, new), now=later)) == [
+        retirement(old, at=later)
+    ]
+
+
+# --- rule 7: retirement -----------------------------------------------------------------
+
+
+def test_retirement_is_one_update_zeroing_counts_with_a_stamp():
+    new_spec, old, new = changeover(min_idle=1)
+    idle = runner("garm-i", new)
+    (update,) = run(new_spec, observed=observe(old, new, instances=[idle])).actions
+    assert update == UpdateScaleset(
+        1,
+        old.name,
+        {
+            "enabled": False,
+            "min_idle_runners": 0,
+            "max_runners": 0,
+            "extended_state": retirement_stamp(NOW),
+        },
+        "retire",
+    )
+    assert isinstance(update, UpdateScaleset)
+    assert read_retirement_stamp(update.changes["extended_state"]) == NOW.replace(microsecond=0)
+
+
+@pytest.mark.parametrize("extended_state", ["", "something else", "retired-at=garbage"])
+def test_predecessor_found_disabled_without_readable_stamp_is_stamped(extended_state):
+    new_spec, old, new = changeover()
+    old = generation(make_spec(), 1, enabled=False, extended_state=extended_state)
+    (update,) = run(new_spec, observed=observe(old, new)).actions
+    assert update == UpdateScaleset(
+        1, old.name, {"max_runners": 0, "extended_state": retirement_stamp(NOW)}, "retire"
+    )
+
+
+# --- rule 8: delete ---------------------------------------------------------------------
+
+
+def test_retired_empty_predecessor_is_deleted():
+    new_spec, old, new = changeover()
+    result = run(new_spec, observed=observe(retired(old), new))
+    assert writes(result) == [DeleteScaleset(1, old.name)]
+    assert result.progress[0].phase is Phase.AWAITING_DELETION
+
+
+def test_retired_predecessor_with_runners_drains():
+    new_spec, old, new = changeover()
+    busy = [runner(f"garm-{i}", old, runner_status="active") for i in range(3)]
+    result = run(new_spec, observed=observe(retired(old), new, instances=busy))
+    assert writes(result) == []
+    assert result.progress[0].describe() == "draining 3 runners"
+
+
+@pytest.mark.parametrize("status", ["pending_delete", "deleting", "pending_force_delete"])
+def test_any_instance_row_blocks_the_delete(status):
+    new_spec, old, new = changeover()
+    going = runner("garm-x", old, status=status, runner_status="terminated")
+    assert writes(run(new_spec, observed=observe(retired(old), new, instances=[going]))) == []
+
+
+# --- rule 9: drain deadline -------------------------------------------------------------
+
+
+def test_before_the_deadline_no_runner_is_removed():
+    new_spec, old, new = changeover()
+    busy = runner("garm-1", old, runner_status="active")
+    just_before = RETIRED_AT + SETTINGS.drain_deadline - timedelta(seconds=1)
+    result = run(new_spec, observed=observe(retired(old), new, instances=[busy]), now=just_before)
+    assert writes(result) == []
+
+
+def test_past_the_deadline_stuck_runners_are_force_removed():
+    new_spec, old, new = changeover()
+    stuck = [
+        runner("garm-1", old, runner_status="active"),
+        runner("garm-2", old, status="error", runner_status="failed"),
+        runner("garm-3", old, status="pending_force_delete"),
+        runner("garm-4", old, status="creating", runner_status="pending"),
+    ]
+    at_deadline = RETIRED_AT + SETTINGS.drain_deadline
+    result = run(new_spec, observed=observe(retired(old), new, instances=stuck), now=at_deadline)
+    assert writes(result) == [
+        RemoveInstance("garm-1", 1, old.name),
+        RemoveInstance("garm-2", 1, old.name),
+    ]
+    assert result.progress[0].describe() == "force-removing 4 stuck runners"
+
+
+def test_a_zero_deadline_never_forces():
+    new_spec, old, new = changeover()
+    busy = runner("garm-1", old, runner_status="active")
+    settings = Settings(drain_deadline=timedelta(0))
+    years = RETIRED_AT + timedelta(days=3650)
+    result = run(
+        new_spec,
+        observed=observe(retired(old), new, instances=[busy]),
+        now=years,
+        settings=settings,
+    )
+    assert writes(result) == []
+    assert result.progress[0].describe() == "draining 1 runner"
+
+
+# --- rule 10: flip-flop -----------------------------------------------------------------
+
+
+def test_labels_changed_back_re_enable_the_predecessor_and_never_build_a_third():
+    first = make_spec()
+    interim_spec = make_spec(labels=("linux", "arm64"))
+    old = retired(generation(first, 1))
+    interim = generation(interim_spec, 2)
+    busy = runner("garm-1", old, runner_status="active")
+    result = run(first, observed=observe(old, interim, instances=[busy]))
+    # Re-enabled with the spec's values; the interim stays until the old one is live.
+    assert writes(result) == [
+        UpdateScaleset(
+            1,
+            old.name,
+            {"enabled": True, "max_runners": 5, "extended_state": ""},
+            "re-enable",
+        )
+    ]
+    enabled_again = generation(first, 1)
+    result = run(first, observed=observe(enabled_again, interim, instances=[busy]))
+    assert writes(result) == [retirement(interim)]
+
+
+# --- rule 11: orphans -------------------------------------------------------------------
+
+
+def test_orphan_is_retired_drained_and_deleted():
+    orphan = generation(make_spec(name="gone"), 5, min_idle_runners=1)
+    first = run(observed=observe(orphan))
+    assert writes(first) == [retirement(orphan)]
+    busy = runner("garm-1", orphan, runner_status="active")
+    draining = run(observed=observe(retired(orphan), instances=[busy]))
+    assert writes(draining) == []
+    assert draining.progress[0].logical_name is None
+    assert draining.progress[0].describe() == "draining 1 runner"
+    assert writes(run(observed=observe(retired(orphan)))) == [DeleteScaleset(5, orphan.name)]
+
+
+# --- rule 12: skipped and held specs ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("observed_kwargs", "reason"),
+    [
+        ({"providers": ()}, "provider 'garm-configurator-0' is not registered in GARM yet"),
+        ({"entities": (REPO,)}, "organization 'example-org' is not registered in GARM yet"),
+    ],
+)
+def test_spec_not_ready_in_garm_is_skipped_and_its_scaleset_untouched(observed_kwargs, reason):
+    live = generation(make_spec(), 1)
+    changed = make_spec(labels=("linux", "arm64"), max_runners=9)
+    result = run(changed, observed=observe(live, **observed_kwargs))
+    assert writes(result) == []
+    assert [(s.source, s.name, s.reason) for s in result.skipped] == [
+        ("garm-configurator/0", "ci", reason)
+    ]
+
+
+def test_held_spec_keeps_its_scalesets_untouched():
+    live = generation(make_spec(), 1)
+    held = HeldSpec("garm-configurator/0", "ci", "max_runner: not a number")
+    result = run(observed=observe(live), held=[held])
+    assert writes(result) == []
+    assert result.skipped[0].reason == "max_runner: not a number"
+
+
+def test_held_spec_without_a_name_holds_back_the_orphan_sweep():
+    orphan = generation(make_spec(name="gone"), 5)
+    held = HeldSpec("garm-configurator/3", None, "name: missing")
+    assert writes(run(observed=observe(orphan), held=[held])) == []
+
+
+# --- rule 13: duplicates ----------------------------------------------------------------
+
+
+def test_duplicate_logical_names_first_source_wins_and_nothing_is_retired():
+    winner = make_spec(source="garm-configurator/0")
+    loser = make_spec(source="garm-configurator/1", labels=("windows",), name="CI")
+    live = generation(winner, 1)
+    result = run(loser, winner, observed=observe(live))
+    assert writes(result) == []
+    assert [(s.source, s.reason) for s in result.skipped] == [
+        (
+            "garm-configurator/1",
+            "duplicate scaleset name 'CI', already published by garm-configurator/0",
+        )
+    ]
+
+
+# --- name budget changes ----------------------------------------------------------------
+
+
+def test_raising_the_budget_keeps_live_generations():
+    spec = make_spec(name="longer-name")
+    live = generation(spec, 1)
+    assert writes(run(spec, observed=observe(live), settings=Settings(name_budget=20))) == []
+
+
+def test_lowering_the_budget_replaces_generations_that_no_longer_fit():
+    spec = make_spec(name="longer-name")
+    live = generation(spec, 1, name=name_of(spec, budget=20))
+    result = run(spec, observed=observe(live))
+    (create,) = result.actions
+    assert isinstance(create, CreateScaleset)
+    assert create.name == name_of(spec)
