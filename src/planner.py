@@ -103,11 +103,16 @@ class Progress:
 
 @dataclass(frozen=True)
 class Skipped:
-    """A spec left out of this pass, with why; its live scalesets are untouched."""
+    """A spec left out of this pass, with why; its live scalesets are untouched.
+
+    ``blocking`` marks what only the operator can fix (bad data, a duplicate name), as
+    opposed to what resolves itself (GARM not yet configured for a provider or org).
+    """
 
     source: str
-    name: str | None
+    name: str
     reason: str
+    blocking: bool = False
 
 
 @dataclass(frozen=True)
@@ -187,7 +192,7 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
     planning again on the new observation continues the changeover.
     """
     draft = _Draft()
-    specs, held_names, sweep = _select(desired, observed, draft)
+    specs, held_names = _select(desired, observed, draft)
     families, orphans = _claim(observed.scalesets, [s.name for s in specs], held_names)
     instances = _instances_by_scaleset(observed.instances)
     taken = {s.name.lower() for s in observed.scalesets}
@@ -195,16 +200,15 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
         _plan_family(
             spec, families[spec.name.lower()], observed, instances, taken, now, settings, draft
         )
-    if sweep:
-        for orphan in orphans:
-            phase = _plan_retirement(orphan, instances[orphan.id], True, now, settings, draft)
-            draft.progress.append(Progress(None, orphan.name, phase, len(instances[orphan.id])))
+    for orphan in orphans:
+        phase = _plan_retirement(orphan, instances[orphan.id], True, now, settings, draft)
+        draft.progress.append(Progress(None, orphan.name, phase, len(instances[orphan.id])))
     return Plan(tuple(draft.actions), tuple(draft.progress), tuple(draft.skipped))
 
 
 def _select(
     desired: Desired, observed: Observed, draft: _Draft
-) -> tuple[list[ScalesetSpec], set[str], bool]:
+) -> tuple[list[ScalesetSpec], set[str]]:
     """Pick the specs to act on; the rest are reported and their scalesets held.
 
     Duplicates are resolved by source order, first one wins, so two units publishing the
@@ -212,19 +216,15 @@ def _select(
     not registered in GARM yet cannot be created, but its live scalesets are kept.
     """
     held: set[str] = set()
-    sweep = True
     for item in desired.held:
-        draft.skipped.append(Skipped(item.source, item.name, item.reason))
-        if item.name is None:
-            sweep = False
-        else:
-            held.add(item.name.lower())
+        draft.skipped.append(Skipped(item.source, item.name, item.reason, item.blocking))
+        held.add(item.name.lower())
     winners: dict[str, ScalesetSpec] = {}
     for spec in sorted(desired.specs, key=lambda s: (s.source, s.name)):
         first = winners.setdefault(spec.name.lower(), spec)
         if first is not spec:
             reason = f"duplicate scaleset name {spec.name!r}, already published by {first.source}"
-            draft.skipped.append(Skipped(spec.source, spec.name, reason))
+            draft.skipped.append(Skipped(spec.source, spec.name, reason, blocking=True))
     entities = {(e.kind, e.name.lower()) for e in observed.entities}
     chosen: dict[str, ScalesetSpec] = {}
     for logical, spec in winners.items():
@@ -237,7 +237,7 @@ def _select(
             continue
         draft.skipped.append(Skipped(spec.source, spec.name, reason))
         held.add(logical)
-    return list(chosen.values()), held - set(chosen), sweep
+    return list(chosen.values()), held - set(chosen)
 
 
 def _claim(
@@ -355,7 +355,12 @@ def _plan_create(
     )
     if name is None:
         draft.skipped.append(
-            Skipped(spec.source, spec.name, "every candidate scaleset name is taken in GARM")
+            Skipped(
+                spec.source,
+                spec.name,
+                "every candidate scaleset name is taken in GARM",
+                blocking=True,
+            )
         )
         return
     taken.add(name.lower())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -53,6 +54,7 @@ class Outcome:
     done: tuple[Action, ...] = ()
     errors: tuple[ActionError, ...] = ()
     unreachable: str | None = None
+    cut_short: bool = False
 
     @property
     def ok(self) -> bool:
@@ -79,8 +81,20 @@ def preview(client: GarmClient, desired: Desired, now: datetime, settings: Setti
     return plan(desired, observe(client, desired), now, settings)
 
 
-def reconcile(client: GarmClient, desired: Desired, now: datetime, settings: Settings) -> Outcome:
-    """Run one pass towards ``desired`` and return its outcome; never raises for GARM."""
+def reconcile(
+    client: GarmClient,
+    desired: Desired,
+    now: datetime,
+    settings: Settings,
+    *,
+    budget: float | None = None,
+) -> Outcome:
+    """Run one pass towards ``desired`` and return its outcome; never raises for GARM.
+
+    ``budget`` bounds the pass in seconds so a hook never hangs on a slow GARM: past it
+    no further write is started, and the next hook carries on from what it observes.
+    """
+    started = time.monotonic()
     try:
         observed = observe(client, desired)
     except GarmUnreachable as exc:
@@ -97,17 +111,20 @@ def reconcile(client: GarmClient, desired: Desired, now: datetime, settings: Set
         if not todo:
             break
         for action in todo:
+            if budget is not None and time.monotonic() - started > budget:
+                logger.warning("pass budget of %ss spent; the next hook continues", budget)
+                return _outcome(current, done, errors, cut_short=True)
             try:
                 observed = _apply(client, action, observed)
             except GarmUnreachable as exc:
-                logger.error("GARM unreachable during %s: %s", _describe(action), exc)
+                logger.error("GARM unreachable during %s: %s", describe_action(action), exc)
                 return _outcome(current, done, errors, unreachable=str(exc))
             except GarmApiError as exc:
-                logger.error("GARM refused %s: %s", _describe(action), exc)
+                logger.error("GARM refused %s: %s", describe_action(action), exc)
                 errors.append(ActionError(action, str(exc)))
                 closed.add(_target(action))
                 continue
-            logger.info("done: %s", _describe(action))
+            logger.info("done: %s", describe_action(action))
             done.append(action)
             if isinstance(action, DeleteScaleset):
                 # Requested, not proven: the next pass's observation confirms it.
@@ -121,8 +138,11 @@ def _outcome(
     done: list[Action],
     errors: list[ActionError],
     unreachable: str | None = None,
+    cut_short: bool = False,
 ) -> Outcome:
-    return Outcome(current.progress, current.skipped, tuple(done), tuple(errors), unreachable)
+    return Outcome(
+        current.progress, current.skipped, tuple(done), tuple(errors), unreachable, cut_short
+    )
 
 
 def _target(action: Action) -> tuple[str, object]:
@@ -156,7 +176,7 @@ def _apply(client: GarmClient, action: Action, observed: Observed) -> Observed:
     return observed
 
 
-def _describe(action: Action) -> str:
+def describe_action(action: Action) -> str:
     """A log line for an action: names and changed keys, never values.
 
     Values stay out because runner scripts may hold anything an operator pasted in.

@@ -41,16 +41,17 @@ class ScalesetSpec:
 
 @dataclass(frozen=True)
 class HeldSpec:
-    """A unit whose data cannot be used right now (invalid, or still being published).
+    """A unit whose data cannot be used right now: invalid, or still being published.
 
-    Its live scalesets are left exactly as they are: such a unit is still related, so its
-    scaleset is not an orphan. When not even the logical name is known, nothing can be
-    matched to it and the orphan sweep is held back for the whole pass.
+    Its live scalesets are left exactly as they are: the unit is still related, so its
+    scaleset is not an orphan. ``blocking`` says the operator must act (invalid data), as
+    opposed to waiting for the configurator to finish publishing.
     """
 
     source: str
-    name: str | None
+    name: str
     reason: str
+    blocking: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
-"""One status line from a pass outcome: what an operator reads in ``juju status``.
+"""One status line from a pass: what an operator reads in ``juju status``.
 
-Juju shows a single message per unit, so several changeovers are composed into one
-line, most important first. Kept pure so every wording can be tested.
+Juju shows a single message per unit, so everything is composed into one line, the
+problem the operator must act on first. Kept pure so every wording can be tested.
 """
 
 from __future__ import annotations
@@ -9,9 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from planner import Phase, Progress
 from reconciler import Outcome
+from state import RelationState
 
 StatusKind = Literal["active", "waiting", "blocked"]
+# Past this many named problems the rest are counted, to keep the line readable.
+MAX_NAMED = 2
 
 
 @dataclass(frozen=True)
@@ -22,26 +26,56 @@ class Summary:
     message: str
 
 
-def summarise(outcome: Outcome, scalesets: int) -> Summary:
-    """Status for a finished pass; ``scalesets`` is how many logical scalesets are served.
+def _join(items: list[str]) -> str:
+    shown = "; ".join(items[:MAX_NAMED])
+    more = len(items) - MAX_NAMED
+    return f"{shown}; and {more} more" if more > 0 else shown
 
-    An unreachable GARM or a refused write is ``waiting``: the next hook retries without
-    the operator. A changeover in progress is ``active``: every label is served while it
-    runs, so nothing waiting for ``active`` should be held up by hours of draining.
+
+def summarise(outcome: Outcome, state: RelationState) -> Summary:
+    """Status for a finished pass.
+
+    ``blocked`` only when the operator must act (no configurator related, a unit's data
+    invalid or duplicated); ``waiting`` when the next hook may fix it by itself (GARM
+    unreachable or refusing, a unit still publishing); ``active`` otherwise — a
+    changeover in progress included: every label is served while it runs, so nothing
+    that waits for ``active`` should be held up by hours of draining.
     """
+    progress = _join([_describe(p) for p in outcome.progress])
+    problem = _problem(outcome, state)
+    if problem is not None:
+        kind, message = problem
+        return Summary(kind, f"{message} ({progress})" if progress else message)
+    if progress:
+        return Summary("active", progress)
+    serving = len(state.desired.specs) + len(state.desired.held) - len(outcome.skipped)
+    noun = "scaleset" if serving == 1 else "scalesets"
+    return Summary("active", f"{serving} {noun} in sync")
+
+
+def _describe(progress: Progress) -> str:
+    if progress.logical_name is None:
+        return f"Removing scaleset {progress.scaleset}: {progress.describe()}"
+    if progress.phase is Phase.CREATING:
+        return f"Creating scaleset {progress.logical_name}"
+    return f"Replacing scaleset {progress.logical_name}: {progress.describe()}"
+
+
+def _problem(outcome: Outcome, state: RelationState) -> tuple[StatusKind, str] | None:
+    """The most pressing problem of a pass, most severe first, or None."""
+    if not state.related:
+        return "blocked", "Integrate with garm-configurator: juju integrate garm garm-configurator"
+    blocking = [f"{s.source}: {s.reason}" for s in outcome.skipped if s.blocking]
+    if blocking:
+        return "blocked", "Fix " + _join(blocking)
     if outcome.unreachable is not None:
-        return Summary("waiting", f"GARM unreachable, will retry: {outcome.unreachable}")
+        return "waiting", f"GARM unreachable, will retry: {outcome.unreachable}"
     if outcome.errors:
         count = len(outcome.errors)
         noun = "call" if count == 1 else "calls"
-        return Summary("waiting", f"GARM refused {count} {noun}: {outcome.errors[0].error}")
-    parts = []
-    for progress in outcome.progress:
-        if progress.logical_name is None:
-            parts.append(f"removing {progress.scaleset}: {progress.describe()}")
-        else:
-            parts.append(f"{progress.logical_name}: {progress.describe()}")
-    if parts:
-        return Summary("active", "Scalesets changing: " + "; ".join(parts))
-    noun = "scaleset" if scalesets == 1 else "scalesets"
-    return Summary("active", f"{scalesets} {noun} in sync")
+        return "waiting", f"GARM refused {count} {noun}: {outcome.errors[0].error}"
+    waiting = [f"{s.source}: {s.reason}" for s in outcome.skipped]
+    waiting += [f"{unit}: no scaleset published yet" for unit in state.silent]
+    if waiting:
+        return "waiting", "Waiting for " + _join(waiting)
+    return None

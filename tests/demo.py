@@ -14,6 +14,7 @@ from datetime import timedelta
 from garm_client import GarmClient
 from reconciler import Outcome, reconcile
 from spec import Desired, ScalesetSpec, Settings
+from state import RelationState
 from status import summarise
 from tests.clock import FakeClock
 from tests.garm_double import GarmDouble
@@ -53,7 +54,7 @@ class Story:
         self.garm.tick()
         desired = Desired(tuple(self.units.values()))
         outcome = reconcile(self.client, desired, self.clock.now, SETTINGS)
-        summary = summarise(outcome, len(self.units))
+        summary = summarise(outcome, RelationState(True, desired))
         print(f"hook {self.hook:>2} {event:<34} garm/0 {summary.kind}: {summary.message}")
         for scaleset in sorted(self.garm.scalesets(), key=lambda s: s["id"]):
             runners = [i for i in self.garm.instances() if i["scale_set_id"] == scaleset["id"]]

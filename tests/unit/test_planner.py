@@ -541,8 +541,8 @@ def test_spec_not_ready_in_garm_is_skipped_and_its_scaleset_untouched(observed_k
     changed = make_spec(labels=("linux", "arm64"), max_runners=9)
     result = run(changed, observed=observe(live, **observed_kwargs))
     assert writes(result) == []
-    assert [(s.source, s.name, s.reason) for s in result.skipped] == [
-        ("garm-configurator/0", "ci", reason)
+    assert [(s.source, s.name, s.reason, s.blocking) for s in result.skipped] == [
+        ("garm-configurator/0", "ci", reason, False)
     ]
 
 
@@ -551,13 +551,10 @@ def test_held_spec_keeps_its_scalesets_untouched():
     held = HeldSpec("garm-configurator/0", "ci", "max_runner: not a number")
     result = run(observed=observe(live), held=[held])
     assert writes(result) == []
-    assert result.skipped[0].reason == "max_runner: not a number"
-
-
-def test_held_spec_without_a_name_holds_back_the_orphan_sweep():
-    orphan = generation(make_spec(name="gone"), 5)
-    held = HeldSpec("garm-configurator/3", None, "name: missing")
-    assert writes(run(observed=observe(orphan), held=[held])) == []
+    assert (result.skipped[0].reason, result.skipped[0].blocking) == (
+        "max_runner: not a number",
+        True,
+    )
 
 
 # --- rule 13: duplicates ----------------------------------------------------------------
@@ -569,10 +566,11 @@ def test_duplicate_logical_names_first_source_wins_and_nothing_is_retired():
     live = generation(winner, 1)
     result = run(loser, winner, observed=observe(live))
     assert writes(result) == []
-    assert [(s.source, s.reason) for s in result.skipped] == [
+    assert [(s.source, s.reason, s.blocking) for s in result.skipped] == [
         (
             "garm-configurator/1",
             "duplicate scaleset name 'CI', already published by garm-configurator/0",
+            True,
         )
     ]
 

@@ -1,0 +1,247 @@
+"""The ``garm_configurator_v0`` relation: what one garm-configurator unit publishes.
+
+Everything travels in the configurator's *unit* databag as plain strings (not JSON
+values): counts are decimal strings, ``labels`` is comma-separated, ``pre_install_scripts``
+is a JSON object text, and an unset optional key is absent. The garm side writes nothing
+back. Two publication phases exist: Phase A (the scaleset and runner options, every unit)
+and Phase B (OpenStack and GitHub App settings plus ``image_id``, leader only, once the
+image is known).
+
+``ConfiguratorUnitData.from_databag`` parses a databag and treats every value as hostile:
+it raises ``DatabagError`` naming the key and the rule broken. ``to_databag`` renders the
+same model, so a configurator can publish with it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+LIBID = "5c0a8f4e3b8d4f1e9a7c2d6b1e4f8a90"
+LIBAPI = 0
+LIBPATCH = 1
+
+MAX_RUNNERS_LIMIT = 1000
+MAX_LABELS = 32
+MAX_SCRIPT_BYTES = 64 * 1024
+
+# A logical scaleset name is also a GitHub label (`runs-on: <name>`), so it follows the
+# label rules; `/` and `,` are excluded because GARM's OpenStack provider builds VM tags
+# from scaleset names.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,63}$")
+_ORG = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
+_REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+_OS_ARCHES = ("amd64", "arm64", "i386", "arm")
+# Keys whose presence says the unit has published a scaleset definition at all.
+_SCALESET_KEYS = ("name", "provider_name", "flavor", "os_arch", "max_runner")
+
+
+class DatabagError(ValueError):
+    """One unit's data broke a rule of the contract; ``key`` names the offending key."""
+
+    def __init__(self, key: str, reason: str):
+        self.key = key
+        self.reason = reason
+        super().__init__(f"{key}: {reason}")
+
+
+def _text(data: Mapping[str, str], key: str, *, limit: int = 255) -> str | None:
+    """An optional single-line value, trimmed; absent and blank are the same."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise DatabagError(key, "must be a string")
+    value = value.strip()
+    if not value:
+        return None
+    if len(value) > limit:
+        raise DatabagError(key, f"longer than {limit} characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise DatabagError(key, "contains a newline or control character")
+    return value
+
+
+def _required(data: Mapping[str, str], key: str, *, limit: int = 255) -> str:
+    value = _text(data, key, limit=limit)
+    if value is None:
+        raise DatabagError(key, "missing")
+    return value
+
+
+def _count(data: Mapping[str, str], key: str, default: int | None) -> int:
+    raw = _text(data, key, limit=16)
+    if raw is None:
+        if default is None:
+            raise DatabagError(key, "missing")
+        return default
+    if not raw.isascii() or not raw.isdigit():
+        raise DatabagError(key, f"must be a whole number, got {raw!r}")
+    value = int(raw)
+    if value > MAX_RUNNERS_LIMIT:
+        raise DatabagError(key, f"must be at most {MAX_RUNNERS_LIMIT}, got {value}")
+    return value
+
+
+def _matching(data: Mapping[str, str], key: str, pattern: re.Pattern[str], rule: str) -> str:
+    value = _required(data, key)
+    if not pattern.match(value):
+        raise DatabagError(key, f"{value!r} is not {rule}")
+    return value
+
+
+def _labels(data: Mapping[str, str]) -> tuple[str, ...]:
+    raw = _text(data, "labels", limit=MAX_LABELS * 65)
+    if raw is None:
+        return ()
+    labels = tuple(part.strip() for part in raw.split(",") if part.strip())
+    if len(labels) > MAX_LABELS:
+        raise DatabagError("labels", f"more than {MAX_LABELS} labels")
+    for label in labels:
+        if not _LABEL.match(label):
+            raise DatabagError(
+                "labels",
+                f"{label!r} is not a label (letters, digits and . _ : + -, at most 64)",
+            )
+    return labels
+
+
+def _script(data: Mapping[str, str], key: str) -> str | None:
+    """A multi-line script value, trimmed and bounded."""
+    value = (data.get(key) or "").strip()
+    if len(value.encode()) > MAX_SCRIPT_BYTES:
+        raise DatabagError(key, f"larger than {MAX_SCRIPT_BYTES} bytes")
+    return value or None
+
+
+def _scripts(data: Mapping[str, str]) -> dict[str, str]:
+    """``pre_install_scripts``: a JSON object of script name to script text.
+
+    Unlike the anchor implementation, text that is not such an object is refused rather
+    than silently dropped: a runner set up without its scripts fails far from the cause.
+    """
+    raw = data.get("pre_install_scripts")
+    if raw is None or not raw.strip():
+        return {}
+    if len(raw.encode()) > MAX_SCRIPT_BYTES:
+        raise DatabagError("pre_install_scripts", f"larger than {MAX_SCRIPT_BYTES} bytes")
+    try:
+        scripts = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise DatabagError("pre_install_scripts", f"not valid JSON ({exc.msg})") from None
+    if not isinstance(scripts, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in scripts.items()
+    ):
+        raise DatabagError("pre_install_scripts", "must be a JSON object of name to script")
+    for name in scripts:
+        if not _NAME.match(name):
+            raise DatabagError("pre_install_scripts", f"{name!r} is not a valid script name")
+    return scripts
+
+
+@dataclass(frozen=True)
+class ConfiguratorUnitData:
+    """One configurator unit's databag, parsed.
+
+    ``image_id`` is absent until the image builder answers; such a unit is *not ready*
+    (still publishing), which is not the same as gone. The OpenStack and GitHub keys are
+    kept as published; the garm side resolves the secret URIs itself.
+    """
+
+    name: str
+    provider_name: str
+    flavor: str
+    os_arch: str
+    max_runner: int
+    min_idle_runner: int = 0
+    labels: tuple[str, ...] = ()
+    runner_group: str = "Default"
+    org: str | None = None
+    repo: str | None = None
+    image_id: str | None = None
+    pre_install_scripts: dict[str, str] | None = None
+    dockerhub_mirror: str | None = None
+    runner_http_proxy: str | None = None
+    aproxy_exclude_addresses: str | None = None
+    aproxy_redirect_ports: str | None = None
+    otel_collector_endpoint: str | None = None
+    pre_job_script: str | None = None
+    openstack_auth_url: str | None = None
+    openstack_username: str | None = None
+    openstack_password_secret_uri: str | None = None
+    openstack_project_name: str | None = None
+    openstack_user_domain_name: str | None = None
+    openstack_project_domain_name: str | None = None
+    openstack_region_name: str | None = None
+    openstack_network: str | None = None
+    github_app_id: str | None = None
+    github_installation_id: str | None = None
+    github_private_key_secret_uri: str | None = None
+
+    @staticmethod
+    def has_scaleset(data: Mapping[str, str]) -> bool:
+        """Whether the unit has published any of its scaleset definition yet."""
+        return any(key in data for key in _SCALESET_KEYS)
+
+    @classmethod
+    def from_databag(cls, data: Mapping[str, str]) -> ConfiguratorUnitData:
+        """Parse and validate; raises ``DatabagError`` on the first broken rule."""
+        name = _matching(data, "name", _NAME, "a scaleset name (letters, digits, . _ -)")
+        org, repo = _text(data, "org"), _text(data, "repo")
+        if org and repo:
+            raise DatabagError("org", "org and repo are mutually exclusive")
+        if not org and not repo:
+            raise DatabagError("org", "one of org or repo is required")
+        if org and not _ORG.match(org):
+            raise DatabagError("org", f"{org!r} is not a GitHub organisation name")
+        if repo and not _REPO.match(repo):
+            raise DatabagError("repo", f"{repo!r} is not owner/name")
+        os_arch = _required(data, "os_arch")
+        if os_arch not in _OS_ARCHES:
+            raise DatabagError("os_arch", f"{os_arch!r} is not one of {', '.join(_OS_ARCHES)}")
+        max_runner = _count(data, "max_runner", None)
+        min_idle = _count(data, "min_idle_runner", 0)
+        if max_runner < 1:
+            raise DatabagError("max_runner", "must be at least 1")
+        if min_idle > max_runner:
+            raise DatabagError("min_idle_runner", f"{min_idle} is above max_runner {max_runner}")
+        optional = {
+            f.name: _text(data, f.name, limit=2048)
+            for f in fields(cls)
+            if f.name.startswith(("openstack_", "github_", "dockerhub", "aproxy", "otel"))
+            or f.name == "runner_http_proxy"
+        }
+        return cls(
+            name=name,
+            provider_name=_matching(data, "provider_name", _NAME, "a provider name"),
+            flavor=_required(data, "flavor"),
+            os_arch=os_arch,
+            max_runner=max_runner,
+            min_idle_runner=min_idle,
+            labels=_labels(data),
+            runner_group=_text(data, "runner_group", limit=128) or "Default",
+            org=org,
+            repo=repo,
+            image_id=_text(data, "image_id"),
+            pre_install_scripts=_scripts(data) or None,
+            pre_job_script=_script(data, "pre_job_script"),
+            **optional,
+        )
+
+    def to_databag(self) -> dict[str, str]:
+        """Render as the configurator writes it: strings only, unset keys absent."""
+        out: dict[str, str] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None or value == ():
+                continue
+            if f.name == "labels":
+                out[f.name] = ",".join(value)
+            elif f.name == "pre_install_scripts":
+                out[f.name] = json.dumps(value)
+            else:
+                out[f.name] = str(value)
+        return out

@@ -1,0 +1,164 @@
+"""Relation data and config into typed state: one rule per test, hostile values included."""
+
+from __future__ import annotations
+
+import base64
+from datetime import timedelta
+
+import pytest
+from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
+
+from spec import HeldSpec, ScalesetSpec, Settings
+from state import ConfigError, relation_state, settings_from_config, spec_from_unit
+from tests.databags import EXAMPLE_UNIT, SECOND_UNIT
+
+
+def parse(**changes: str | None) -> ConfiguratorUnitData:
+    data = {**SECOND_UNIT, **changes}
+    return ConfiguratorUnitData.from_databag({k: v for k, v in data.items() if v is not None})
+
+
+def test_the_contract_example_parses_into_the_spec_it_describes():
+    spec = spec_from_unit("garm-configurator/0", ConfiguratorUnitData.from_databag(EXAMPLE_UNIT))
+    script = "#!/bin/bash\napt-get install -y jq"
+    assert spec == ScalesetSpec(
+        source="garm-configurator/0",
+        name="lg-x64",
+        entity_kind="organization",
+        entity_name="example-org",
+        provider_name="garm-configurator-0",
+        image="5b1f0b1e-2d0c-4a53-9d0e-6f3f0c2d9a71",
+        flavor="m1.large",
+        os_arch="amd64",
+        max_runners=10,
+        min_idle_runners=1,
+        labels=("self-hosted", "linux", "x64", "large"),
+        runner_group="Default",
+        extra_specs={
+            "pre_install_scripts": {"pre_install.sh": base64.b64encode(script.encode()).decode()}
+        },
+    )
+
+
+def test_a_repository_unit_targets_the_repository():
+    spec = spec_from_unit("u/0", parse(org=None, repo="owner/name"))
+    assert (spec.entity_kind, spec.entity_name) == ("repository", "owner/name")
+
+
+def test_render_then_parse_is_the_same_model():
+    parsed = ConfiguratorUnitData.from_databag(EXAMPLE_UNIT)
+    assert ConfiguratorUnitData.from_databag(parsed.to_databag()) == parsed
+
+
+def test_render_writes_strings_only_and_leaves_unset_keys_out():
+    rendered = parse().to_databag()
+    assert all(isinstance(v, str) for v in rendered.values())
+    assert "repo" not in rendered
+    assert rendered["labels"] == "self-hosted,linux,x64"
+    assert rendered["max_runner"] == "2"
+
+
+def test_labels_are_split_trimmed_and_empties_dropped():
+    assert parse(labels=" a , b,,c ,").labels == ("a", "b", "c")
+
+
+def test_blank_optional_values_are_absent():
+    assert parse(runner_group="   ").runner_group == "Default"
+    assert parse(labels="").labels == ()
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"name": None}, "name: missing"),
+        ({"name": "a/b"}, "name: 'a/b' is not a scaleset name"),
+        ({"name": "a,b"}, "name: 'a,b' is not a scaleset name"),
+        ({"name": "x" * 65}, "name: 'xxx"),
+        ({"name": "ci\nrm -rf /"}, "name: contains a newline or control character"),
+        ({"name": "ünï"}, "name: 'ünï' is not a scaleset name"),
+        ({"name": "-ci"}, "name: '-ci' is not a scaleset name"),
+        ({"provider_name": None}, "provider_name: missing"),
+        ({"flavor": None}, "flavor: missing"),
+        ({"flavor": "m1\x00"}, "flavor: contains a newline or control character"),
+        ({"os_arch": "sparc"}, "os_arch: 'sparc' is not one of amd64, arm64, i386, arm"),
+        ({"max_runner": None}, "max_runner: missing"),
+        ({"max_runner": "ten"}, "max_runner: must be a whole number, got 'ten'"),
+        ({"max_runner": "-1"}, "max_runner: must be a whole number, got '-1'"),
+        ({"max_runner": "1e3"}, "max_runner: must be a whole number, got '1e3'"),
+        ({"max_runner": "0"}, "max_runner: must be at least 1"),
+        ({"max_runner": "99999"}, "max_runner: must be at most 1000, got 99999"),
+        ({"max_runner": "٣"}, "max_runner: must be a whole number, got '٣'"),
+        ({"min_idle_runner": "3"}, "min_idle_runner: 3 is above max_runner 2"),
+        ({"min_idle_runner": "1.5"}, "min_idle_runner: must be a whole number, got '1.5'"),
+        ({"org": None}, "org: one of org or repo is required"),
+        ({"repo": "o/r"}, "org: org and repo are mutually exclusive"),
+        ({"org": "bad org"}, "org: 'bad org' is not a GitHub organisation name"),
+        ({"org": None, "repo": "noslash"}, "repo: 'noslash' is not owner/name"),
+        ({"labels": "ok,has space"}, "labels: 'has space' is not a label"),
+        ({"labels": "ok,$(reboot)"}, "labels: '$(reboot)' is not a label"),
+        ({"labels": ",".join(f"l{i}" for i in range(33))}, "labels: more than 32 labels"),
+        ({"pre_install_scripts": "{not json"}, "pre_install_scripts: not valid JSON"),
+        ({"pre_install_scripts": '["a"]'}, "pre_install_scripts: must be a JSON object"),
+        ({"pre_install_scripts": '{"a.sh": 1}'}, "pre_install_scripts: must be a JSON object"),
+        ({"pre_install_scripts": '{"../x": "y"}'}, "pre_install_scripts: '../x' is not a valid"),
+        ({"pre_install_scripts": '{"a": "' + "x" * 70000 + '"}'}, "pre_install_scripts: larger"),
+        ({"runner_group": "g\nh"}, "runner_group: contains a newline or control character"),
+    ],
+)
+def test_hostile_values_are_refused_with_the_key_and_rule(changes, message):
+    with pytest.raises(DatabagError) as caught:
+        parse(**changes)
+    assert str(caught.value).startswith(message)
+
+
+def test_bad_unit_is_held_by_name_and_the_others_proceed():
+    bad = {**SECOND_UNIT, "max_runner": "ten"}
+    state = relation_state(True, [("u/0", bad), ("u/1", EXAMPLE_UNIT)])
+    assert [s.name for s in state.desired.specs] == ["lg-x64"]
+    assert state.desired.held == (
+        HeldSpec("u/0", "sm-x64", "invalid max_runner: must be a whole number, got 'ten'"),
+    )
+
+
+def test_unit_without_image_is_not_ready_rather_than_gone():
+    phase_a = {k: v for k, v in SECOND_UNIT.items() if k != "image_id"}
+    state = relation_state(True, [("u/0", phase_a)])
+    assert state.desired.specs == ()
+    assert state.desired.held == (
+        HeldSpec("u/0", "sm-x64", "image_id not published yet", blocking=False),
+    )
+
+
+def test_unit_that_published_nothing_yet_is_only_noted():
+    state = relation_state(True, [("u/0", {"ingress-address": "10.0.0.1"})])
+    assert state.desired.specs == ()
+    assert state.desired.held == ()
+    assert state.silent == ("u/0",)
+
+
+def test_default_config_gives_the_default_settings():
+    config = {
+        "scaleset-name-budget": 10,
+        "drain-deadline-minutes": 420,
+        "handover-timeout-minutes": 30,
+    }
+    assert settings_from_config(config) == Settings()
+
+
+def test_zero_drain_deadline_means_never_force():
+    settings = settings_from_config({"drain-deadline-minutes": 0})
+    assert settings.drain_deadline == timedelta(0)
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"scaleset-name-budget": 5}, "scaleset-name-budget must be at least 6"),
+        ({"drain-deadline-minutes": -1}, "drain-deadline-minutes must not be negative"),
+        ({"handover-timeout-minutes": -5}, "handover-timeout-minutes must not be negative"),
+        ({"drain-deadline-minutes": "7h"}, "drain-deadline-minutes must be a whole number"),
+    ],
+)
+def test_unusable_config_is_refused_naming_the_option(config, message):
+    with pytest.raises(ConfigError, match=message):
+        settings_from_config(config)
