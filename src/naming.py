@@ -6,8 +6,10 @@ changed in place lets every pass re-derive, from GARM's answers alone, which sca
 current and which are predecessors: nothing about a changeover is stored by the charm.
 
 What GARM cannot change on an existing scaleset, and so what a generation is keyed by:
-the labels (no update field), the provider (no update field) and the org/repo (a scale set
-lives under one entity). Everything else is updated in place.
+the labels (no update field), the provider (no update field), the org/repo (a scale set
+lives under one entity) and the OS type (GARM keeps the runner template picked at create
+unless told another, so an in-place OS change would boot runners with the wrong install
+script). Everything else is updated in place.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class GenerationKey:
     provider: str
     entity_kind: str
     entity_name: str
+    os_type: str
 
     def digest(self, index: int) -> str:
         """Short hash naming this key's ``index``-th candidate name."""
@@ -58,6 +61,7 @@ class GenerationKey:
                 self.provider,
                 self.entity_kind,
                 self.entity_name,
+                self.os_type,
                 index,
             ],
             separators=(",", ":"),
@@ -73,6 +77,7 @@ def spec_key(spec: ScalesetSpec) -> GenerationKey:
         provider=spec.provider_name,
         entity_kind=spec.entity_kind,
         entity_name=spec.entity_name.lower(),
+        os_type=spec.os_type,
     )
 
 
@@ -84,6 +89,7 @@ def observed_key(logical: str, scaleset: ScaleSet) -> GenerationKey:
         provider=scaleset.provider_name,
         entity_kind=scaleset.entity_kind or "",
         entity_name=scaleset.entity_name.lower(),
+        os_type=scaleset.os_type,
     )
 
 

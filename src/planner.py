@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from garm_models import Entity, Instance, ScaleSet, format_time, parse_time
@@ -38,6 +38,7 @@ from naming import (
 from spec import Desired, ScalesetSpec, Settings
 
 RETIRED_STAMP_PREFIX = "retired-at="
+ENABLED_STAMP_PREFIX = "enabled-at="
 # GARM accepts a client delete only from these statuses (garm-api.md §3); the others
 # are either already going away or cannot be removed yet.
 _REMOVABLE_STATUSES = frozenset({"running", "error", "pending_delete"})
@@ -52,11 +53,24 @@ def retirement_stamp(at: datetime) -> str:
     return f"{RETIRED_STAMP_PREFIX}{format_time(at)}"
 
 
+def enabled_stamp(at: datetime) -> str:
+    """The ``extended_state`` written when a scaleset is enabled again (a flip-flop).
+
+    Its ``created_at`` may be days old; the hand-over timeout counts from this instead,
+    so re-enabling an old generation does not count as having waited for warm capacity.
+    """
+    return f"{ENABLED_STAMP_PREFIX}{format_time(at)}"
+
+
 def read_retirement_stamp(extended_state: str) -> datetime | None:
     """When a scaleset was retired, or None when it carries no readable stamp."""
-    if not extended_state.startswith(RETIRED_STAMP_PREFIX):
+    return _read_stamp(extended_state, RETIRED_STAMP_PREFIX)
+
+
+def _read_stamp(extended_state: str, prefix: str) -> datetime | None:
+    if not extended_state.startswith(prefix):
         return None
-    at = parse_time(extended_state[len(RETIRED_STAMP_PREFIX) :])
+    at = parse_time(extended_state[len(prefix) :])
     return None if at.year == 1 else at
 
 
@@ -70,7 +84,7 @@ class Observed:
     entities: tuple[Entity, ...] = ()
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     """Where a logical scaleset (or an orphan) is in its changeover."""
 
     CREATING = "creating"
@@ -192,42 +206,73 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
     planning again on the new observation continues the changeover.
     """
     draft = _Draft()
-    specs, held_names = _select(desired, observed, draft)
-    families, orphans = _claim(observed.scalesets, [s.name for s in specs], held_names)
+    selection = _select(desired, observed, draft)
+    families, orphans = _claim(
+        observed.scalesets, [s.name for s in selection.specs], selection.held
+    )
     instances = _instances_by_scaleset(observed.instances)
     taken = {s.name.lower() for s in observed.scalesets}
-    for spec in specs:
-        _plan_family(
-            spec, families[spec.name.lower()], observed, instances, taken, now, settings, draft
-        )
-    for orphan in orphans:
+    for spec in selection.specs:
+        contested = spec.name.lower() in selection.contested
+        family = _Family(spec, families[spec.name.lower()], contested)
+        _plan_family(family, observed, instances, taken, now, settings, draft)
+    for orphan in orphans if selection.sweep else ():
         phase = _plan_retirement(orphan, instances[orphan.id], True, now, settings, draft)
         draft.progress.append(Progress(None, orphan.name, phase, len(instances[orphan.id])))
     return Plan(tuple(draft.actions), tuple(draft.progress), tuple(draft.skipped))
 
 
-def _select(
-    desired: Desired, observed: Observed, draft: _Draft
-) -> tuple[list[ScalesetSpec], set[str]]:
-    """Pick the specs to act on; the rest are reported and their scalesets held.
+@dataclass(frozen=True)
+class _Selection:
+    """Which specs a pass acts on, and which families it must leave alone.
 
-    Duplicates are resolved by source order, first one wins, so two units publishing the
-    same name never retire each other's scalesets. A spec whose provider or org/repo is
-    not registered in GARM yet cannot be created, but its live scalesets are kept.
+    ``held``: families of units whose data cannot be used now, untouched. ``contested``:
+    names published by more than one unit, whose members are never retired (the operator
+    must settle the duplicate first). ``sweep`` is False while some unit's name is
+    unknown: any scaleset might be its, so none is treated as an orphan.
+    """
+
+    specs: list[ScalesetSpec]
+    held: set[str]
+    contested: set[str]
+    sweep: bool
+
+
+def _select(desired: Desired, observed: Observed, draft: _Draft) -> _Selection:
+    """Pick the specs to act on; the rest are reported and their scalesets kept.
+
+    Of several units publishing one name, the one whose generation already serves wins,
+    then the first by application and unit number; the others are reported. A spec whose
+    provider or org/repo is not registered in GARM yet cannot be created, but its live
+    scalesets are kept.
     """
     held: set[str] = set()
+    sweep = True
     for item in desired.held:
         draft.skipped.append(Skipped(item.source, item.name, item.reason, item.blocking))
-        held.add(item.name.lower())
-    winners: dict[str, ScalesetSpec] = {}
-    for spec in sorted(desired.specs, key=lambda s: (s.source, s.name)):
-        first = winners.setdefault(spec.name.lower(), spec)
-        if first is not spec:
-            reason = f"duplicate scaleset name {spec.name!r}, already published by {first.source}"
-            draft.skipped.append(Skipped(spec.source, spec.name, reason, blocking=True))
+        if item.name:
+            held.add(item.name.lower())
+        else:
+            sweep = False
+    groups: dict[str, list[ScalesetSpec]] = defaultdict(list)
+    for spec in desired.specs:
+        groups[spec.name.lower()].append(spec)
+    winners: list[ScalesetSpec] = []
+    contested: set[str] = set()
+    for logical, group in groups.items():
+        if len(group) > 1:
+            contested.add(logical)
+            group = sorted(group, key=lambda s: (not _serving(s, observed), _unit_order(s)))
+            for loser in group[1:]:
+                reason = f"duplicate scaleset name {loser.name!r}, already published by "
+                draft.skipped.append(
+                    Skipped(loser.source, loser.name, reason + group[0].source, blocking=True)
+                )
+        winners.append(group[0])
     entities = {(e.kind, e.name.lower()) for e in observed.entities}
     chosen: dict[str, ScalesetSpec] = {}
-    for logical, spec in winners.items():
+    for spec in sorted(winners, key=_unit_order):
+        logical = spec.name.lower()
         if spec.provider_name not in observed.providers:
             reason = f"provider {spec.provider_name!r} is not registered in GARM yet"
         elif (spec.entity_kind, spec.entity_name.lower()) not in entities:
@@ -237,7 +282,25 @@ def _select(
             continue
         draft.skipped.append(Skipped(spec.source, spec.name, reason))
         held.add(logical)
-    return list(chosen.values()), held - set(chosen)
+    contested |= held & set(chosen)
+    return _Selection(list(chosen.values()), held - set(chosen), contested, sweep)
+
+
+def _unit_order(spec: ScalesetSpec) -> tuple[str, int, str]:
+    """Sources like ``app/3`` in application, then numeric unit, order."""
+    app, _, number = spec.source.rpartition("/")
+    return (app, int(number), spec.name) if number.isdigit() else (spec.source, -1, spec.name)
+
+
+def _serving(spec: ScalesetSpec, observed: Observed) -> bool:
+    """Whether an enabled live scaleset already is the generation this spec asks for."""
+    key = spec_key(spec)
+    return any(
+        s.enabled
+        and observed_key(spec.name, s) == key
+        and (generation_index(spec.name, s) is not None or is_legacy(spec.name, s))
+        for s in observed.scalesets
+    )
 
 
 def _claim(
@@ -301,9 +364,17 @@ def _pick_current(
     return min(legacy, key=lambda s: s.id) if legacy else None
 
 
+@dataclass(frozen=True)
+class _Family:
+    """One logical scaleset: the spec that won its name and the live scalesets it has."""
+
+    spec: ScalesetSpec
+    members: list[_Member]
+    contested: bool
+
+
 def _plan_family(
-    spec: ScalesetSpec,
-    members: list[_Member],
+    family: _Family,
     observed: Observed,
     instances: dict[int, list[Instance]],
     taken: set[str],
@@ -311,25 +382,32 @@ def _plan_family(
     settings: Settings,
     draft: _Draft,
 ) -> None:
-    """Plan one logical scaleset: its current generation, then its predecessors."""
+    """Plan one logical scaleset: its current generation, then its predecessors.
+
+    In a contested family (a duplicate name) another unit's generation may be among the
+    members, so nothing serving is retired until the operator settles the duplicate.
+    """
+    spec = family.spec
     key = spec_key(spec)
-    current = _pick_current(spec, members, key, settings)
-    predecessors = [m.scaleset for m in members if m.scaleset is not current]
+    current = _pick_current(spec, family.members, key, settings)
+    predecessors = [m.scaleset for m in family.members if m.scaleset is not current]
     if current is None:
         live = False
         _plan_create(spec, key, observed, taken, settings, draft)
     else:
         live = _is_live(current, spec, instances[current.id], now, settings)
-        changes = _update_changes(spec, current)
+        changes = _update_changes(spec, current, now)
         if changes:
             purpose = "update" if current.enabled else "re-enable"
             draft.actions.append(UpdateScaleset(current.id, current.name, changes, purpose))
+    may_retire = live and not family.contested
     phases = [
-        _plan_retirement(p, instances[p.id], live, now, settings, draft) for p in predecessors
+        _plan_retirement(p, instances[p.id], may_retire, now, settings, draft)
+        for p in predecessors
     ]
     runners = sum(len(instances[p.id]) for p in predecessors)
     phase = _family_phase(current, bool(predecessors), phases)
-    if phase is not None:
+    if phase is not None and not family.contested:
         name = current.name if current else ""
         draft.progress.append(Progress(spec.name, name, phase, runners))
 
@@ -397,18 +475,18 @@ def create_body(spec: ScalesetSpec, name: str, key: GenerationKey) -> dict[str, 
     return body
 
 
-def _update_changes(spec: ScalesetSpec, current: ScaleSet) -> dict[str, Any]:
+def _update_changes(spec: ScalesetSpec, current: ScaleSet, now: datetime) -> dict[str, Any]:
     """The fields of the current generation that really differ from the spec.
 
     Values are compared, never key presence: GARM leaves ``min_idle_runners: 0`` and
     ``enabled: false`` off the wire, and ``from_json`` has already read them as zero.
     The runner group is ``runner_group`` on update (the hyphenated key is ignored there).
+    Enabling a generation again replaces its retirement stamp with an enabled stamp.
     """
     wanted: dict[str, Any] = {
         "enabled": True,
         "image": spec.image,
         "flavor": spec.flavor,
-        "os_type": spec.os_type,
         "os_arch": spec.os_arch,
         "max_runners": spec.max_runners,
         "min_idle_runners": spec.min_idle_runners,
@@ -418,7 +496,6 @@ def _update_changes(spec: ScalesetSpec, current: ScaleSet) -> dict[str, Any]:
         "enabled": current.enabled,
         "image": current.image,
         "flavor": current.flavor,
-        "os_type": current.os_type,
         "os_arch": current.os_arch,
         "max_runners": current.max_runners,
         "min_idle_runners": current.min_idle_runners,
@@ -427,8 +504,8 @@ def _update_changes(spec: ScalesetSpec, current: ScaleSet) -> dict[str, Any]:
     changes = {k: v for k, v in wanted.items() if have[k] != v}
     if (spec.extra_specs or {}) != (current.extra_specs or {}):
         changes["extra_specs"] = spec.extra_specs or {}
-    if read_retirement_stamp(current.extended_state) is not None:
-        changes["extended_state"] = ""
+    if not current.enabled or read_retirement_stamp(current.extended_state) is not None:
+        changes["extended_state"] = enabled_stamp(now)
     return changes
 
 
@@ -442,14 +519,16 @@ def _is_live(
     """Whether the current generation can take over from its predecessors.
 
     Registered on GitHub and enabled; with warm capacity asked for, also holding an idle
-    runner, unless the hand-over timeout has passed (a quota too small for both
-    generations must not stall the changeover).
+    runner, unless the hand-over timeout has passed since it was created or last enabled
+    (a quota too small for both generations must not stall the changeover).
     """
     if not current.scale_set_id or not current.enabled:
         return False
     if spec.min_idle_runners == 0 or any(i.is_idle for i in instances):
         return True
-    return now - current.created_at >= settings.handover_timeout
+    enabled_at = _read_stamp(current.extended_state, ENABLED_STAMP_PREFIX)
+    since = max(current.created_at, enabled_at or current.created_at)
+    return now - since >= settings.handover_timeout
 
 
 def _plan_retirement(
@@ -464,7 +543,7 @@ def _plan_retirement(
 
     Disabling alone does not drain in GARM (its scale-down target is
     ``min(min_idle + desired, max)``), so retirement also zeroes both counts. A scaleset
-    found disabled without a readable stamp is stamped now.
+    found disabled without a readable stamp is stamped now; so is one found enabled.
     """
     retired_at = read_retirement_stamp(scaleset.extended_state)
     changes: dict[str, Any] = {}
@@ -476,7 +555,8 @@ def _plan_retirement(
         changes["min_idle_runners"] = 0
     if scaleset.max_runners:
         changes["max_runners"] = 0
-    if retired_at is None:
+    if retired_at is None or scaleset.enabled:
+        # Found enabled again (by hand, say), it may have taken new jobs: a fresh stamp.
         changes["extended_state"] = retirement_stamp(now)
     if changes or retired_at is None:
         draft.actions.append(UpdateScaleset(scaleset.id, scaleset.name, changes, "retire"))

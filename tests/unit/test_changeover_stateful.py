@@ -12,6 +12,7 @@ on the double's ground truth, and every story must end converged.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from datetime import timedelta
 
 from hypothesis import HealthCheck, settings
@@ -25,7 +26,8 @@ from hypothesis.stateful import (
 
 from garm_client import GarmClient
 from naming import normalise_labels
-from reconciler import Outcome, reconcile
+from planner import Action, CreateScaleset, RemoveInstance, UpdateScaleset
+from reconciler import Outcome, preview, reconcile
 from spec import Desired, ScalesetSpec, Settings
 from tests.clock import FakeClock
 from tests.garm_double import GarmDouble
@@ -35,17 +37,14 @@ PROVIDER = "garm-configurator-0"
 SETTINGS = Settings(handover_timeout=timedelta(minutes=30), drain_deadline=timedelta(hours=7))
 LOGICAL = ("ci", "big")
 LABEL_SETS = (("linux",), ("linux", "x64"), ("linux", "arm64"), ("Linux", "X64", "gpu"))
-FAULT_ROUTES = (
-    ("GET", r"/scalesets/?"),
-    ("GET", r"/instances/?"),
-    ("POST", r"/organizations/[^/]+/scalesets/?"),
-    ("PUT", r"/scalesets/\d+/?"),
-    ("DELETE", r"/scalesets/\d+/?"),
-    ("DELETE", r"/instances/[^/]+/?"),
-)
+READS = (("GET", r"/scalesets/?"), ("GET", r"/instances/?"), ("GET", r"/providers/?"))
 FAULTS = ("500", "400", "drop", "drop_after")
-# Passes a fault-free GARM needs to finish any changeover once runners are gone.
-CONVERGE_WITHIN = 4
+# Passes a fault-free GARM needs to finish any changeover, at worst: create the
+# replacement, hand over once it is warm, force-remove stuck runners past the deadline,
+# delete, and see it gone.
+CONVERGE_WITHIN = 5
+# What the stories exercised, summed over all examples; the test asserts each happened.
+COVERAGE: Counter[str] = Counter()
 
 
 class Changeover(RuleBasedStateMachine):
@@ -54,6 +53,7 @@ class Changeover(RuleBasedStateMachine):
     def __init__(self, garm: GarmDouble, clock: FakeClock):
         super().__init__()
         self.garm, self.clock = garm, clock
+        assert garm.unexpected == [], f"routes GARM does not have: {garm.unexpected}"
         garm.reset()
         clock.now = T0
         garm.add_provider(PROVIDER)
@@ -68,6 +68,8 @@ class Changeover(RuleBasedStateMachine):
 
     @rule(logical=st.sampled_from(LOGICAL), labels=st.sampled_from(LABEL_SETS))
     def change_labels(self, logical, labels):
+        if labels != self.labels.get(logical) and self.has_generation(logical, labels):
+            COVERAGE["flip-flops"] += 1
         self.labels[logical] = labels
 
     @rule(logical=st.sampled_from(LOGICAL))
@@ -82,11 +84,7 @@ class Changeover(RuleBasedStateMachine):
     @rule(logical=st.sampled_from(LOGICAL))
     def job_arrives(self, logical):
         """GitHub hands a job to an enabled scaleset serving ``logical``: a busy runner."""
-        serving = [
-            s
-            for s in self.garm.scalesets()
-            if s.get("enabled") and logical in {t["name"] for t in s.get("tags", [])}
-        ]
+        serving = self.serving(logical)
         if serving:
             self.garm.add_runner(serving[0]["id"], runner_status="active")
 
@@ -96,23 +94,23 @@ class Changeover(RuleBasedStateMachine):
         if idle:
             self.garm.start_job(data.draw(st.sampled_from(idle))["name"])
 
+    @rule(logical=st.sampled_from(LOGICAL))
+    def runner_gets_stuck(self, logical):
+        """A runner whose job never ends: only the drain deadline can free its scaleset."""
+        serving = self.serving(logical)
+        if serving:
+            name = self.garm.add_runner(serving[0]["id"], runner_status="active")
+            self.garm.set_runner(name, status="error", runner_status="failed")
+
     @rule(data=st.data())
     def finish_job(self, data):
         busy = [i for i in self.garm.instances() if i.get("runner_status") == "active"]
         if busy:
             self.garm.finish_job(data.draw(st.sampled_from(busy))["name"])
 
-    @rule(minutes=st.sampled_from([1, 20, 45, 8 * 60]))
+    @rule(minutes=st.sampled_from([1, 20, 45, 60, 3 * 60, 8 * 60]))
     def time_passes(self, minutes):
         self.clock.advance(timedelta(minutes=minutes))
-
-    @rule(route=st.sampled_from(FAULT_ROUTES), fault=st.sampled_from(FAULTS))
-    def fault(self, route, fault):
-        method, path = route
-        if fault in ("500", "400"):
-            self.garm.inject(method, path, status=int(fault))
-        else:
-            self.garm.inject(method, path, drop=fault == "drop", drop_after=fault == "drop_after")
 
     @rule(keep=st.booleans())
     def github_delete_fails(self, keep):
@@ -120,7 +118,26 @@ class Changeover(RuleBasedStateMachine):
 
     @rule()
     def reconcile_pass(self):
-        self.last = reconcile(self.client, self.desired(), self.clock.now, SETTINGS)
+        self.run_pass()
+
+    @rule(data=st.data(), kind=st.sampled_from(FAULTS))
+    def faulty_pass(self, data, kind):
+        """A pass in which GARM fails one of the calls it is about to get.
+
+        The call is picked from what the planner will ask first, so the fault always
+        lands; with nothing to write, one of the observing reads fails instead.
+        """
+        planned = preview(self.client, self.desired(), self.clock.now, SETTINGS).actions
+        if planned:
+            method, path = _route_of(data.draw(st.sampled_from(planned)))
+            COVERAGE[f"faulted {method}"] += 1
+        else:
+            method, path = data.draw(st.sampled_from(READS))
+        if kind in ("500", "400"):
+            self.garm.inject(method, path, status=int(kind))
+        else:
+            self.garm.inject(method, path, drop=kind == "drop", drop_after=kind == "drop_after")
+        self.run_pass()
 
     # --- what must always hold ----------------------------------------------------------
 
@@ -138,6 +155,15 @@ class Changeover(RuleBasedStateMachine):
                 self.served[logical] = now
 
     @invariant()
+    def never_two_scalesets_of_one_generation(self):
+        """A flip-flop re-enables the old generation; nothing is ever built twice."""
+        seen: set[tuple[str, ...]] = set()
+        for scaleset in self.garm.scalesets():
+            labels = tuple(sorted(t["name"].lower() for t in scaleset.get("tags", [])))
+            assert labels not in seen, f"two scalesets serve {labels}"
+            seen.add(labels)
+
+    @invariant()
     def no_runner_removed_before_its_deadline(self):
         for name, scaleset_id, at, _ in self.garm.removals[self.checked_removals :]:
             since = self.garm.disabled_since.get(scaleset_id)
@@ -153,6 +179,14 @@ class Changeover(RuleBasedStateMachine):
             self.client.close()
 
     # --- helpers ------------------------------------------------------------------------
+
+    def run_pass(self) -> None:
+        start = len(self.garm.requests)
+        self.last = reconcile(self.client, self.desired(), self.clock.now, SETTINGS)
+        self.garm.clear_faults()
+        for request in self.garm.requests[start:]:
+            if request.method == "DELETE" and request.path.startswith("/instances/"):
+                COVERAGE["force removals"] += 1
 
     def desired(self) -> Desired:
         return Desired(
@@ -174,6 +208,20 @@ class Changeover(RuleBasedStateMachine):
             )
         )
 
+    def serving(self, logical: str) -> list[dict]:
+        """The enabled scalesets carrying ``logical`` as a label."""
+        return [
+            s
+            for s in self.garm.scalesets()
+            if s.get("enabled") and logical in {t["name"] for t in s.get("tags", [])}
+        ]
+
+    def has_generation(self, logical: str, labels: tuple[str, ...]) -> bool:
+        wanted = set(normalise_labels((*labels, logical)))
+        return any(
+            {t["name"].lower() for t in s.get("tags", [])} == wanted for s in self.garm.scalesets()
+        )
+
     def served_labels(self, logical: str) -> set[str]:
         """Labels of the enabled scalesets that carry ``logical`` as a label."""
         served: set[str] = set()
@@ -184,6 +232,7 @@ class Changeover(RuleBasedStateMachine):
         return served
 
     def settle(self):
+        """Stop faults, let every job finish and time pass, then require convergence."""
         self.garm.clear_faults()
         self.garm.delete_keeps_record = False
         for instance in self.garm.instances():
@@ -193,10 +242,13 @@ class Changeover(RuleBasedStateMachine):
         for _ in range(CONVERGE_WITHIN):
             self.garm.tick()
             self.garm.tick()
-            self.clock.advance(SETTINGS.handover_timeout)
-            outcome = reconcile(self.client, self.desired(), self.clock.now, SETTINGS)
-            assert outcome.ok, outcome
+            # Runners stuck in error never finish: each pass waits out every deadline.
+            self.clock.advance(SETTINGS.drain_deadline + SETTINGS.handover_timeout)
+            self.run_pass()
+            outcome = self.last
+            assert outcome is not None and outcome.ok, outcome
             self.no_label_gap()
+            self.no_runner_removed_before_its_deadline()
             if not outcome.done and not outcome.progress:
                 break
         else:
@@ -222,6 +274,7 @@ def test_changeovers_keep_every_invariant(garm: GarmDouble, clock: FakeClock):
         def __init__(self):
             super().__init__(garm, clock)
 
+    COVERAGE.clear()
     run_state_machine_as_test(
         OnThisGarm,
         settings=settings(
@@ -232,3 +285,17 @@ def test_changeovers_keep_every_invariant(garm: GarmDouble, clock: FakeClock):
             derandomize=not os.environ.get("GARM_SOAK_STEPS"),
         ),
     )
+    # The stories must have reached what the invariants guard, or they prove nothing.
+    for seen in ("faulted POST", "faulted PUT", "faulted DELETE", "force removals", "flip-flops"):
+        assert COVERAGE[seen] > 0, COVERAGE
+
+
+def _route_of(action: Action) -> tuple[str, str]:
+    """The GARM call an action makes, as a fault pattern for the double."""
+    if isinstance(action, CreateScaleset):
+        return "POST", r"/organizations/[^/]+/scalesets/?"
+    if isinstance(action, UpdateScaleset):
+        return "PUT", rf"/scalesets/{action.scaleset_id}/?"
+    if isinstance(action, RemoveInstance):
+        return "DELETE", rf"/instances/{action.instance_name}/?"
+    return "DELETE", rf"/scalesets/{action.scaleset_id}/?"

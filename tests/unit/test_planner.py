@@ -21,6 +21,7 @@ from planner import (
     Plan,
     RemoveInstance,
     UpdateScaleset,
+    enabled_stamp,
     plan,
     read_retirement_stamp,
     retirement_stamp,
@@ -117,7 +118,7 @@ def test_generation_name_fits_budget_and_has_no_separators(logical, budget):
 def test_generation_name_is_stable_across_releases():
     # Names are how live generations are recognised: changing the scheme would replace
     # every scaleset of every user on upgrade. This pins it.
-    assert name_of(make_spec()) == "ci-08f883"
+    assert name_of(make_spec()) == "ci-24ec4a"
 
 
 def test_labels_hash_case_insensitive_and_deduplicated():
@@ -133,6 +134,7 @@ def test_labels_hash_case_insensitive_and_deduplicated():
         {"provider_name": "garm-configurator-1"},
         {"entity_name": "other-org"},
         {"entity_kind": "repository", "entity_name": "example/repo"},
+        {"os_type": "windows"},
     ],
 )
 def test_what_cannot_change_in_place_changes_the_name(change):
@@ -169,11 +171,14 @@ def test_generation_on_second_candidate_stays_current_when_foreign_one_leaves():
 
 
 def test_two_new_specs_never_choose_the_same_name():
-    a = make_spec(source="u/0", name="ci-a")
-    b = make_spec(source="u/1", name="ci-b")
-    actions = run(a, b, observed=observe()).actions
+    # With a 6-byte budget a name is the bare 24-bit hash; these two logical names were
+    # found to collide on their first candidate, so the second must take another.
+    a = make_spec(source="u/0", name="c624")
+    b = make_spec(source="u/1", name="c864")
+    assert name_of(a, budget=6) == name_of(b, budget=6)
+    actions = run(a, b, observed=observe(), settings=Settings(name_budget=6)).actions
     names = [action.name for action in actions if isinstance(action, CreateScaleset)]
-    assert len(set(names)) == 2
+    assert names == [name_of(a, budget=6), name_of(b, 1, budget=6)]
 
 
 # --- rule 2: families and orphans -------------------------------------------------------
@@ -321,7 +326,9 @@ def test_current_generation_found_disabled_is_re_enabled():
     spec = make_spec()
     live = generation(spec, 1, enabled=False)
     (update,) = run(spec, observed=observe(live)).actions
-    assert update == UpdateScaleset(1, live.name, {"enabled": True}, "re-enable")
+    assert update == UpdateScaleset(
+        1, live.name, {"enabled": True, "extended_state": enabled_stamp(NOW)}, "re-enable"
+    )
 
 
 # --- rule 6: hand-over ------------------------------------------------------------------
@@ -407,6 +414,16 @@ def test_retirement_is_one_update_zeroing_counts_with_a_stamp():
     )
     assert isinstance(update, UpdateScaleset)
     assert read_retirement_stamp(update.changes["extended_state"]) == NOW.replace(microsecond=0)
+
+
+def test_a_retired_scaleset_found_enabled_again_gets_a_fresh_stamp():
+    # Re-enabled by hand, it may have taken a job since: its drain clock starts again.
+    new_spec, old, new = changeover()
+    stamped_long_ago = generation(
+        make_spec(), 1, extended_state=retirement_stamp(NOW - timedelta(hours=8))
+    )
+    (update,) = run(new_spec, observed=observe(stamped_long_ago, new)).actions
+    assert update == retirement(old)
 
 
 @pytest.mark.parametrize("extended_state", ["", "something else", "retired-at=garbage"])
@@ -502,13 +519,29 @@ def test_labels_changed_back_re_enable_the_predecessor_and_never_build_a_third()
         UpdateScaleset(
             1,
             old.name,
-            {"enabled": True, "max_runners": 5, "extended_state": ""},
+            {"enabled": True, "max_runners": 5, "extended_state": enabled_stamp(NOW)},
             "re-enable",
         )
     ]
-    enabled_again = generation(first, 1)
+    enabled_again = generation(first, 1, extended_state=enabled_stamp(NOW))
     result = run(first, observed=observe(enabled_again, interim, instances=[busy]))
     assert writes(result) == [retirement(interim)]
+
+
+def test_flip_flop_with_warm_capacity_waits_for_an_idle_runner_again():
+    # The re-enabled generation's created_at is a day old: the hand-over timeout counts
+    # from its re-enabling, so the interim (the only warm capacity) keeps serving.
+    first = make_spec(min_idle_runners=1)
+    interim_spec = make_spec(labels=("linux", "arm64"), min_idle_runners=1)
+    enabled_again = generation(first, 1, extended_state=enabled_stamp(NOW))
+    interim = generation(interim_spec, 2, created_at=NOW - timedelta(hours=1))
+    warm = runner("garm-b", interim)
+    result = run(first, observed=observe(enabled_again, interim, instances=[warm]))
+    assert writes(result) == []
+    assert result.progress[0].phase is Phase.HANDING_OVER
+    later = NOW + SETTINGS.handover_timeout
+    result = run(first, observed=observe(enabled_again, interim, instances=[warm]), now=later)
+    assert writes(result) == [retirement(interim, at=later)]
 
 
 # --- rule 11: orphans -------------------------------------------------------------------
@@ -546,6 +579,12 @@ def test_spec_not_ready_in_garm_is_skipped_and_its_scaleset_untouched(observed_k
     ]
 
 
+def test_held_spec_without_a_usable_name_holds_back_the_orphan_sweep():
+    orphan = generation(make_spec(name="gone"), 5)
+    held = HeldSpec("garm-configurator/3", "", "invalid name: missing")
+    assert writes(run(observed=observe(orphan), held=[held])) == []
+
+
 def test_held_spec_keeps_its_scalesets_untouched():
     live = generation(make_spec(), 1)
     held = HeldSpec("garm-configurator/0", "ci", "max_runner: not a number")
@@ -560,19 +599,42 @@ def test_held_spec_keeps_its_scalesets_untouched():
 # --- rule 13: duplicates ----------------------------------------------------------------
 
 
-def test_duplicate_logical_names_first_source_wins_and_nothing_is_retired():
-    winner = make_spec(source="garm-configurator/0")
-    loser = make_spec(source="garm-configurator/1", labels=("windows",), name="CI")
+def test_duplicate_logical_names_first_unit_wins_and_nothing_is_retired():
+    winner = make_spec(source="garm-configurator/2")
+    loser = make_spec(source="garm-configurator/10", labels=("windows",), name="CI")
     live = generation(winner, 1)
     result = run(loser, winner, observed=observe(live))
     assert writes(result) == []
     assert [(s.source, s.reason, s.blocking) for s in result.skipped] == [
         (
-            "garm-configurator/1",
-            "duplicate scaleset name 'CI', already published by garm-configurator/0",
+            "garm-configurator/10",
+            "duplicate scaleset name 'CI', already published by garm-configurator/2",
             True,
         )
     ]
+
+
+def test_a_duplicate_newcomer_never_retires_the_serving_incumbent():
+    incumbent = make_spec(source="garm-configurator/0", labels=("windows",))
+    newcomer = make_spec(source="garm-configurator-b/0", labels=("linux", "x64"))
+    live = generation(incumbent, 1)
+    result = run(incumbent, newcomer, observed=observe(live))
+    assert writes(result) == []  # the incumbent serves, so it keeps the name
+    assert result.skipped[0].source == "garm-configurator-b/0"
+    # Even with the newcomer's generation already there, neither is retired.
+    theirs = generation(newcomer, 2)
+    assert writes(run(incumbent, newcomer, observed=observe(live, theirs))) == []
+
+
+def test_a_held_unit_is_not_replaced_by_a_duplicate_of_its_name():
+    serving = make_spec(source="garm-configurator/0", labels=("linux",))
+    duplicate = make_spec(source="garm-configurator/1", labels=("windows",))
+    live = generation(serving, 1)
+    held = HeldSpec("garm-configurator/0", "ci", "invalid max_runner: not a number")
+    theirs = generation(duplicate, 2)
+    for observed in (observe(live), observe(live, theirs)):
+        result = run(duplicate, observed=observed, held=[held])
+        assert [a for a in result.actions if getattr(a, "scaleset_id", None) == 1] == []
 
 
 # --- name budget changes ----------------------------------------------------------------
