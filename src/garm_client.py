@@ -13,7 +13,7 @@ from typing import Any
 
 import requests
 
-from garm_models import Entity, Instance, ScaleSet
+from garm_models import ControllerInfo, Credential, Entity, Instance, ScaleSet
 
 API_PREFIX = "/api/v1"
 _ENTITY_ROUTES = {"organization": "organizations", "repository": "repositories"}
@@ -102,13 +102,77 @@ class GarmClient:
         """Every repository registered in GARM."""
         return [Entity.repository_from_json(r) for r in self._list("/repositories")]
 
-    # --- writes ---------------------------------------------------------------------
+    def get_controller(self) -> ControllerInfo:
+        """The controller's URLs (reachable before they are set, unlike other routes)."""
+        return ControllerInfo.from_json(self._send("GET", "/controller") or {})
+
+    def list_credentials(self) -> list[Credential]:
+        """Every GitHub credential (GARM answers null, not [], when there is none)."""
+        return [Credential.from_json(c) for c in self._list("/github/credentials")]
+
+    # --- first run and setup --------------------------------------------------------
+
+    def first_run(self, username: str, email: str, password: str) -> bool:
+        """Create the admin user; False when GARM already has one (409 Conflict)."""
+        body = {"username": username, "email": email, "password": password}
+        try:
+            self._send("POST", "/first-run", body, authenticated=False)
+        except GarmApiError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    def update_controller(self, changes: dict[str, Any]) -> ControllerInfo:
+        """Set controller URLs.
+
+        Until the metadata and callback URLs are set GARM answers 409 ``urls_required``
+        on every other route.
+        """
+        return ControllerInfo.from_json(self._send("PUT", "/controller", changes) or {})
+
+    def create_credential(self, body: dict[str, Any]) -> Credential:
+        """Create a GitHub credential (``auth_type`` with an underscore on requests)."""
+        return Credential.from_json(self._send("POST", "/github/credentials", body))
+
+    def update_credential(self, credential_id: int, body: dict[str, Any]) -> Credential:
+        """Change a GitHub credential's description or App settings."""
+        return Credential.from_json(
+            self._send("PUT", f"/github/credentials/{credential_id}", body)
+        )
+
+    def delete_credential(self, credential_id: int) -> None:
+        """Delete a GitHub credential; GARM refuses while an org or repo uses it."""
+        self._send("DELETE", f"/github/credentials/{credential_id}")
+
+    def create_entity(self, kind: str, body: dict[str, Any]) -> Entity:
+        """Register an organization or repository."""
+        route = self._entity_route(kind)
+        data = self._send("POST", f"/{route}", body)
+        if kind == "organization":
+            return Entity.organization_from_json(data)
+        return Entity.repository_from_json(data)
+
+    def update_entity(self, entity: Entity, body: dict[str, Any]) -> None:
+        """Change an organization's or repository's credential (or webhook secret)."""
+        self._send("PUT", f"/{self._entity_route(entity.kind)}/{entity.id}", body)
+
+    def delete_entity(self, entity: Entity) -> None:
+        """Remove an organization or repository; GARM refuses while it has scale sets."""
+        self._send("DELETE", f"/{self._entity_route(entity.kind)}/{entity.id}")
+
+    @staticmethod
+    def _entity_route(kind: str) -> str:
+        route = _ENTITY_ROUTES.get(kind)
+        if route is None:
+            raise ValueError(f"the charm does not manage {kind} entities")
+        return route
+
+    # --- scale set writes -----------------------------------------------------------
 
     def create_scaleset(self, entity: Entity, body: dict[str, Any]) -> ScaleSet:
         """Create a scale set under an organization or repository."""
-        route = _ENTITY_ROUTES.get(entity.kind)
-        if route is None:
-            raise ValueError(f"scale sets cannot be created under a {entity.kind}")
+        route = self._entity_route(entity.kind)
         return ScaleSet.from_json(self._send("POST", f"/{route}/{entity.id}/scalesets", body))
 
     def update_scaleset(self, scaleset_id: int, changes: dict[str, Any]) -> ScaleSet:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Literal
 
-GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=timezone.utc)
+GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 
 _RFC3339 = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$"
@@ -27,8 +27,8 @@ EntityKind = Literal["organization", "repository", "enterprise"]
 def parse_time(value: object) -> datetime:
     """Parse Go's RFC 3339 time (``Z``, up to nanoseconds) into an aware datetime.
 
-    ``datetime.fromisoformat`` on Python 3.10 accepts neither ``Z`` nor nine fractional
-    digits, both of which Go emits. An unparsable or missing value is the Go zero time.
+    Go emits up to nine fractional digits, more than ``datetime`` holds, so the fraction
+    is cut to microseconds here. An unparsable or missing value is the Go zero time.
     """
     if not isinstance(value, str):
         return GO_ZERO_TIME
@@ -38,7 +38,7 @@ def parse_time(value: object) -> datetime:
     year, month, day, hour, minute, second, fraction, zone = match.groups()
     micros = int((fraction or "0")[:6].ljust(6, "0"))
     if zone in ("Z", "z"):
-        tz = timezone.utc
+        tz = UTC
     else:
         sign = 1 if zone[0] == "+" else -1
         tz = timezone(sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6])))
@@ -48,12 +48,12 @@ def parse_time(value: object) -> datetime:
         )
     except ValueError:
         return GO_ZERO_TIME
-    return parsed.astimezone(timezone.utc)
+    return parsed.astimezone(UTC)
 
 
 def format_time(value: datetime) -> str:
     """Format an aware datetime as RFC 3339 in UTC, second precision, with ``Z``."""
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _str(data: dict[str, Any], key: str) -> str:
@@ -189,17 +189,25 @@ class Entity:
     """An organization or repository registered in GARM.
 
     ``name`` is the organization name, or ``owner/name`` for a repository, which is how
-    scale sets name their repository (``repo_name``).
+    scale sets name their repository (``repo_name``). ``credentials_name`` is the GitHub
+    credential GARM talks to GitHub with for it; it does not take part in equality, so
+    an entity found in a scale set and one from a list compare equal.
     """
 
     kind: EntityKind
     id: str
     name: str
+    credentials_name: str = field(default="", compare=False)
 
     @classmethod
     def organization_from_json(cls, data: dict[str, Any]) -> Entity:
         """Build from an ``Organization`` object (garm-api.md §5.2)."""
-        return cls(kind="organization", id=_str(data, "id"), name=_str(data, "name"))
+        return cls(
+            kind="organization",
+            id=_str(data, "id"),
+            name=_str(data, "name"),
+            credentials_name=_str(data, "credentials_name"),
+        )
 
     @classmethod
     def repository_from_json(cls, data: dict[str, Any]) -> Entity:
@@ -208,4 +216,39 @@ class Entity:
             kind="repository",
             id=_str(data, "id"),
             name=f"{_str(data, 'owner')}/{_str(data, 'name')}",
+            credentials_name=_str(data, "credentials_name"),
+        )
+
+
+@dataclass(frozen=True)
+class Credential:
+    """A GitHub credential as GARM lists it; GARM never returns its secret parts."""
+
+    id: int
+    name: str
+    description: str = ""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Credential:
+        """Build from a ``ForgeCredentials`` object (garm-api.md §5.3)."""
+        return cls(
+            id=_int(data, "id"), name=_str(data, "name"), description=_str(data, "description")
+        )
+
+
+@dataclass(frozen=True)
+class ControllerInfo:
+    """The controller URLs runners and GitHub use to reach GARM (garm-api.md §1.3)."""
+
+    metadata_url: str = ""
+    callback_url: str = ""
+    webhook_url: str = ""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ControllerInfo:
+        """Build from ``ControllerInfo``; unset URLs are absent on the wire."""
+        return cls(
+            metadata_url=_str(data, "metadata_url"),
+            callback_url=_str(data, "callback_url"),
+            webhook_url=_str(data, "webhook_url"),
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from garm_client import GarmApiError, GarmClient, GarmUnreachable
@@ -62,23 +62,19 @@ class Outcome:
         return not self.errors and self.unreachable is None
 
 
-def observe(client: GarmClient, desired: Desired) -> Observed:
+def observe(client: GarmClient) -> Observed:
     """Read GARM with one list call per kind of object, never one per scaleset."""
-    scalesets = tuple(client.list_scalesets())
-    instances = tuple(client.list_instances())
-    kinds = {spec.entity_kind for spec in desired.specs}
-    providers = frozenset(client.list_providers()) if desired.specs else frozenset()
-    entities = []
-    if "organization" in kinds:
-        entities += client.list_organizations()
-    if "repository" in kinds:
-        entities += client.list_repositories()
-    return Observed(scalesets, instances, providers, tuple(entities))
+    return Observed(
+        tuple(client.list_scalesets()),
+        tuple(client.list_instances()),
+        frozenset(client.list_providers()),
+        (*client.list_organizations(), *client.list_repositories()),
+    )
 
 
 def preview(client: GarmClient, desired: Desired, now: datetime, settings: Settings) -> Plan:
     """Observe and plan without writing anything: what the next pass would start with."""
-    return plan(desired, observe(client, desired), now, settings)
+    return plan(desired, observe(client), now, settings)
 
 
 def reconcile(
@@ -88,61 +84,82 @@ def reconcile(
     settings: Settings,
     *,
     budget: float | None = None,
+    observed: Observed | None = None,
 ) -> Outcome:
     """Run one pass towards ``desired`` and return its outcome; never raises for GARM.
 
     ``budget`` bounds the pass in seconds so a hook never hangs on a slow GARM: past it
     no further write is started, and the next hook carries on from what it observes.
+    ``observed`` saves the reads when the caller has just made them.
     """
     started = time.monotonic()
     try:
-        observed = observe(client, desired)
+        if observed is None:
+            observed = observe(client)
     except GarmUnreachable as exc:
         return Outcome(unreachable=str(exc))
     except GarmApiError as exc:
         # Without a full observation nothing can be decided safely, so nothing is done.
         return Outcome(errors=(ActionError(None, str(exc)),))
-    done: list[Action] = []
-    errors: list[ActionError] = []
-    closed: set[tuple[str, object]] = set()
+    ledger = _Ledger()
     current = plan(desired, observed, now, settings)
-    for _ in range(MAX_ROUNDS):
-        todo = [a for a in current.actions if _target(a) not in closed]
-        if not todo:
-            break
-        for action in todo:
-            if budget is not None and time.monotonic() - started > budget:
-                logger.warning("pass budget of %ss spent; the next hook continues", budget)
-                return _outcome(current, done, errors, cut_short=True)
-            try:
-                observed = _apply(client, action, observed)
-            except GarmUnreachable as exc:
-                logger.error("GARM unreachable during %s: %s", describe_action(action), exc)
-                return _outcome(current, done, errors, unreachable=str(exc))
-            except GarmApiError as exc:
-                logger.error("GARM refused %s: %s", describe_action(action), exc)
-                errors.append(ActionError(action, str(exc)))
-                closed.add(_target(action))
-                continue
-            logger.info("done: %s", describe_action(action))
-            done.append(action)
-            if isinstance(action, DeleteScaleset):
-                # Requested, not proven: the next pass's observation confirms it.
-                closed.add(_target(action))
-        current = plan(desired, observed, now, settings)
-    return _outcome(current, done, errors)
+    try:
+        for _ in range(MAX_ROUNDS):
+            todo = [a for a in current.actions if _target(a) not in ledger.closed]
+            if not todo:
+                break
+            for action in todo:
+                if budget is not None and time.monotonic() - started > budget:
+                    logger.warning("pass budget of %ss spent; the next hook continues", budget)
+                    return ledger.outcome(current, cut_short=True)
+                observed = ledger.apply(client, action, observed)
+            current = plan(desired, observed, now, settings)
+    except GarmUnreachable as exc:
+        return ledger.outcome(current, unreachable=str(exc))
+    return ledger.outcome(current)
 
 
-def _outcome(
-    current: Plan,
-    done: list[Action],
-    errors: list[ActionError],
-    unreachable: str | None = None,
-    cut_short: bool = False,
-) -> Outcome:
-    return Outcome(
-        current.progress, current.skipped, tuple(done), tuple(errors), unreachable, cut_short
-    )
+@dataclass
+class _Ledger:
+    """What a pass has done so far, and what it must not try again."""
+
+    done: list[Action] = field(default_factory=list)
+    errors: list[ActionError] = field(default_factory=list)
+    closed: set[tuple[str, object]] = field(default_factory=set)
+
+    def apply(self, client: GarmClient, action: Action, observed: Observed) -> Observed:
+        """Do one write and keep its result; an unreachable GARM propagates."""
+        try:
+            observed = _apply(client, action, observed)
+        except GarmUnreachable as exc:
+            logger.error("GARM unreachable during %s: %s", describe_action(action), exc)
+            raise
+        except GarmApiError as exc:
+            self.closed.add(_target(action))
+            if isinstance(action, RemoveInstance) and exc.status == 404:
+                return observed  # reaped between observing and removing: done
+            logger.error("GARM refused %s: %s", describe_action(action), exc)
+            self.errors.append(ActionError(action, str(exc)))
+            return observed
+        logger.info("done: %s", describe_action(action))
+        self.done.append(action)
+        if isinstance(action, DeleteScaleset):
+            # Requested, not proven: the next pass's observation confirms it.
+            self.closed.add(_target(action))
+        return observed
+
+    def outcome(
+        self, current: Plan, *, unreachable: str | None = None, cut_short: bool = False
+    ) -> Outcome:
+        """The pass's outcome, progress taken from the latest plan."""
+        return Outcome(
+            current.progress,
+            current.skipped,
+            tuple(self.done),
+            tuple(self.errors),
+            unreachable,
+            cut_short,
+        )
 
 
 def _target(action: Action) -> tuple[str, object]:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
 from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
 
+from garm_config import OpenstackProvider
+from garm_setup import AppCredential, EntitySpec
 from naming import MIN_NAME_BUDGET
 from spec import Desired, HeldSpec, ScalesetSpec, Settings
 
@@ -30,11 +32,41 @@ class RelationState:
 
     ``silent`` lists units related but with no scaleset published yet: nothing of theirs
     can exist in GARM, so they hold nothing back, but the operator may want to know.
+    ``units`` keeps every unit whose data parsed, for what GARM itself needs of them.
     """
 
     related: bool
     desired: Desired
     silent: tuple[str, ...] = ()
+    units: tuple[tuple[str, ConfiguratorUnitData], ...] = ()
+
+
+@dataclass(frozen=True)
+class UnitProblem:
+    """Something wrong with one unit's GARM settings; ``blocking`` if the operator must act."""
+
+    unit: str
+    reason: str
+    blocking: bool
+
+
+@dataclass(frozen=True)
+class GarmInputs:
+    """What GARM itself must hold for the related units: providers, credentials, orgs.
+
+    ``published`` is every (kind, lower-cased name) some unit names, with or without
+    credentials: GARM keeps those entities even when it cannot (re)bind them yet.
+    ``providers_complete`` is False when a provider's settings could not all be read
+    (a secret not granted yet): GARM's configuration is then left as it is rather than
+    rewritten without that provider, which would strand its live scaleset.
+    """
+
+    providers: tuple[OpenstackProvider, ...] = ()
+    credentials: tuple[AppCredential, ...] = ()
+    entities: tuple[EntitySpec, ...] = ()
+    published: frozenset[tuple[str, str]] = frozenset()
+    problems: tuple[UnitProblem, ...] = ()
+    providers_complete: bool = True
 
 
 def settings_from_config(config: Mapping[str, object]) -> Settings:
@@ -74,6 +106,7 @@ def relation_state(related: bool, units: Iterable[tuple[str, Mapping[str, str]]]
     specs: list[ScalesetSpec] = []
     held: list[HeldSpec] = []
     silent: list[str] = []
+    parsed_units: list[tuple[str, ConfiguratorUnitData]] = []
     for unit, data in units:
         if not ConfiguratorUnitData.has_scaleset(data):
             silent.append(unit)
@@ -84,16 +117,28 @@ def relation_state(related: bool, units: Iterable[tuple[str, Mapping[str, str]]]
             logger.error("garm-configurator unit %s published invalid data: %s", unit, exc)
             held.append(HeldSpec(unit, _raw_name(data), f"invalid {exc}"))
             continue
+        parsed_units.append((unit, parsed))
         if parsed.image_id is None:
             held.append(HeldSpec(unit, parsed.name, "image_id not published yet", False))
             continue
         specs.append(spec_from_unit(unit, parsed))
-    return RelationState(related, Desired(tuple(specs), tuple(held)), tuple(silent))
+    return RelationState(
+        related, Desired(tuple(specs), tuple(held)), tuple(silent), tuple(parsed_units)
+    )
 
 
 def _raw_name(data: Mapping[str, str]) -> str:
-    """The name an invalid unit published, to keep its scaleset untouched by name."""
-    return (data.get("name") or "").strip()
+    """The name an invalid unit published, to keep its scaleset untouched by name.
+
+    Empty when the name itself is unusable: the planner then treats no scaleset as an
+    orphan, since any of them might be this unit's.
+    """
+    name = (data.get("name") or "").strip()
+    try:
+        ConfiguratorUnitData.check_name(name)
+    except DatabagError:
+        return ""
+    return name
 
 
 def spec_from_unit(unit: str, data: ConfiguratorUnitData) -> ScalesetSpec:
@@ -124,3 +169,117 @@ def spec_from_unit(unit: str, data: ConfiguratorUnitData) -> ScalesetSpec:
         runner_group=data.runner_group,
         extra_specs=extra_specs,
     )
+
+
+_OPENSTACK_KEYS = (
+    "openstack_username",
+    "openstack_project_name",
+    "openstack_user_domain_name",
+    "openstack_project_domain_name",
+    "openstack_region_name",
+    "openstack_network",
+)
+PKCS1_HEADER = "-----BEGIN RSA PRIVATE KEY-----"
+
+
+def garm_inputs(
+    units: Iterable[tuple[str, ConfiguratorUnitData]],
+    read_secret: Callable[[str], str | None],
+) -> GarmInputs:
+    """Providers, GitHub App credentials and entities from the units' Phase B data.
+
+    ``read_secret`` resolves a Juju secret URI to its ``value`` (None when unreadable).
+    Credentials are de-duplicated per (app id, installation id); each entity is bound to
+    the credential of the first unit (in order) that publishes it.
+    """
+    providers: list[OpenstackProvider] = []
+    credentials: dict[str, AppCredential] = {}
+    entities: dict[tuple[str, str], EntitySpec] = {}
+    published: set[tuple[str, str]] = set()
+    problems: list[UnitProblem] = []
+    complete = True
+    for unit, data in units:
+        kind, name = ("organization", data.org) if data.org else ("repository", data.repo)
+        if name:
+            published.add((kind, name.lower()))
+        if data.openstack_auth_url is not None:
+            provider = _provider(unit, data, read_secret, problems)
+            if provider is None:
+                complete = False
+            else:
+                providers.append(provider)
+        credential = _credential(unit, data, read_secret, problems)
+        if credential is None:
+            continue
+        credentials.setdefault(credential.name, credential)
+        if name:
+            entities.setdefault((kind, name.lower()), EntitySpec(kind, name, credential.name))
+    return GarmInputs(
+        tuple(providers),
+        tuple(credentials.values()),
+        tuple(entities.values()),
+        frozenset(published),
+        tuple(problems),
+        complete,
+    )
+
+
+def _provider(
+    unit: str,
+    data: ConfiguratorUnitData,
+    read_secret: Callable[[str], str | None],
+    problems: list[UnitProblem],
+) -> OpenstackProvider | None:
+    missing = [key for key in _OPENSTACK_KEYS if getattr(data, key) is None]
+    if missing:
+        problems.append(UnitProblem(unit, f"OpenStack settings incomplete: {missing[0]}", True))
+        return None
+    password = data.openstack_password
+    if password is None and data.openstack_password_secret_uri:
+        password = read_secret(data.openstack_password_secret_uri)
+    if password is None:
+        problems.append(UnitProblem(unit, "OpenStack password secret not readable yet", False))
+        return None
+    return OpenstackProvider(
+        name=data.provider_name,
+        auth_url=data.openstack_auth_url or "",
+        username=data.openstack_username or "",
+        password=password,
+        project_name=data.openstack_project_name or "",
+        user_domain_name=data.openstack_user_domain_name or "",
+        project_domain_name=data.openstack_project_domain_name or "",
+        region_name=data.openstack_region_name or "",
+        network=data.openstack_network or "",
+    )
+
+
+def _credential(
+    unit: str,
+    data: ConfiguratorUnitData,
+    read_secret: Callable[[str], str | None],
+    problems: list[UnitProblem],
+) -> AppCredential | None:
+    app_id, installation_id = data.github_app_id, data.github_installation_id
+    uri = data.github_private_key_secret_uri
+    if app_id is None or installation_id is None or uri is None:
+        return None
+    if not (app_id.isascii() and app_id.isdigit()) or not (
+        installation_id.isascii() and installation_id.isdigit()
+    ):
+        problems.append(UnitProblem(unit, "GitHub app and installation ids must be numbers", True))
+        return None
+    key = read_secret(uri)
+    if key is None:
+        problems.append(UnitProblem(unit, "GitHub App key secret not readable yet", False))
+        return None
+    if PKCS1_HEADER not in key:
+        problems.append(
+            UnitProblem(
+                unit,
+                "GitHub App key must be PKCS#1 (BEGIN RSA PRIVATE KEY); convert it with "
+                "openssl rsa -in key.pem -out key-rsa.pem -traditional",
+                True,
+            )
+        )
+        return None
+    return AppCredential(int(app_id), int(installation_id), key)

@@ -6,12 +6,13 @@ problem the operator must act on first. Kept pure so every wording can be tested
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from planner import Phase, Progress
 from reconciler import Outcome
-from state import RelationState
+from state import RelationState, UnitProblem
 
 StatusKind = Literal["active", "waiting", "blocked"]
 # Past this many named problems the rest are counted, to keep the line readable.
@@ -32,17 +33,20 @@ def _join(items: list[str]) -> str:
     return f"{shown}; and {more} more" if more > 0 else shown
 
 
-def summarise(outcome: Outcome, state: RelationState) -> Summary:
+def summarise(
+    outcome: Outcome, state: RelationState, problems: Sequence[UnitProblem] = ()
+) -> Summary:
     """Status for a finished pass.
 
     ``blocked`` only when the operator must act (no configurator related, a unit's data
     invalid or duplicated); ``waiting`` when the next hook may fix it by itself (GARM
     unreachable or refusing, a unit still publishing); ``active`` otherwise — a
     changeover in progress included: every label is served while it runs, so nothing
-    that waits for ``active`` should be held up by hours of draining.
+    that waits for ``active`` should be held up by hours of draining. ``problems`` are
+    those of GARM's own setup (providers, credentials) per unit.
     """
     progress = _join([_describe(p) for p in outcome.progress])
-    problem = _problem(outcome, state)
+    problem = _problem(outcome, state, problems)
     if problem is not None:
         kind, message = problem
         return Summary(kind, f"{message} ({progress})" if progress else message)
@@ -61,11 +65,14 @@ def _describe(progress: Progress) -> str:
     return f"Replacing scaleset {progress.logical_name}: {progress.describe()}"
 
 
-def _problem(outcome: Outcome, state: RelationState) -> tuple[StatusKind, str] | None:
+def _problem(
+    outcome: Outcome, state: RelationState, problems: Sequence[UnitProblem]
+) -> tuple[StatusKind, str] | None:
     """The most pressing problem of a pass, most severe first, or None."""
     if not state.related:
         return "blocked", "Integrate with garm-configurator: juju integrate garm garm-configurator"
     blocking = [f"{s.source}: {s.reason}" for s in outcome.skipped if s.blocking]
+    blocking += [f"{p.unit}: {p.reason}" for p in problems if p.blocking]
     if blocking:
         return "blocked", "Fix " + _join(blocking)
     if outcome.unreachable is not None:
@@ -74,7 +81,8 @@ def _problem(outcome: Outcome, state: RelationState) -> tuple[StatusKind, str] |
         count = len(outcome.errors)
         noun = "call" if count == 1 else "calls"
         return "waiting", f"GARM refused {count} {noun}: {outcome.errors[0].error}"
-    waiting = [f"{s.source}: {s.reason}" for s in outcome.skipped]
+    waiting = [f"{s.source}: {s.reason}" for s in outcome.skipped if not s.blocking]
+    waiting += [f"{p.unit}: {p.reason}" for p in problems if not p.blocking]
     waiting += [f"{unit}: no scaleset published yet" for unit in state.silent]
     if waiting:
         return "waiting", "Waiting for " + _join(waiting)

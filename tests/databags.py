@@ -1,5 +1,8 @@
 """Configurator unit databags as the real garm-configurator writes them."""
 
+PASSWORD_SECRET_URI = "secret://3f9c6d2e-1b7a-4c55-8a0e-2f1d9b7c6e40/d0hq2ap5ihkc77rs9m3g"
+KEY_SECRET_URI = "secret://3f9c6d2e-1b7a-4c55-8a0e-2f1d9b7c6e40/d0hq2bp5ihkc77rs9m40"
+
 # The contract's example databag (relation-contract.md §5), as the configurator writes it.
 EXAMPLE_UNIT = {
     "name": "lg-x64",
@@ -21,7 +24,7 @@ EXAMPLE_UNIT = {
     "pre_job_script": 'echo "job ${GITHUB_JOB} starting"',
     "openstack_auth_url": "https://keystone.internal:5000/v3",
     "openstack_username": "ci-runners",
-    "openstack_password_secret_uri": "secret://3f9c6d2e-1b7a-4c55-8a0e-2f1d9b7c6e40/d0hq2ap5ihkc77rs9m3g",
+    "openstack_password_secret_uri": PASSWORD_SECRET_URI,
     "openstack_project_name": "ci-runners",
     "openstack_user_domain_name": "Default",
     "openstack_project_domain_name": "Default",
@@ -29,7 +32,7 @@ EXAMPLE_UNIT = {
     "openstack_network": "ci-runners-net",
     "github_app_id": "123456",
     "github_installation_id": "78901234",
-    "github_private_key_secret_uri": "secret://3f9c6d2e-1b7a-4c55-8a0e-2f1d9b7c6e40/d0hq2bp5ihkc77rs9m40",
+    "github_private_key_secret_uri": KEY_SECRET_URI,
     "ingress-address": "10.1.2.3",
     "egress-subnets": "10.1.2.3/32",
     "private-address": "10.1.2.3",

@@ -6,7 +6,9 @@ codes that differ from route to route, gates answered before authentication. So 
 reproduces GARM's bytes (key order of the Go structs, compacted ``extra_specs``, HTML-escaped
 strings, RFC 3339 times, a trailing newline) and its status codes, as documented in
 ``shared/garm-api.md`` and checked against GARM's Go source. Every request is recorded and
-faults can be injected so tests can assert on what the client sent and how it copes.
+faults can be injected so tests can assert on what the client sent and how it copes; what
+GARM keeps but never returns (credential secrets, webhook secrets, stored controller
+settings) is readable through ``credentials()``, ``entities()`` and ``controller()``.
 
 Run it standalone with ``python -m tests.garm_double --port 9997 --seed``.
 """
@@ -27,7 +29,7 @@ import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.message import Message
 from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -121,6 +123,44 @@ _CONTROLLER_FIELDS = {
 }
 _USER_FIELDS = {"email": "str", "username": "str", "full_name": "str", "password": "str"}
 _LOGIN_FIELDS = {"username": "str", "password": "str"}
+# Nested structs of the credentials bodies (params/requests.go GithubPAT, GithubApp).
+_PAT_FIELDS = {"oauth2_token": "str"}
+_APP_FIELDS = {"app_id": "int", "installation_id": "int", "private_key_bytes": "bytes"}
+_NESTED: dict[str, Mapping[str, str]] = {"pat": _PAT_FIELDS, "app": _APP_FIELDS}
+# CreateGithubCredentialsParams holds pat/app by value, UpdateGithubCredentialsParams by
+# pointer (so there a null clears an earlier duplicate key).
+_CREDENTIALS_CREATE_FIELDS = {
+    "name": "str",
+    "description": "str",
+    "endpoint": "str",
+    "auth_type": "str",
+    "pat": "pat",
+    "app": "app",
+}
+_CREDENTIALS_UPDATE_FIELDS = {"name": "*str", "description": "*str", "pat": "*pat", "app": "*app"}
+_ORG_CREATE_FIELDS = {
+    "name": "str",
+    "credentials_name": "str",
+    "webhook_secret": "str",
+    "pool_balancer_type": "str",
+    "forge_type": "str",
+    "agent_mode": "bool",
+}
+_REPO_CREATE_FIELDS = {"owner": "str", **_ORG_CREATE_FIELDS}
+_ENTITY_UPDATE_FIELDS = {
+    "credentials_name": "str",
+    "webhook_secret": "str",
+    "pool_balancer_type": "str",
+    "agent_mode": "*bool",
+}
+_BALANCER_TYPES = ("roundrobin", "pack", "")
+_PKCS1_PEM_TYPE = "RSA PRIVATE KEY"
+# A syntactically valid PKCS#1 PEM (not a usable key) for add_credential's default.
+FAKE_APP_KEY = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    + base64.b64encode(b"not a real RSA key, only PEM framing").decode()
+    + "\n-----END RSA PRIVATE KEY-----\n"
+)
 _DEFAULT_RELEASES_URL = "https://api.github.com/repos/cloudbase/garm-agent/releases"
 _SEMVER_RE = re.compile(
     r"v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -218,8 +258,8 @@ def go_time(moment: datetime) -> str:
 def _utc(moment: datetime) -> datetime:
     """Treat naive datetimes as UTC; convert aware ones to UTC."""
     if moment.tzinfo is None:
-        return moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
 
 
 # --------------------------------------------------------------------------- errors
@@ -339,7 +379,9 @@ _ACCEPTS: dict[str, Callable[[object, str], bool]] = {
 def _assign(out: dict[str, Any], name: str, kind: str, value: object, raw: str) -> None:
     """Store one decoded member, enforcing the Go type of its field."""
     base = kind.lstrip("*")
-    if base == "raw":
+    if base in _NESTED:
+        _assign_struct(out, name, kind, value, raw)
+    elif base == "raw":
         out[name] = raw
     elif value is None:
         if kind.startswith("*") or base in ("[str]", "bytes"):
@@ -352,6 +394,18 @@ def _assign(out: dict[str, Any], name: str, kind: str, value: object, raw: str) 
         out[name] = ["" if item is None else _go_text(item) for item in value]
     else:
         out[name] = value
+
+
+def _assign_struct(out: dict[str, Any], name: str, kind: str, value: object, raw: str) -> None:
+    """A nested struct: an object decodes into it (merging into an earlier duplicate key,
+    as Go reuses the value), null clears a pointer and leaves a value struct alone."""
+    if value is None:
+        if kind.startswith("*"):
+            out.pop(name, None)
+    elif not isinstance(value, dict):
+        raise _bad_request()
+    else:
+        out[name] = {**out.get(name, {}), **_decode(raw, _NESTED[kind.lstrip("*")])}
 
 
 def _base64(text: str) -> bytes:
@@ -370,6 +424,13 @@ def _parse_bool(text: str) -> bool:
 def _parse_uint32(text: str) -> int:
     """GARM's ``strconv.ParseUint(id, 10, 32)`` for scale set ids; 400 on failure."""
     if not re.fullmatch(r"[0-9]+", text) or int(text) >= 2**32:
+        raise _bad_request()
+    return int(text)
+
+
+def _parse_uint64(text: str) -> int:
+    """``strconv.ParseUint(id, 10, 64)`` for credential ids; 400 on failure."""
+    if not re.fullmatch(r"[0-9]+", text) or int(text) >= 2**64:
         raise _bad_request()
     return int(text)
 
@@ -396,6 +457,37 @@ def _url_ok(value: str) -> bool:
     except ValueError:
         return False
     return bool(parts.scheme) and bool(parts.netloc.rpartition("@")[2])
+
+
+_PEM_BEGIN_RE = re.compile(r"(?:\A|(?<=\n))-----BEGIN ([^\r\n]*)-----[ \t\r]*\n")
+
+
+def _pem_type(data: bytes) -> str | None:
+    """The type of the first PEM block Go's ``pem.Decode`` would accept, or None.
+
+    A block is a ``-----BEGIN T-----`` line, optional ``Key: value`` header lines, a
+    base64 body (whitespace ignored, padding required) and the matching
+    ``-----END T-----`` line; a block whose body does not decode is skipped, as Go does.
+    """
+    text = data.decode("latin-1")
+    for begin in _PEM_BEGIN_RE.finditer(text):
+        kind = begin.group(1)
+        rest = text[begin.end() :]
+        cut = 0 if rest.startswith("-----END ") else rest.find("\n-----END ")
+        if cut < 0:
+            return None  # no END line anywhere after this point
+        end_line = rest[cut:].lstrip("\n").split("\n", 1)[0].rstrip(" \t\r")
+        if end_line != f"-----END {kind}-----":
+            continue
+        lines = rest[:cut].split("\n")
+        while lines and ":" in lines[0]:
+            lines.pop(0)
+        try:
+            base64.b64decode(re.sub(r"\s", "", "".join(lines)), validate=True)
+        except ValueError:
+            continue
+        return kind
+    return None
 
 
 # --------------------------------------------------------------------------- state
@@ -451,14 +543,56 @@ class _User:
 
 
 @dataclass
+class _Endpoint:
+    """A GitHub endpoint (database/sql/models.go GithubEndpoint)."""
+
+    name: str
+    description: str
+    api_base_url: str
+    upload_base_url: str
+    base_url: str
+    created_at: datetime
+    updated_at: datetime
+    endpoint_type: str = "github"
+    ca_cert_bundle: bytes = b""
+
+
+@dataclass
+class _Credential:
+    """A GitHub credential with its secret parts (GARM seals them; never on the wire)."""
+
+    id: int
+    name: str
+    description: str
+    endpoint: str
+    auth_type: str  # "pat" or "app"
+    created_at: datetime
+    updated_at: datetime
+    oauth2_token: str = ""
+    app_id: int = 0
+    installation_id: int = 0
+    private_key: bytes = b""
+
+
+@dataclass
 class _Entity:
-    """An organization or repository GARM manages (kind is ``organization``/``repository``)."""
+    """An organization or repository GARM manages (kind is ``organization``/``repository``).
+
+    ``credentials_id`` None means bound to no credential: only ``add_org``/``add_repo``
+    make such entities (GARM cannot), and they are shown with a placeholder credential.
+    """
 
     kind: str
     id: str
     owner: str
     name: str
     created_at: datetime
+    updated_at: datetime
+    endpoint: str = "github.com"
+    credentials_id: int | None = None
+    webhook_secret: str = ""
+    pool_balancer_type: str = ""
+    agent_mode: bool = False
 
 
 @dataclass
@@ -567,7 +701,16 @@ _ROUTES = [
         {"GET": "_get_scaleset", "PUT": "_update_scaleset", "DELETE": "_delete_scaleset"},
     ),
     _Route(re.compile(r"/scalesets/([^/]+)/instances"), "api", {"GET": "_scaleset_instances"}),
-    _Route(re.compile(r"/(organizations|repositories)"), "api", {"GET": "_list_entities"}),
+    _Route(
+        re.compile(r"/(organizations|repositories)"),
+        "api",
+        {"GET": "_list_entities", "POST": "_create_entity"},
+    ),
+    _Route(
+        re.compile(r"/(organizations|repositories)/([^/]+)"),
+        "api",
+        {"GET": "_get_entity", "PUT": "_update_entity", "DELETE": "_delete_entity"},
+    ),
     _Route(
         re.compile(r"/(organizations|repositories)/([^/]+)/scalesets"),
         "api",
@@ -580,6 +723,23 @@ _ROUTES = [
         {"GET": "_get_instance", "DELETE": "_delete_instance"},
     ),
     _Route(re.compile(r"/providers"), "api", {"GET": "_list_providers"}),
+    _Route(re.compile(r"/github/endpoints"), "api", {"GET": "_list_endpoints"}),
+    _Route(
+        re.compile(r"/github/endpoints/([^/]+)"),
+        "api",
+        {"GET": "_get_endpoint", "DELETE": "_delete_endpoint"},
+    ),
+    _Route(re.compile(r"/credentials"), "api", {"GET": "_list_credentials"}),  # legacy
+    _Route(
+        re.compile(r"/github/credentials"),
+        "api",
+        {"GET": "_list_credentials", "POST": "_create_credential"},
+    ),
+    _Route(
+        re.compile(r"/github/credentials/([^/]+)"),
+        "api",
+        {"GET": "_get_credential", "PUT": "_update_credential", "DELETE": "_delete_credential"},
+    ),
 ]
 
 
@@ -631,7 +791,7 @@ class GarmDouble:
         urls_set: bool = True,
         port: int = 0,
     ):
-        self._clock = clock or (lambda: datetime.now(timezone.utc))
+        self._clock = clock or (lambda: datetime.now(UTC))
         self._initial = (username, password, initialised, urls_set)
         self._lock = threading.RLock()
         self._server = _Server(("127.0.0.1", port), self)
@@ -708,7 +868,20 @@ class GarmDouble:
                     webhook_url=f"{self.url}/webhooks",
                     agent_url=f"{self.url}/agent",
                 )
-            self._endpoint_created = now
+            # database/sql/sql.go ensureGithubEndpoint: the built-in endpoint.
+            self._endpoints: dict[str, _Endpoint] = {
+                "github.com": _Endpoint(
+                    name="github.com",
+                    description="The github.com endpoint",
+                    api_base_url="https://api.github.com/",
+                    upload_base_url="https://uploads.github.com/",
+                    base_url="https://github.com",
+                    created_at=now,
+                    updated_at=now,
+                )
+            }
+            self._credentials: dict[int, _Credential] = {}
+            self._next_credential_id = 1
             self._providers: list[str] = []
             self._entities: dict[str, _Entity] = {}
             self._tags: dict[str, _Tag] = {}
@@ -725,13 +898,47 @@ class GarmDouble:
         with self._lock:
             self._providers.append(name)
 
-    def add_org(self, name: str) -> str:
-        """Register a GitHub organization (with GitHub PAT credentials); returns its id."""
-        return self._add_entity("organization", name, name)
+    def add_org(self, name: str, *, credentials: str | None = None) -> str:
+        """Register a GitHub organization; returns its id.
 
-    def add_repo(self, owner: str, name: str) -> str:
-        """Register a GitHub repository ``owner/name``; returns its id."""
-        return self._add_entity("repository", owner, name)
+        With ``credentials`` (a credential's name) it is bound to that credential, as
+        ``POST /organizations`` would bind it. Without, it is bound to none and shown
+        with a placeholder PAT credential ``github-credentials`` (id 1) that no
+        credentials route knows about."""
+        return self._add_entity("organization", name, name, credentials)
+
+    def add_repo(self, owner: str, name: str, *, credentials: str | None = None) -> str:
+        """Register a GitHub repository ``owner/name``; returns its id (``credentials``
+        as for ``add_org``)."""
+        return self._add_entity("repository", owner, name, credentials)
+
+    def add_credential(
+        self,
+        name: str,
+        *,
+        description: str = "",
+        endpoint: str = "github.com",
+        app_id: int = 1,
+        installation_id: int = 1,
+        private_key: str = FAKE_APP_KEY,
+        oauth2_token: str | None = None,
+    ) -> int:
+        """Store a GitHub credential without the API's checks; returns its id. A PAT
+        credential when ``oauth2_token`` is given, else a GitHub App one."""
+        with self._lock:
+            found = self._endpoint_named(endpoint)
+            if found is None:
+                raise ValueError(f"no GitHub endpoint named {endpoint!r}")
+            if oauth2_token is not None:
+                auth_type, auth = "pat", {"oauth2_token": oauth2_token}
+            else:
+                auth_type = "app"
+                auth = {
+                    "app_id": app_id,
+                    "installation_id": installation_id,
+                    "private_key": private_key.encode(),
+                }
+            return self._new_credential(name, description, found.name, auth_type, auth).id
 
     def register(self, scaleset_id: int) -> None:
         """Give a scale set created with ``register_on_create = False`` its GitHub id."""
@@ -872,6 +1079,60 @@ class GarmDouble:
         with self._lock:
             return [json.loads(_encode(self._instance_json(i))) for i in self._instances.values()]
 
+    def credentials(self) -> list[dict[str, Any]]:
+        """Every GitHub credential as stored, secrets included (GARM never returns them):
+        ``id``, ``name``, ``description``, ``endpoint``, ``auth_type``, ``oauth2_token``,
+        ``app_id``, ``installation_id``, ``private_key`` (the PEM text that was sent),
+        ``created_at`` and ``updated_at`` (datetimes). Unused secret fields are empty."""
+        with self._lock:
+            return [
+                {
+                    "id": c.id,
+                    "name": c.name,
+                    "description": c.description,
+                    "endpoint": c.endpoint,
+                    "auth_type": c.auth_type,
+                    "oauth2_token": c.oauth2_token,
+                    "app_id": c.app_id,
+                    "installation_id": c.installation_id,
+                    "private_key": c.private_key.decode("utf-8", errors="replace"),
+                    "created_at": c.created_at,
+                    "updated_at": c.updated_at,
+                }
+                for c in self._credentials.values()
+            ]
+
+    def entities(self) -> list[dict[str, Any]]:
+        """Every organization and repository as stored: ``kind``, ``id``, ``owner`` (the
+        name for organizations), ``name``, ``endpoint``, ``credentials_id`` (None when
+        bound to none), ``webhook_secret``, ``pool_balancer_type`` (as sent, "" when
+        unset), ``agent_mode``, ``created_at`` and ``updated_at``."""
+        with self._lock:
+            return [
+                {
+                    "kind": e.kind,
+                    "id": e.id,
+                    "owner": e.owner,
+                    "name": e.name,
+                    "endpoint": e.endpoint,
+                    "credentials_id": e.credentials_id,
+                    "webhook_secret": e.webhook_secret,
+                    "pool_balancer_type": e.pool_balancer_type,
+                    "agent_mode": e.agent_mode,
+                    "created_at": e.created_at,
+                    "updated_at": e.updated_at,
+                }
+                for e in self._entities.values()
+            ]
+
+    def controller(self) -> dict[str, Any]:
+        """The controller settings as stored: ``controller_id`` plus every key of
+        ``PUT /controller`` but ``clear_ca_cert_bundle``. ``agent_url`` is the stored
+        value ("" until set; the wire shows one derived from ``callback_url``) and
+        ``ca_cert_bundle`` is bytes."""
+        with self._lock:
+            return {"controller_id": self._controller_id, **self._controller}
+
     # ------------------------------------------------------------------ internals: state
 
     def _now(self) -> datetime:
@@ -880,11 +1141,42 @@ class GarmDouble:
     def _new_user(self, username: str, email: str, full_name: str, password: str) -> _User:
         return _User(str(uuid.uuid4()), username, email, full_name, password, self._now())
 
-    def _add_entity(self, kind: str, owner: str, name: str) -> str:
+    def _add_entity(self, kind: str, owner: str, name: str, credentials: str | None) -> str:
         with self._lock:
-            entity = _Entity(kind, str(uuid.uuid4()), owner, name, self._now())
+            credential = None
+            if credentials is not None:
+                credential = self._credential_named(credentials)
+                if credential is None:
+                    raise ValueError(f"no GitHub credential named {credentials!r}")
+            endpoint = credential.endpoint if credential is not None else "github.com"
+            if self._endpoint_named(endpoint) is None:
+                raise ValueError(f"no GitHub endpoint named {endpoint!r}")
+            now = self._now()
+            entity = _Entity(kind, str(uuid.uuid4()), owner, name, now, now, endpoint)
+            entity.credentials_id = credential.id if credential is not None else None
             self._entities[entity.id] = entity
             return entity.id
+
+    def _new_credential(
+        self, name: str, description: str, endpoint: str, auth_type: str, auth: dict[str, Any]
+    ) -> _Credential:
+        now = self._now()
+        credential = _Credential(
+            self._next_credential_id, name, description, endpoint, auth_type, now, now, **auth
+        )
+        self._credentials[credential.id] = credential
+        self._next_credential_id += 1
+        return credential
+
+    def _endpoint_named(self, name: str) -> _Endpoint | None:
+        """GARM looks endpoints up with ``LOWER(name) = LOWER(?)``."""
+        return next((e for e in self._endpoints.values() if e.name.lower() == name.lower()), None)
+
+    def _credential_named(self, name: str) -> _Credential | None:
+        """GARM looks credentials up by name with ``LOWER(name) = LOWER(?)``."""
+        return next(
+            (c for c in self._credentials.values() if c.name.lower() == name.lower()), None
+        )
 
     def _take_github_id(self) -> int:
         self._next_github_id += 1
@@ -955,21 +1247,69 @@ class GarmDouble:
 
     # ------------------------------------------------------------------ internals: JSON
 
-    def _endpoint_json(self, loaded: bool = True) -> dict[str, object]:
-        if not loaded:
+    def _endpoint_json(self, endpoint: _Endpoint | None) -> dict[str, object]:
+        """A ForgeEndpoint; None gives the shape of an endpoint GARM did not load."""
+        if endpoint is None:
             return {"created_at": _ZERO_TIME, "updated_at": _ZERO_TIME}
-        return {
-            "name": "github.com",
-            "description": "The github.com endpoint",
-            "api_base_url": "https://api.github.com/",
-            "upload_base_url": "https://uploads.github.com/",
-            "base_url": "https://github.com",
-            "created_at": go_time(self._endpoint_created),
-            "updated_at": go_time(self._endpoint_created),
-            "endpoint_type": "github",
-        }
+        return _obj(
+            [
+                ("name", endpoint.name, True),
+                ("description", endpoint.description, True),
+                ("api_base_url", endpoint.api_base_url, True),
+                ("upload_base_url", endpoint.upload_base_url, True),
+                ("base_url", endpoint.base_url, True),
+                ("ca_cert_bundle", base64.b64encode(endpoint.ca_cert_bundle).decode(), True),
+                ("created_at", go_time(endpoint.created_at), False),
+                ("updated_at", go_time(endpoint.updated_at), False),
+                ("endpoint_type", endpoint.endpoint_type, True),
+            ]
+        )
 
-    def _credentials_json(self) -> dict[str, object]:
+    def _entity_endpoint(self, entity: _Entity) -> _Endpoint | None:
+        return self._endpoint_named(entity.endpoint)
+
+    def _credential_json(
+        self, credential: _Credential | None, *, detailed: bool = False
+    ) -> dict[str, object]:
+        """A ForgeCredentials (no secrets); None gives the zero value GARM embeds when it
+        did not convert the credentials. ``detailed`` (GET-by-id) adds the orgs and repos
+        using it, converted shallowly as GARM does."""
+        if credential is None:
+            return {
+                "endpoint": self._endpoint_json(None),
+                "created_at": _ZERO_TIME,
+                "updated_at": _ZERO_TIME,
+            }
+        endpoint = self._endpoint_named(credential.endpoint)
+        users = [e for e in self._entities.values() if e.credentials_id == credential.id]
+        repos = [self._entity_json(e, "shallow") for e in users if e.kind == "repository"]
+        orgs = [self._entity_json(e, "shallow") for e in users if e.kind == "organization"]
+        return _obj(
+            [
+                ("id", credential.id, True),
+                ("name", credential.name, True),
+                ("description", credential.description, True),
+                ("api_base_url", endpoint.api_base_url if endpoint else "", True),
+                ("upload_base_url", endpoint.upload_base_url if endpoint else "", True),
+                ("base_url", endpoint.base_url if endpoint else "", True),
+                (
+                    "ca_bundle",
+                    base64.b64encode(endpoint.ca_cert_bundle if endpoint else b"").decode(),
+                    True,
+                ),
+                ("auth-type", credential.auth_type, True),
+                ("forge_type", endpoint.endpoint_type if endpoint else "", True),
+                ("repositories", repos if detailed else [], True),
+                ("organizations", orgs if detailed else [], True),
+                ("endpoint", self._endpoint_json(endpoint), False),
+                ("created_at", go_time(credential.created_at), False),
+                ("updated_at", go_time(credential.updated_at), False),
+            ]
+        )
+
+    def _placeholder_credential_json(self, endpoint: _Endpoint | None) -> dict[str, object]:
+        """What an entity bound to no credential (``add_org``/``add_repo``) shows."""
+        created = go_time(endpoint.created_at) if endpoint else _ZERO_TIME
         return {
             "id": 1,
             "name": _CREDENTIALS_NAME,
@@ -979,29 +1319,47 @@ class GarmDouble:
             "base_url": "https://github.com",
             "auth-type": "pat",
             "forge_type": "github",
-            "endpoint": self._endpoint_json(),
-            "created_at": go_time(self._endpoint_created),
-            "updated_at": go_time(self._endpoint_created),
+            "endpoint": self._endpoint_json(endpoint),
+            "created_at": created,
+            "updated_at": created,
         }
 
-    def _entity_json(self, entity: _Entity) -> dict[str, object]:
-        created = go_time(entity.created_at)
+    def _entity_json(self, entity: _Entity, shape: str = "detail") -> dict[str, object]:
+        """An Organization or Repository in one of GARM's shapes: ``detail`` (lists,
+        GET-by-id, PUT), ``created`` (the POST answer: read back before the pool manager
+        started, so ``pool_manager_status`` is still empty) or ``shallow`` (inside
+        ``GET /github/credentials/{id}``: credentials and endpoint not loaded)."""
+        credential = (
+            self._credentials.get(entity.credentials_id) if entity.credentials_id else None
+        )
+        endpoint = self._entity_endpoint(entity)
+        if credential is None:
+            cred_name, cred_id = _CREDENTIALS_NAME, 1
+            cred_json = self._placeholder_credential_json(endpoint)
+        else:
+            cred_name, cred_id = credential.name, credential.id
+            cred_json = self._credential_json(None if shape == "shallow" else credential)
+        if shape == "shallow":
+            endpoint = None
+        status = {} if shape == "created" else {"running": True}
+        balancer = entity.pool_balancer_type or "roundrobin"
+        created, updated = go_time(entity.created_at), go_time(entity.updated_at)
         if entity.kind == "organization":
             return _obj(
                 [
                     ("id", entity.id, True),
                     ("name", entity.name, True),
                     ("pool", [], True),
-                    ("credentials_name", _CREDENTIALS_NAME, True),
-                    ("credentials", self._credentials_json(), False),
-                    ("credentials_id", 1, True),
-                    ("pool_manager_status", {"running": True}, False),
-                    ("pool_balancing_type", "roundrobin", True),
-                    ("endpoint", self._endpoint_json(), False),
+                    ("credentials_name", cred_name, True),
+                    ("credentials", cred_json, False),
+                    ("credentials_id", cred_id, True),
+                    ("pool_manager_status", status, False),
+                    ("pool_balancing_type", balancer, True),
+                    ("endpoint", self._endpoint_json(endpoint), False),
                     ("created_at", created, False),
-                    ("updated_at", created, False),
+                    ("updated_at", updated, False),
                     ("events", [], True),
-                    ("agent_mode", False, False),
+                    ("agent_mode", entity.agent_mode, False),
                 ]
             )
         return _obj(
@@ -1010,15 +1368,15 @@ class GarmDouble:
                 ("owner", entity.owner, True),
                 ("name", entity.name, True),
                 ("pool", [], True),
-                ("credentials_name", _CREDENTIALS_NAME, True),
-                ("credentials_id", 1, True),
-                ("credentials", self._credentials_json(), False),
-                ("agent_mode", False, False),
-                ("pool_manager_status", {"running": True}, False),
-                ("pool_balancing_type", "roundrobin", True),
-                ("endpoint", self._endpoint_json(), False),
+                ("credentials_name", cred_name, True),
+                ("credentials_id", cred_id, True),
+                ("credentials", cred_json, False),
+                ("agent_mode", entity.agent_mode, False),
+                ("pool_manager_status", status, False),
+                ("pool_balancing_type", balancer, True),
+                ("endpoint", self._endpoint_json(endpoint), False),
                 ("created_at", created, False),
-                ("updated_at", created, False),
+                ("updated_at", updated, False),
                 ("events", [], True),
             ]
         )
@@ -1097,7 +1455,13 @@ class GarmDouble:
                 ("desired_runner_count", scaleset.desired_runner_count, True),
                 ("enable_shell", scaleset.enable_shell, False),
                 ("generation", scaleset.generation, False),
-                ("endpoint", self._endpoint_json(loaded=shape != "entity"), False),
+                (
+                    "endpoint",
+                    self._endpoint_json(
+                        None if shape == "entity" else self._entity_endpoint(entity)
+                    ),
+                    False,
+                ),
                 ("runner_bootstrap_timeout", scaleset.runner_bootstrap_timeout, True),
                 ("extra_specs", extra, True),
                 ("github-runner-group", scaleset.runner_group, True),
@@ -1508,7 +1872,7 @@ class GarmDouble:
             if e.kind == kind
             and filters["name"] in ("", e.name)
             and filters["owner"] in ("", e.owner)
-            and filters["endpoint"] in ("", "github.com")
+            and filters["endpoint"] in ("", e.endpoint)
         ]
         return _json_response(rows)
 
@@ -1546,6 +1910,228 @@ class GarmDouble:
 
     def _list_providers(self, req: _Request) -> _Response:
         return _json_response([{"name": name, "type": "external"} for name in self._providers])
+
+    # ------------------------------------------------------------------ handlers: orgs, repos
+
+    def _create_entity(self, req: _Request) -> _Response:
+        """runner.CreateOrganization / CreateRepository: validate, resolve the credential
+        by name (400 if unknown), refuse a duplicate on the same endpoint (409)."""
+        kind = _ENTITY_KINDS[req.args[0]]
+        is_org = kind == "organization"
+        body = _decode(req.text, _ORG_CREATE_FIELDS if is_org else _REPO_CREATE_FIELDS)
+        _validate_entity(body, is_org)
+        name, owner = body.get("name", ""), body.get("owner", "")
+        credentials_name = body["credentials_name"]
+        credential = None
+        if body.get("forge_type", "") != "gitea":  # the double has no Gitea credentials
+            credential = self._credential_named(credentials_name)
+        if credential is None:
+            raise _bad_request(f"credentials {credentials_name} not defined")
+        if self._entity_named(kind, owner if not is_org else name, name, credential.endpoint):
+            what = f"organization {name}" if is_org else f"repository {owner}/{name}"
+            raise _ApiError(409, "Conflict", f"{what} already exists")
+        now = self._now()
+        entity = _Entity(
+            kind=kind,
+            id=str(uuid.uuid4()),
+            owner=name if is_org else owner,
+            name=name,
+            created_at=now,
+            updated_at=now,
+            endpoint=credential.endpoint,
+            credentials_id=credential.id,
+            webhook_secret=body["webhook_secret"],
+            pool_balancer_type=body.get("pool_balancer_type", ""),
+            agent_mode=body.get("agent_mode", False),
+        )
+        self._entities[entity.id] = entity
+        return _json_response(self._entity_json(entity, "created"))
+
+    def _entity_named(self, kind: str, owner: str, name: str, endpoint: str) -> _Entity | None:
+        """GARM's getOrg / getRepo: LOWER() on name (and owner) and endpoint name."""
+        for entity in self._entities.values():
+            if (
+                entity.kind == kind
+                and entity.name.lower() == name.lower()
+                and entity.owner.lower() == owner.lower()
+                and entity.endpoint.lower() == endpoint.lower()
+            ):
+                return entity
+        return None
+
+    def _get_entity(self, req: _Request) -> _Response:
+        wrap = f"error fetching {_ENTITY_KINDS[req.args[0]]}: "
+        return _json_response(self._entity_json(self._entity(req.args[0], req.args[1], wrap)))
+
+    def _update_entity(self, req: _Request) -> _Response:
+        """runner.UpdateOrganization / UpdateRepository and the DB update: only sent,
+        non-empty and different values change (one write re-stamps updated_at)."""
+        body = _decode(req.text, _ENTITY_UPDATE_FIELDS)
+        balancer = body.get("pool_balancer_type", "")
+        if balancer not in _BALANCER_TYPES:
+            raise _bad_request(f"invalid pool balancer type: {balancer}")
+        short = "org" if req.args[0] == "organizations" else "repo"
+        wrap = f"error updating {short}: error saving {short}: "
+        entity = self._entity(req.args[0], req.args[1], wrap)
+        changes = self._rebind(entity, body.get("credentials_name", ""), wrap)
+        secret = body.get("webhook_secret", "")
+        if secret and secret != entity.webhook_secret:
+            changes["webhook_secret"] = secret
+        if balancer and balancer != entity.pool_balancer_type:
+            changes["pool_balancer_type"] = balancer
+        if "agent_mode" in body and body["agent_mode"] != entity.agent_mode:
+            changes["agent_mode"] = body["agent_mode"]
+        if changes:
+            for key, value in changes.items():
+                setattr(entity, key, value)
+            entity.updated_at = self._now()
+        return _json_response(self._entity_json(entity))
+
+    def _rebind(self, entity: _Entity, credentials_name: str, wrap: str) -> dict[str, Any]:
+        """updateEntityCredentials: the change of credential a PUT asks for, if any."""
+        if not credentials_name:
+            return {}
+        credential = self._credential_named(credentials_name)
+        if credential is None:
+            raise _not_found(
+                f"{wrap}error fetching credentials: github credentials not found: not found"
+            )
+        if credential.endpoint != entity.endpoint:
+            raise _bad_request(f"{wrap}endpoint mismatch")
+        if credential.id == entity.credentials_id:
+            return {}
+        return {"credentials_id": credential.id}
+
+    def _delete_entity(self, req: _Request) -> _Response:
+        """runner.DeleteOrganization / DeleteRepository: 404 if unknown (not idempotent),
+        400 while any scale set belongs to it; 200 with an empty body."""
+        short = "org" if req.args[0] == "organizations" else "repo"
+        entity = self._entity(req.args[0], req.args[1], f"error fetching {short}: ")
+        if any(s.entity is entity for s in self._scalesets.values()):
+            owner = "organization" if short == "org" else "repo"
+            raise _bad_request(f"{owner} has scale sets defined; delete them first")
+        del self._entities[entity.id]
+        return _Response(200)
+
+    # ------------------------------------------------------------------ handlers: GitHub
+
+    def _list_endpoints(self, req: _Request) -> _Response:
+        """A nil slice when there are none: ``null``, not ``[]``."""
+        rows = [self._endpoint_json(e) for e in self._endpoints.values()]
+        return _json_response(rows or None)
+
+    def _get_endpoint(self, req: _Request) -> _Response:
+        endpoint = self._endpoint_named(req.args[0])
+        if endpoint is None:
+            raise _not_found("failed to get github endpoint: github endpoint not found: not found")
+        return _json_response(self._endpoint_json(endpoint))
+
+    def _delete_endpoint(self, req: _Request) -> _Response:
+        """204 (no body, no Content-Type) even when unknown; 400 while credentials,
+        organizations or repositories use it."""
+        endpoint = self._endpoint_named(req.args[0])
+        if endpoint is None:
+            return _Response(204, b"", ())
+        if any(c.endpoint == endpoint.name for c in self._credentials.values()) or any(
+            e.endpoint == endpoint.name for e in self._entities.values()
+        ):
+            raise _bad_request(
+                "failed to delete github endpoint: error deleting github endpoint: "
+                "cannot delete endpoint with associated entities: invalid request"
+            )
+        del self._endpoints[endpoint.name]
+        return _Response(204, b"", ())
+
+    def _list_credentials(self, req: _Request) -> _Response:
+        """A nil slice when there are none: ``null``, not ``[]``."""
+        rows = [self._credential_json(c) for c in self._credentials.values()]
+        return _json_response(rows or None)
+
+    def _get_credential(self, req: _Request) -> _Response:
+        credential = self._credentials.get(_parse_uint64(req.args[0]))
+        if credential is None:
+            raise _not_found(
+                "failed to get github credentials: github credentials not found: not found"
+            )
+        return _json_response(self._credential_json(credential, detailed=True))
+
+    def _create_credential(self, req: _Request) -> _Response:
+        """runner.CreateGithubCredentials: validate (an App key that is not PKCS#1 is a
+        plain error, so 500), then the endpoint must exist (404) and the name be free
+        (409, case-insensitive)."""
+        body = _decode(req.text, _CREDENTIALS_CREATE_FIELDS)
+        wrap = "failed to validate github credentials params: "
+        if not body.get("name"):
+            raise _bad_request(wrap + "missing name")
+        if not body.get("endpoint"):
+            raise _bad_request(wrap + "missing endpoint")
+        auth_type = body.get("auth_type", "")
+        if auth_type not in ("pat", "app"):
+            raise _bad_request(wrap + "invalid auth_type")
+        pat, app = body.get("pat", {}), body.get("app", {})
+        if auth_type == "pat" and not pat.get("oauth2_token"):
+            raise _bad_request(wrap + "missing oauth2_token")
+        if auth_type == "app":
+            _validate_app(app)
+        wrap = "failed to create github credentials: error creating github credentials: "
+        endpoint = self._endpoint_named(body["endpoint"])
+        if endpoint is None:
+            raise _not_found(wrap + "github endpoint not found: not found")
+        if self._credential_named(body["name"]) is not None:
+            raise _ApiError(409, "Conflict", wrap + "github credentials already exists: duplicate")
+        secret = _secrets(auth_type, pat if auth_type == "pat" else app)
+        credential = self._new_credential(
+            body["name"], body.get("description", ""), endpoint.name, auth_type, secret
+        )
+        return _json_response(self._credential_json(credential))
+
+    def _update_credential(self, req: _Request) -> _Response:
+        """runner.UpdateGithubCredentials: validate, find (404), refuse the wrong kind of
+        secret for the stored auth type (400); a rename onto another credential's name
+        breaks the unique index (500). A new secret always counts as a change."""
+        credential_id = _parse_uint64(req.args[0])
+        body = _decode(req.text, _CREDENTIALS_UPDATE_FIELDS)
+        _validate_credentials_update(body)
+        wrap = "failed to update github credentials: error updating github credentials: "
+        credential = self._credentials.get(credential_id)
+        if credential is None:
+            raise _not_found(wrap + "github credentials not found: not found")
+        changes: dict[str, Any] = {}
+        for key in ("name", "description"):
+            if key in body and body[key] != getattr(credential, key):
+                changes[key] = body[key]
+        wrong = "app" if credential.auth_type == "pat" else "pat"
+        if wrong in body:
+            kinds = ("app", "PAT") if wrong == "app" else ("PAT", "app")
+            raise _bad_request(
+                wrap + f"cannot update {kinds[0]} credentials for {kinds[1]}: invalid request"
+            )
+        if credential.auth_type in body:  # a new secret: always written (freshly sealed)
+            changes.update(_secrets(credential.auth_type, body[credential.auth_type]))
+        taken = self._credential_named(changes.get("name", credential.name))
+        if "name" in changes and taken is not None and taken is not credential:
+            raise _server_error()
+        if changes:
+            for key, value in changes.items():
+                setattr(credential, key, value)
+            credential.updated_at = self._now()
+        return _json_response(self._credential_json(credential))
+
+    def _delete_credential(self, req: _Request) -> _Response:
+        """204 (no body, no Content-Type) even when unknown; 400 while a repository or
+        organization uses it."""
+        credential = self._credentials.get(_parse_uint64(req.args[0]))
+        if credential is None:
+            return _Response(204, b"", ())
+        users = {e.kind for e in self._entities.values() if e.credentials_id == credential.id}
+        for kind, plural in (("repository", "repositories"), ("organization", "organizations")):
+            if kind in users:
+                raise _bad_request(
+                    "failed to delete github credentials: error deleting github credentials: "
+                    f"cannot delete credentials with {plural}: invalid request"
+                )
+        del self._credentials[credential.id]
+        return _Response(204, b"", ())
 
 
 # --------------------------------------------------------------------------- helpers
@@ -1637,6 +2223,72 @@ def _validate_controller(body: dict[str, Any]) -> None:
             f'invalid garm_agent_version "{version}": '
             'must be "latest" or a semver version (e.g. v1.2.3)'
         )
+
+
+def _validate_entity(body: dict[str, Any], is_org: bool) -> None:
+    """CreateOrgParams.Validate / CreateRepoParams.Validate, checks in their order."""
+    wrap = "error validating params: "
+    if not is_org and not body.get("owner"):
+        raise _bad_request(wrap + "missing owner")
+    if not body.get("name"):
+        raise _bad_request(wrap + ("missing org name" if is_org else "missing repo name"))
+    if not body.get("credentials_name"):
+        raise _bad_request(wrap + "missing credentials name")
+    if not body.get("webhook_secret"):
+        raise _bad_request(wrap + "missing secret")  # a MissingSecretError: also 400
+    if body.get("forge_type", "") not in ("", "github", "gitea"):
+        raise _bad_request(wrap + "invalid forge type")
+    if body.get("pool_balancer_type", "") not in _BALANCER_TYPES:
+        raise _bad_request(wrap + "invalid pool balancer type")
+
+
+def _validate_app(app: dict[str, Any]) -> None:
+    """GithubApp.Validate. The key must be a PEM block (400 otherwise) holding a PKCS#1
+    key; x509.ParsePKCS1PrivateKey's failure is a plain error, so GARM answers 500.
+    The double decides PKCS#1 by the PEM type alone (no DER parsing)."""
+    wrap = "failed to validate github credentials params: invalid app: "
+    if not app.get("app_id"):
+        raise _bad_request(wrap + "missing app_id")
+    if not app.get("installation_id"):
+        raise _bad_request(wrap + "missing installation_id")
+    key = app.get("private_key_bytes", b"")
+    if not key:
+        raise _bad_request(wrap + "missing private_key_bytes")
+    pem_type = _pem_type(key)
+    if pem_type is None:
+        raise _bad_request(wrap + "invalid private_key_bytes")
+    if pem_type != _PKCS1_PEM_TYPE:
+        raise _server_error()
+
+
+def _validate_credentials_update(body: dict[str, Any]) -> None:
+    """UpdateGithubCredentialsParams.Validate (before the credential is looked up)."""
+    wrap = "failed to validate github credentials params: "
+    if "pat" in body and "app" in body:
+        raise _bad_request(wrap + "cannot update both PAT and App")
+    if "pat" in body and not body["pat"].get("oauth2_token"):
+        raise _bad_request(wrap + "missing oauth2_token")
+    if "app" in body:
+        _validate_app(body["app"])
+
+
+def _secrets(auth_type: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The _Credential secret fields a validated ``pat`` or ``app`` body sets; GARM seals
+    only that one payload, so the other kind's fields are cleared."""
+    if auth_type == "pat":
+        return {
+            "oauth2_token": body["oauth2_token"],
+            "app_id": 0,
+            "installation_id": 0,
+            "private_key": b"",
+        }
+    app = body
+    return {
+        "oauth2_token": "",
+        "app_id": app["app_id"],
+        "installation_id": app["installation_id"],
+        "private_key": app["private_key_bytes"],
+    }
 
 
 def _duplicate(name: str) -> str:
@@ -1765,9 +2417,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Date", self.date_time_string())
         for key, value in response.headers:
             self.send_header(key, value)
-        self.send_header("Content-Length", str(len(response.body)))
+        if response.status != 204:  # Go's server sends no Content-Length (or body) on 204
+            self.send_header("Content-Length", str(len(response.body)))
         self.end_headers()
-        if method != "HEAD":
+        if method != "HEAD" and response.status != 204:
             self.wfile.write(response.body)
 
 
@@ -1778,14 +2431,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--seed",
         action="store_true",
-        help='add provider "openstack", org "example-org" and repo "example/repo"',
+        help='add provider "openstack", GitHub App credential "example-app", and org '
+        '"example-org" and repo "example/repo" using it',
     )
     args = parser.parse_args(argv)
     double = GarmDouble(port=args.port)
     if args.seed:
         double.add_provider("openstack")
-        print(f"org example-org: {double.add_org('example-org')}")
-        print(f"repo example/repo: {double.add_repo('example', 'repo')}")
+        print(f"credential example-app: {double.add_credential('example-app')}")
+        print(f"org example-org: {double.add_org('example-org', credentials='example-app')}")
+        repo = double.add_repo("example", "repo", credentials="example-app")
+        print(f"repo example/repo: {repo}")
     double.start()
     print(f"GARM double at {double.url} (API under {double.url}{API_PREFIX})")
     print(f"username: {double.username}")

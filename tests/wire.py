@@ -9,10 +9,10 @@ directly, so the planner is only ever tested on shapes GARM can really send.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 # Keys of GARM's ScaleSet that carry omitempty (garm-api.md §2.2).
 _SCALESET_OMITEMPTY = {
@@ -48,7 +48,7 @@ _SCALESET_OMITEMPTY = {
 
 def go_time(value: datetime) -> str:
     """RFC 3339 as Go writes a UTC time."""
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def scaleset_json(

@@ -8,15 +8,54 @@ holds afterwards.
 from __future__ import annotations
 
 import dataclasses
+import os
+import pwd
+import subprocess
+import tomllib
 from pathlib import Path
 
 import ops
 import pytest
+from charmlibs import passwd
 from ops import testing
 
-from charm import ADMIN_SECRET_LABEL, GarmCharm
-from tests.databags import EXAMPLE_UNIT, SECOND_UNIT
-from tests.garm_double import GarmDouble
+import workload
+from charm import ADMIN_SECRET_LABEL, GarmCharm, strong_secret
+from tests.databags import EXAMPLE_UNIT, KEY_SECRET_URI, PASSWORD_SECRET_URI, SECOND_UNIT
+from tests.garm_double import FAKE_APP_KEY, GarmDouble
+from tests.machine import FakeSystemctl
+from tests.unit.test_database import (
+    PASSWORD as DB_PASSWORD,
+)
+from tests.unit.test_database import (
+    PROVIDER_CONFIG,
+    PROVIDER_META,
+    REL_ID,
+    ProviderCharm,
+    provider_answers,
+    seen_by_requirer,
+)
+
+
+@dataclasses.dataclass
+class Machine:
+    """This unit's machine, sandboxed: files under a temporary root, systemctl faked."""
+
+    paths: workload.Paths
+    systemctl: FakeSystemctl
+    users: list[str]
+
+
+@pytest.fixture(autouse=True)
+def machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Machine:
+    paths = workload.Paths(tmp_path / "machine")
+    monkeypatch.setattr(GarmCharm, "paths", paths)
+    monkeypatch.setattr(GarmCharm, "service_user", pwd.getpwuid(os.getuid()).pw_name)
+    users: list[str] = []
+    monkeypatch.setattr(passwd, "add_user", lambda name, **_: users.append(name))
+    systemctl = FakeSystemctl()
+    monkeypatch.setattr(subprocess, "run", systemctl)
+    return Machine(paths, systemctl, users)
 
 
 @pytest.fixture
@@ -59,13 +98,19 @@ def admin_secret(garm: GarmDouble) -> testing.Secret:
     )
 
 
+CONFIGURATOR_SECRETS = [
+    testing.Secret({"value": "openstack-Pa55word"}, id=PASSWORD_SECRET_URI),
+    testing.Secret({"value": FAKE_APP_KEY}, id=KEY_SECRET_URI),
+]
+
+
 def make_state(garm: GarmDouble, resources, *relations, leader=True, **kw) -> testing.State:
     port = int(garm.url.rsplit(":", 1)[1])
     return testing.State(
         leader=leader,
         config={"api-port": port, **kw.pop("config", {})},
         relations=relations,
-        secrets=[admin_secret(garm)],
+        secrets=[admin_secret(garm), *kw.pop("secrets", CONFIGURATOR_SECRETS)],
         resources=resources,
         **kw,
     )
@@ -290,11 +335,11 @@ def test_get_credentials_elsewhere_fails_clearly(ctx, world, resources):
 def test_admin_credentials_are_created_once_by_the_leader(ctx, world, resources):
     state = dataclasses.replace(make_state(world, resources), secrets=[])
     state = ctx.run(ctx.on.install(), state)
-    (secret,) = state.secrets
-    assert secret.label == ADMIN_SECRET_LABEL
+    (secret,) = [s for s in state.secrets if s.label == ADMIN_SECRET_LABEL]
     assert len(secret.tracked_content["password"]) >= 32
     again = ctx.run(ctx.on.update_status(), state)
-    assert [s.tracked_content for s in again.secrets] == [secret.tracked_content]
+    (same,) = [s for s in again.secrets if s.label == ADMIN_SECRET_LABEL]
+    assert same.tracked_content == secret.tracked_content
 
 
 def test_no_secret_reaches_logs_status_or_other_action_output(ctx, world, resources):
@@ -313,3 +358,213 @@ def test_no_secret_reaches_logs_status_or_other_action_output(ctx, world, resour
     for text in texts:
         assert world.password not in text
         assert "Bearer" not in text
+
+
+# --- GARM on the machine ----------------------------------------------------------------
+
+
+def mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_resources_are_installed_configured_and_started(ctx, world, resources, machine):
+    relation = configurator(EXAMPLE_UNIT)
+    state = ctx.run(ctx.on.install(), make_state(world, resources, relation))
+    paths = machine.paths
+    assert machine.users == ["garm"]
+    assert paths.binary.read_bytes() == b"\x7fELF binary"
+    assert mode(paths.binary) == mode(paths.provider_binary) == 0o755
+    assert mode(paths.config_dir) == mode(paths.data_dir) == 0o700
+    config = tomllib.loads(paths.config_file.read_text())
+    assert mode(paths.config_file) == 0o600
+    assert config["apiserver"]["port"] == int(world.url.rsplit(":", 1)[1])
+    assert config["database"]["backend"] == "sqlite3"
+    assert config["database"]["sqlite3"]["db_file"] == str(paths.sqlite_file)
+    assert len(config["database"]["passphrase"]) == 32
+    (provider,) = config["provider"]
+    assert provider["name"] == "garm-configurator-0"
+    clouds = paths.config_dir / "providers" / "garm-configurator-0-clouds.yaml"
+    assert "openstack-Pa55word" in clouds.read_text()
+    assert mode(clouds) == 0o600
+    assert "ExecStart=" in paths.unit_file.read_text()
+    assert ["restart", "garm"] in machine.systemctl.calls
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+
+    machine.systemctl.calls.clear()
+    ctx.run(ctx.on.update_status(), state)
+    assert ["restart", "garm"] not in machine.systemctl.calls  # nothing changed
+
+
+def test_external_url_goes_to_garm_without_a_restart(ctx, world, resources, machine):
+    state = ctx.run(ctx.on.install(), make_state(world, resources, configurator(EXAMPLE_UNIT)))
+    machine.systemctl.calls.clear()
+    changed = dataclasses.replace(state, config={**state.config, "external-url": "http://x:1"})
+    ctx.run(ctx.on.config_changed(), changed)
+    assert ["restart", "garm"] not in machine.systemctl.calls  # URLs live in GARM's DB
+    assert world.controller()["callback_url"] == "http://x:1/api/v1/callbacks"
+
+
+def test_a_new_provider_rewrites_the_config_and_restarts(ctx, world, resources, machine):
+    relation = configurator(EXAMPLE_UNIT)
+    state = ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=0), make_state(world, resources, relation)
+    )
+    machine.systemctl.calls.clear()
+    second = {**EXAMPLE_UNIT, **SECOND_UNIT}  # Phase B too: a second OpenStack provider
+    state, relation = publish(state, relation.id, 1, second)
+    ctx.run(ctx.on.relation_changed(relation, remote_unit=1), state)
+    config = tomllib.loads(machine.paths.config_file.read_text())
+    assert [p["name"] for p in config["provider"]] == [
+        "garm-configurator-0",
+        "garm-configurator-1",
+    ]
+    assert ["restart", "garm"] in machine.systemctl.calls
+
+
+def test_settled_garm_gets_no_write_on_the_next_hook(ctx, world, resources):
+    relation = configurator(EXAMPLE_UNIT, SECOND_UNIT)
+    state = ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=0), make_state(world, resources, relation)
+    )
+    writes = len(world.writes())
+    ctx.run(ctx.on.update_status(), state)
+    assert world.writes()[writes:] == []
+
+
+def test_credentials_and_entities_are_created_from_the_relation(ctx, world, resources):
+    relation = configurator(EXAMPLE_UNIT)
+    ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=0), make_state(world, resources, relation)
+    )
+    (credential,) = world.credentials()
+    assert (credential["name"], credential["app_id"], credential["installation_id"]) == (
+        "app-123456-78901234",
+        123456,
+        78901234,
+    )
+    assert credential["private_key"] == FAKE_APP_KEY
+    (org,) = [e for e in world.entities() if e["name"] == "example-org"]
+    assert org["credentials_id"] == credential["id"]
+    controller = world.controller()
+    assert controller["metadata_url"].endswith("/api/v1/metadata")
+    assert controller["callback_url"].endswith("/api/v1/callbacks")
+
+
+def test_rotated_github_key_updates_the_credential(ctx, world, resources):
+    relation = configurator(EXAMPLE_UNIT)
+    state = ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=0), make_state(world, resources, relation)
+    )
+    rotated = FAKE_APP_KEY.replace("-----END", "AAAA\n-----END")
+    secrets = [s for s in state.secrets if s.id != KEY_SECRET_URI]
+    secrets.append(testing.Secret({"value": rotated}, id=KEY_SECRET_URI))
+    ctx.run(ctx.on.update_status(), dataclasses.replace(state, secrets=secrets))
+    (credential,) = world.credentials()
+    assert credential["private_key"] == rotated
+    assert [r.method for r in world.writes() if "/github/credentials" in r.path] == [
+        "POST",
+        "PUT",
+    ]
+
+
+def test_a_pkcs8_github_key_is_refused_with_the_remedy(ctx, world, resources):
+    pkcs8 = "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n"
+    secrets = [
+        testing.Secret({"value": "openstack-Pa55word"}, id=PASSWORD_SECRET_URI),
+        testing.Secret({"value": pkcs8}, id=KEY_SECRET_URI),
+    ]
+    relation = configurator(EXAMPLE_UNIT)
+    state = make_state(world, resources, relation, secrets=secrets)
+    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    assert state.unit_status == ops.BlockedStatus(
+        "Fix garm-configurator/0: GitHub App key must be PKCS#1 (BEGIN RSA PRIVATE KEY); "
+        "convert it with openssl rsa -in key.pem -out key-rsa.pem -traditional"
+    )
+    assert world.credentials() == []
+
+
+def test_unreadable_password_keeps_the_last_garm_config(ctx, world, resources, machine):
+    relation = configurator(EXAMPLE_UNIT)
+    state = ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=0), make_state(world, resources, relation)
+    )
+    before = machine.paths.config_file.read_text()
+    secrets = [s for s in state.secrets if s.id != PASSWORD_SECRET_URI]
+    state = ctx.run(ctx.on.update_status(), dataclasses.replace(state, secrets=secrets))
+    assert machine.paths.config_file.read_text() == before
+    assert state.unit_status == ops.WaitingStatus(
+        "Waiting for garm-configurator/0: OpenStack password secret not readable yet"
+    )
+
+
+@pytest.fixture
+def fresh_garm(clock):
+    """A GARM just started: no admin user, no controller URLs."""
+    with GarmDouble(clock=clock, initialised=False, urls_set=False) as garm:
+        garm.add_provider("garm-configurator-0")
+        yield garm
+        assert garm.unexpected == []
+
+
+def test_bootstrap_of_a_fresh_garm_then_nothing_more(ctx, fresh_garm, resources):
+    relation = configurator(EXAMPLE_UNIT)
+    state = dataclasses.replace(
+        make_state(fresh_garm, resources, relation),
+        secrets=CONFIGURATOR_SECRETS,
+    )
+    state = ctx.run(ctx.on.install(), state)
+    (admin,) = [s for s in state.secrets if s.label == ADMIN_SECRET_LABEL]
+    paths = [(r.method, r.path) for r in fresh_garm.requests]
+    assert ("POST", "/first-run") in paths
+    assert ("PUT", "/controller") in paths
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+    login = next(r for r in fresh_garm.requests if r.path == "/first-run")
+    assert login.body["password"] == admin.tracked_content["password"]
+
+    first_runs = paths.count(("POST", "/first-run"))
+    writes = len(fresh_garm.writes())
+    ctx.run(ctx.on.update_status(), state)
+    assert [(r.method, r.path) for r in fresh_garm.requests].count(("POST", "/first-run")) == (
+        first_runs
+    )
+    assert fresh_garm.writes()[writes:] == []
+
+
+def test_postgresql_related_switches_garm_to_it(ctx, world, resources, machine):
+    relation = configurator(EXAMPLE_UNIT)
+    state = ctx.run(ctx.on.install(), make_state(world, resources, relation))
+    assert tomllib.loads(machine.paths.config_file.read_text())["database"]["backend"] == (
+        "sqlite3"
+    )
+    database = testing.Relation("postgresql", remote_app_name="postgresql", id=REL_ID)
+    state = dataclasses.replace(state, relations=[*state.relations, database])
+    state = ctx.run(ctx.on.relation_created(database), state)
+    request = state.get_relation(REL_ID)
+    assert isinstance(request, testing.Relation)
+
+    provider = testing.Context(ProviderCharm, meta=PROVIDER_META, config=PROVIDER_CONFIG)
+    databag, granted = seen_by_requirer(provider_answers(provider, request, "db.internal:5433"))
+    answered = dataclasses.replace(request, remote_app_data=databag)
+    relations = [r for r in state.relations if r.id != REL_ID] + [answered]
+    state = dataclasses.replace(state, relations=relations, secrets=[*state.secrets, *granted])
+    machine.systemctl.calls.clear()
+    state = ctx.run(ctx.on.relation_changed(answered, remote_unit=0), state)
+
+    config = tomllib.loads(machine.paths.config_file.read_text())
+    assert config["database"]["backend"] == "postgresql"
+    assert config["database"]["postgresql"]["hostname"] == "db.internal"
+    assert config["database"]["postgresql"]["port"] == 5433
+    assert config["database"]["postgresql"]["password"] == DB_PASSWORD
+    assert ["restart", "garm"] in machine.systemctl.calls
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+    assert all(DB_PASSWORD not in log.message for log in ctx.juju_log)
+
+
+def test_generated_secrets_have_every_character_class():
+    for length in (32, 64):
+        value = strong_secret(length)
+        assert len(value) == length
+        assert any(c.islower() for c in value)
+        assert any(c.isupper() for c in value)
+        assert any(c.isdigit() for c in value)
+        assert any(not c.isalnum() for c in value)

@@ -8,10 +8,11 @@ compacted and HTML-escaped ``extra_specs``, trailing newlines).
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ import requests
 
 from tests.garm_double import GarmDouble, go_time
 
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 AUTH_FAILED = {"error": "Authentication failed", "details": ""}
 NOT_AUTHORIZED = {"error": "Not Authorized", "details": ""}
 INVALID_REQUEST = {"error": "Bad Request", "details": "invalid request"}
@@ -798,3 +799,452 @@ def test_tick_scale_down_spares_busy_runners_even_when_disabled(
     double.finish_job(busy)
     double.tick()
     assert double.instances() == []
+
+
+# --------------------------------------------------------------------------- §5.3, §5.4 GitHub
+
+
+def pem(kind: str, body: bytes = b"key material, not a real key") -> str:
+    """A PEM block of the given type (the double checks framing and type, not the DER)."""
+    return f"-----BEGIN {kind}-----\n{base64.b64encode(body).decode()}\n-----END {kind}-----\n"
+
+
+PKCS1_KEY = pem("RSA PRIVATE KEY")
+PKCS8_KEY = pem("PRIVATE KEY")
+
+
+def app_credential(name: str = "app-1", key: str = PKCS1_KEY, **app: Any) -> dict[str, Any]:
+    """A POST /github/credentials body for a GitHub App credential."""
+    fields = {
+        "app_id": 11,
+        "installation_id": 22,
+        "private_key_bytes": base64.b64encode(key.encode()).decode(),
+    }
+    fields.update(app)
+    return {
+        "name": name,
+        "description": "managed",
+        "endpoint": "github.com",
+        "auth_type": "app",
+        "app": fields,
+    }
+
+
+def add_credential(api: Api, name: str = "app-1", **app: Any) -> dict[str, Any]:
+    resp = api.call("POST", "/github/credentials", app_credential(name, **app))
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def entity_body(name: str = "example-org", credentials: str = "app-1", **extra: Any) -> dict:
+    return {"name": name, "credentials_name": credentials, "webhook_secret": "s3cret", **extra}
+
+
+def add_entity(api: Api, route: str = "organizations", **body: Any) -> dict[str, Any]:
+    resp = api.call("POST", f"/{route}", entity_body(**body))
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def bad_request(details: str) -> tuple[int, dict[str, str]]:
+    return 400, {"error": "Bad Request", "details": details}
+
+
+def test_endpoints_list_builtin_github_com_and_null_when_empty(api: Api) -> None:
+    # §5.4: github.com exists from startup; names match case-insensitively; delete is
+    # 204 even when unknown; the list is null (not []) once none is left.
+    listed = api.call("GET", "/github/endpoints")
+    [endpoint] = listed.json()
+    assert endpoint == {
+        "name": "github.com",
+        "description": "The github.com endpoint",
+        "api_base_url": "https://api.github.com/",
+        "upload_base_url": "https://uploads.github.com/",
+        "base_url": "https://github.com",
+        "created_at": go_time(T0),
+        "updated_at": go_time(T0),
+        "endpoint_type": "github",
+    }
+    assert api.call("GET", "/github/endpoints/GitHub.com/").json() == endpoint
+    status, body = error(api.call("GET", "/github/endpoints/ghes.example.com"))
+    assert (status, body["error"]) == (404, "Not Found")
+    for _ in range(2):
+        deleted = api.call("DELETE", "/github/endpoints/github.com")
+        assert (deleted.status_code, deleted.content) == (204, b"")
+        assert "Content-Type" not in deleted.headers
+    assert api.call("GET", "/github/endpoints/").content == b"null\n"
+
+
+def test_endpoint_in_use_cannot_be_deleted(api: Api) -> None:
+    # §5.4: an endpoint used by credentials (or orgs/repos) is kept: 400.
+    add_credential(api)
+    status, body = error(api.call("DELETE", "/github/endpoints/github.com"))
+    assert (status, body["error"]) == (400, "Bad Request")
+    assert len(api.call("GET", "/github/endpoints").json()) == 1
+
+
+def test_credentials_list_is_null_when_none(api: Api) -> None:
+    # §5.3 / §7: GitHub credentials list null, not [], on both routes.
+    for path in ("/github/credentials", "/github/credentials/", "/credentials", "/credentials/"):
+        assert api.call("GET", path).content == b"null\n"
+
+
+def test_credentials_response_has_hyphenated_auth_type_and_no_secrets(
+    api: Api, double: GarmDouble
+) -> None:
+    # §5.3: `auth-type` (hyphen) in responses, `auth_type` in requests; secrets never sent
+    # back; the full endpoint is embedded; key order follows params.ForgeCredentials.
+    created = api.call("POST", "/github/credentials", app_credential())
+    assert b'"auth-type":"app"' in created.content and b"auth_type" not in created.content
+    assert b"private_key" not in created.content and b"app_id" not in created.content
+    body = created.json()
+    assert list(body) == [
+        "id",
+        "name",
+        "description",
+        "api_base_url",
+        "upload_base_url",
+        "base_url",
+        "auth-type",
+        "forge_type",
+        "endpoint",
+        "created_at",
+        "updated_at",
+    ]
+    assert (body["id"], body["name"], body["forge_type"]) == (1, "app-1", "github")
+    assert body["endpoint"]["name"] == "github.com"
+    assert api.call("GET", "/github/credentials").json() == [body]
+    assert api.call("GET", "/credentials").json() == [body]
+    assert api.call("GET", "/github/credentials/1").json() == body
+    # Ground truth keeps what was sent, for tests to assert on.
+    [stored] = double.credentials()
+    assert (stored["app_id"], stored["installation_id"]) == (11, 22)
+    assert (stored["auth_type"], stored["private_key"]) == ("app", PKCS1_KEY)
+    token = {"oauth2_token": "ghp_x"}
+    pat = {"name": "pat-1", "endpoint": "github.com", "auth_type": "pat", "pat": token}
+    assert api.call("POST", "/github/credentials", pat).json()["auth-type"] == "pat"
+    assert double.credentials()[1]["oauth2_token"] == "ghp_x"
+
+
+def test_pkcs8_app_key_is_500_with_empty_details(api: Api, double: GarmDouble) -> None:
+    # §5.3: x509.ParsePKCS1PrivateKey fails with a plain error -> 500, details "".
+    resp = api.call("POST", "/github/credentials", app_credential(key=PKCS8_KEY))
+    assert error(resp) == (500, SERVER_ERROR)
+    assert double.credentials() == []
+    created = add_credential(api)
+    update = {"app": app_credential(key=PKCS8_KEY)["app"]}
+    assert error(api.call("PUT", f"/github/credentials/{created['id']}", update)) == (
+        500,
+        SERVER_ERROR,
+    )
+    assert double.credentials()[0]["private_key"] == PKCS1_KEY
+
+
+@pytest.mark.parametrize(
+    ("body", "details"),
+    [
+        (app_credential(app_id=0), "invalid app: missing app_id"),
+        (app_credential(installation_id=None), "invalid app: missing installation_id"),
+        (app_credential(private_key_bytes=""), "invalid app: missing private_key_bytes"),
+        (app_credential(key="not a PEM"), "invalid app: invalid private_key_bytes"),
+        (
+            app_credential(
+                key="-----BEGIN RSA PRIVATE KEY-----\n!!\n-----END RSA PRIVATE KEY-----"
+            ),
+            "invalid app: invalid private_key_bytes",
+        ),
+        ({**app_credential(), "name": ""}, "missing name"),
+        ({**app_credential(), "endpoint": ""}, "missing endpoint"),
+        ({**app_credential(), "auth_type": "oauth"}, "invalid auth_type"),
+        ({**app_credential(), "auth_type": "pat"}, "missing oauth2_token"),
+    ],
+)
+def test_credential_validation_is_400(api: Api, body: dict[str, Any], details: str) -> None:
+    # §5.3: missing ids/key, undecodable PEM, missing name/endpoint, bad auth type -> 400.
+    resp = api.call("POST", "/github/credentials", body)
+    assert error(resp) == bad_request(f"failed to validate github credentials params: {details}")
+
+
+def test_credential_key_must_be_base64_in_json(api: Api) -> None:
+    # §0.1 / §5.3: private_key_bytes is []byte, so the JSON string must be base64.
+    body = app_credential(private_key_bytes="-----BEGIN RSA PRIVATE KEY-----")
+    assert error(api.call("POST", "/github/credentials", body)) == (400, INVALID_REQUEST)
+
+
+def test_credential_unknown_endpoint_is_404_and_duplicate_name_409(api: Api) -> None:
+    # §5.3: endpoint looked up by name (404 if missing); names unique case-insensitively.
+    body = {**app_credential(), "endpoint": "ghes.example.com"}
+    status, payload = error(api.call("POST", "/github/credentials", body))
+    assert (status, payload["error"]) == (404, "Not Found")
+    add_credential(api, "App-1")
+    status, payload = error(api.call("POST", "/github/credentials", app_credential("app-1")))
+    assert (status, payload["error"]) == (409, "Conflict")
+    assert len(api.call("GET", "/github/credentials").json()) == 1
+
+
+def test_credential_update_rules(api: Api, double: GarmDouble, fake_clock: FakeClock) -> None:
+    # §5.3: pat and app together -> 400; the wrong kind for the stored type -> 400; a new
+    # App key is stored; unknown id -> 404; a non-integer id -> 400.
+    created = add_credential(api)
+    path = f"/github/credentials/{created['id']}"
+    new_key = pem("RSA PRIVATE KEY", b"rotated")
+    app = app_credential(key=new_key, app_id=12)["app"]
+    both = {"pat": {"oauth2_token": "x"}, "app": app}
+    wrap = "failed to validate github credentials params: "
+    assert error(api.call("PUT", path, both)) == bad_request(
+        wrap + "cannot update both PAT and App"
+    )
+    status, payload = error(api.call("PUT", path, {"pat": {"oauth2_token": "x"}}))
+    assert (status, payload["error"]) == (400, "Bad Request")
+    assert payload["details"].endswith("cannot update PAT credentials for app: invalid request")
+    fake_clock.advance(60)
+    updated = api.call("PUT", path, {"description": "rotated", "app": app}).json()
+    assert updated["description"] == "rotated" and updated["auth-type"] == "app"
+    assert updated["updated_at"] == go_time(fake_clock.now) != created["updated_at"]
+    [stored] = double.credentials()
+    assert (stored["app_id"], stored["private_key"]) == (12, new_key)
+    status, payload = error(api.call("PUT", "/github/credentials/99", {"description": "x"}))
+    assert (status, payload["error"]) == (404, "Not Found")
+    assert error(api.call("GET", "/github/credentials/abc")) == (400, INVALID_REQUEST)
+    status, payload = error(api.call("GET", "/github/credentials/99"))
+    assert (status, payload["error"]) == (404, "Not Found")
+
+
+def test_credential_delete_is_204_and_refused_while_in_use(api: Api) -> None:
+    # §0.2 / §5.3: delete answers 204 with no body (also when unknown); refused with 400
+    # while an organization or repository uses the credential.
+    unknown = api.call("DELETE", "/github/credentials/42")
+    assert (unknown.status_code, unknown.content) == (204, b"")
+    created = add_credential(api)
+    org = add_entity(api)
+    path = f"/github/credentials/{created['id']}"
+    status, payload = error(api.call("DELETE", path))
+    assert (status, payload["error"]) == (400, "Bad Request")
+    assert payload["details"].endswith(
+        "cannot delete credentials with organizations: invalid request"
+    )
+    assert api.call("DELETE", f"/organizations/{org['id']}").status_code == 200
+    deleted = api.call("DELETE", path + "/")
+    assert (deleted.status_code, deleted.content) == (204, b"")
+    assert api.call("GET", "/github/credentials").content == b"null\n"
+
+
+def test_credential_get_by_id_lists_its_users_shallowly(api: Api) -> None:
+    # §5.3: GET-by-id adds the orgs/repos using the credential; GARM converts them without
+    # their credentials or endpoint loaded (zero values) and without pools.
+    created = add_credential(api)
+    org = add_entity(api)
+    detailed = api.call("GET", f"/github/credentials/{created['id']}").json()
+    assert "repositories" not in detailed
+    [embedded] = detailed["organizations"]
+    assert (embedded["id"], embedded["credentials_name"]) == (org["id"], "app-1")
+    zero = {"created_at": "0001-01-01T00:00:00Z", "updated_at": "0001-01-01T00:00:00Z"}
+    assert embedded["endpoint"] == zero
+    assert embedded["credentials"] == {"endpoint": zero, **zero}
+    assert "organizations" not in api.call("GET", "/github/credentials").json()[0]
+
+
+# --------------------------------------------------------------------------- §5.2 orgs, repos
+
+
+def test_org_create_shape(api: Api, double: GarmDouble) -> None:
+    # §5.2: response keys in params.Organization order; pool_balancing_type defaults to
+    # roundrobin; agent_mode always present; the webhook secret never comes back.
+    credential = add_credential(api)
+    created = add_entity(api)
+    assert list(created) == [
+        "id",
+        "name",
+        "credentials_name",
+        "credentials",
+        "credentials_id",
+        "pool_manager_status",
+        "pool_balancing_type",
+        "endpoint",
+        "created_at",
+        "updated_at",
+        "agent_mode",
+    ]
+    assert (created["credentials_name"], created["credentials_id"]) == ("app-1", 1)
+    assert created["credentials"] == credential
+    assert created["pool_balancing_type"] == "roundrobin" and created["agent_mode"] is False
+    assert created["pool_manager_status"] == {}  # read back before the pool manager starts
+    assert b"s3cret" not in api.call("GET", "/organizations").content
+    fetched = api.call("GET", f"/organizations/{created['id']}/").json()
+    assert fetched == {**created, "pool_manager_status": {"running": True}}
+    [stored] = double.entities()
+    assert (stored["webhook_secret"], stored["credentials_id"]) == ("s3cret", 1)
+
+
+def test_repo_create_shape(api: Api) -> None:
+    # §5.2: a Repository adds owner; its name is the bare repository name.
+    add_credential(api)
+    repo = add_entity(api, "repositories", name="repo", owner="example", pool_balancer_type="pack")
+    assert (repo["owner"], repo["name"], repo["pool_balancing_type"]) == (
+        "example",
+        "repo",
+        "pack",
+    )
+    assert list(repo)[:7] == [
+        "id",
+        "owner",
+        "name",
+        "credentials_name",
+        "credentials_id",
+        "credentials",
+        "agent_mode",
+    ]
+    [listed] = api.call("GET", "/repositories", params={"owner": "example"}).json()
+    assert listed["id"] == repo["id"]
+
+
+@pytest.mark.parametrize("route", ["organizations", "repositories"])
+def test_entity_with_unknown_credentials_is_400(api: Api, route: str) -> None:
+    # §5.2: an unknown credentials_name is 400 "credentials X not defined", not 404.
+    body = entity_body(credentials="nope", owner="example")
+    assert error(api.call("POST", f"/{route}", body)) == bad_request(
+        "credentials nope not defined"
+    )
+    assert api.call("GET", f"/{route}").json() == []
+
+
+def test_entity_needs_a_webhook_secret(api: Api) -> None:
+    # §5.2: webhook_secret is required even for scale-set-only use (MissingSecretError).
+    add_credential(api)
+    body = entity_body(webhook_secret="")
+    assert error(api.call("POST", "/organizations", body)) == bad_request(
+        "error validating params: missing secret"
+    )
+
+
+def test_entity_duplicates_are_409(api: Api) -> None:
+    # §5.2: same name (and owner) on the same endpoint, case-insensitively -> 409.
+    add_credential(api)
+    add_entity(api, name="Example-Org")
+    status, payload = error(api.call("POST", "/organizations", entity_body("example-org")))
+    assert (status, payload) == (
+        409,
+        {"error": "Conflict", "details": "organization example-org already exists"},
+    )
+    add_entity(api, "repositories", name="repo", owner="example")
+    dup = entity_body("REPO", owner="Example")
+    status, payload = error(api.call("POST", "/repositories", dup))
+    assert (status, payload["error"]) == (409, "Conflict")
+    add_entity(api, "repositories", name="repo", owner="other")  # another owner is fine
+
+
+@pytest.mark.parametrize("route", ["organizations", "repositories"])
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+def test_entity_ids_malformed_400_unknown_404(api: Api, route: str, method: str) -> None:
+    # §2 / §5.2: UUID ids; malformed -> 400, unknown -> 404 (delete is not idempotent).
+    body = {} if method == "PUT" else _NO_BODY
+    status, payload = error(api.call(method, f"/{route}/nope", body))
+    assert (status, payload["error"]) == (400, "Bad Request")
+    unknown = f"/{route}/00000000-0000-4000-8000-000000000000"
+    status, payload = error(api.call(method, unknown, body))
+    assert (status, payload["error"]) == (404, "Not Found")
+
+
+def test_entity_put_rebinds_credentials(api: Api, fake_clock: FakeClock) -> None:
+    # §5.2: PUT credentials_name re-binds; an unchanged PUT writes nothing; an unknown
+    # credential is 404 (the DB lookup's not-found); a bad balancer type is 400.
+    add_credential(api, "app-1")
+    second = add_credential(api, "app-2")
+    org = add_entity(api)
+    path = f"/organizations/{org['id']}"
+    fake_clock.advance(60)
+    same = api.call("PUT", path, {"credentials_name": "APP-1", "webhook_secret": "s3cret"}).json()
+    assert same["updated_at"] == org["updated_at"]
+    moved = api.call("PUT", path, {"credentials_name": "app-2", "agent_mode": True}).json()
+    assert (moved["credentials_id"], moved["credentials_name"]) == (second["id"], "app-2")
+    assert moved["agent_mode"] is True and moved["updated_at"] == go_time(fake_clock.now)
+    status, payload = error(api.call("PUT", path, {"credentials_name": "nope"}))
+    assert (status, payload["error"]) == (404, "Not Found")
+    assert error(api.call("PUT", path, {"pool_balancer_type": "random"})) == bad_request(
+        "invalid pool balancer type: random"
+    )
+    assert api.call("GET", path).json()["credentials_name"] == "app-2"
+
+
+def test_add_org_can_bind_a_credential(api: Api, double: GarmDouble) -> None:
+    # Control API: add_credential + add_org(credentials=...) show like a POSTed org.
+    credential_id = double.add_credential("seeded", app_id=7)
+    org_id = double.add_org("seeded-org", credentials="seeded")
+    org = api.call("GET", f"/organizations/{org_id}").json()
+    assert (org["credentials_id"], org["credentials_name"]) == (credential_id, "seeded")
+    assert org["credentials"]["auth-type"] == "app"
+    assert double.credentials()[0]["app_id"] == 7
+    with pytest.raises(ValueError):
+        double.add_repo("example", "repo", credentials="missing")
+
+
+@pytest.mark.parametrize(
+    ("route", "details"),
+    [
+        ("organizations", "organization has scale sets defined; delete them first"),
+        ("repositories", "repo has scale sets defined; delete them first"),
+    ],
+)
+def test_entity_delete_refused_while_a_scale_set_exists(
+    api: Api, double: GarmDouble, route: str, details: str
+) -> None:
+    # §5.2: delete -> 400 while any scale set belongs to the entity; then 200, empty body.
+    double.add_provider("openstack")
+    add_credential(api)
+    entity = add_entity(api, route, name="repo", owner="example")
+    path = f"/{route}/{entity['id']}"
+    created = api.call("POST", f"{path}/scalesets", spec()).json()
+    assert error(api.call("DELETE", path)) == bad_request(details)
+    assert api.call("DELETE", f"/scalesets/{created['id']}").status_code == 200
+    deleted = api.call("DELETE", path)
+    assert (deleted.status_code, deleted.content) == (200, b"")
+    assert deleted.headers["Content-Type"] == "application/json"
+    assert api.call("GET", path).status_code == 404
+    assert double.entities() == []
+
+
+# --------------------------------------------------------------------------- §1, §0.3 bootstrap
+
+
+def test_uninitialised_double_bootstraps_like_garm_cli_init(fake_clock: FakeClock) -> None:
+    # §1.1 / §1.2 / §1.4 / §0.3: first-run creates the admin (a second one is 409), login
+    # works with the new user, and every non-controller route is 409 urls_required (before
+    # auth) until both metadata_url and callback_url are set.
+    with GarmDouble(clock=fake_clock, initialised=False, urls_set=False) as double:
+        api = Api(double, login=False)
+        user = {"username": "garm", "email": "garm@example.com", "password": "S3cure-enough!"}
+        assert api.call("POST", "/first-run", user, auth=False).status_code == 200
+        again = api.call("POST", "/first-run/", user, auth=False)
+        assert error(again) == (409, {"error": "Conflict", "details": "already initialized"})
+        login = {"username": "garm", "password": "S3cure-enough!"}
+        api.token = api.call("POST", "/auth/login", login, auth=False).json()["token"]
+        urls_required = (
+            409,
+            {
+                "error": "urls_required",
+                "details": "Missing required URLs. "
+                "Make sure you update the metadata and callback URLs",
+            },
+        )
+        gated = [
+            ("GET", "/github/credentials", _NO_BODY),
+            ("POST", "/github/credentials", app_credential()),
+            ("GET", "/github/endpoints", _NO_BODY),
+            ("POST", "/organizations", entity_body()),
+            ("GET", "/scalesets", _NO_BODY),
+        ]
+        for method, path, body in gated:
+            assert error(api.call(method, path, body)) == urls_required
+            assert error(api.call(method, path, body, auth=False)) == urls_required
+        base = "https://garm.example.com"
+        api.call("PUT", "/controller", {"metadata_url": f"{base}/api/v1/metadata"})
+        assert error(api.call("GET", "/github/credentials")) == urls_required
+        api.call("PUT", "/controller", {"callback_url": f"{base}/api/v1/callbacks"})
+        assert api.call("GET", "/github/credentials").content == b"null\n"
+        assert error(api.call("GET", "/github/credentials", auth=False)) == (401, AUTH_FAILED)
+        stored = double.controller()
+        assert stored["metadata_url"] == f"{base}/api/v1/metadata"
+        assert stored["callback_url"] == f"{base}/api/v1/callbacks"
+        assert stored["agent_url"] == "" and stored["webhook_url"] == ""
+        assert stored["controller_id"] == api.call("GET", "/controller").json()["controller_id"]
+        assert double.unexpected == []

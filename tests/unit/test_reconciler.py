@@ -243,10 +243,23 @@ def test_observation_is_a_constant_number_of_list_calls(passes, count):
     passes.run(*specs)
     passes.run(*specs)
     assert passes.writes == []
-    assert passes.reads == 4  # scalesets, instances, providers, organizations
+    assert passes.reads == 5  # scalesets, instances, providers, organizations, repositories
 
 
 def test_preview_plans_without_writing(garm, client, clock):
     plan = preview(client, Desired((make_spec(),)), clock.now, SETTINGS)
     assert [type(a) for a in plan.actions] == [CreateScaleset]
     assert garm.writes() == []
+
+
+def test_a_runner_reaped_before_its_force_removal_is_not_an_error(passes, garm, clock):
+    passes.run(make_spec())
+    (old,) = garm.scalesets()
+    garm.add_runner(old["id"], runner_status="active")
+    new_spec = make_spec(labels=("linux", "arm64"))
+    passes.run(new_spec)
+    clock.advance(SETTINGS.drain_deadline)
+    garm.inject("DELETE", r"/instances/[^/]+/?", status=404, error="Not Found")
+    outcome = passes.run(new_spec)
+    assert outcome.ok
+    assert outcome.progress[0].describe() == "force-removing 1 stuck runner"

@@ -120,6 +120,13 @@ def test_bad_unit_is_held_by_name_and_the_others_proceed():
     )
 
 
+@pytest.mark.parametrize("name", ["ci!", "a/b", "   "])
+def test_bad_unit_with_an_unusable_name_is_held_without_one(name):
+    state = relation_state(True, [("u/0", {**SECOND_UNIT, "name": name})])
+    (held,) = state.desired.held
+    assert held.name == ""
+
+
 def test_unit_without_image_is_not_ready_rather_than_gone():
     phase_a = {k: v for k, v in SECOND_UNIT.items() if k != "image_id"}
     state = relation_state(True, [("u/0", phase_a)])

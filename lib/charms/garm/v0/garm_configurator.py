@@ -171,6 +171,7 @@ class ConfiguratorUnitData:
     pre_job_script: str | None = None
     openstack_auth_url: str | None = None
     openstack_username: str | None = None
+    openstack_password: str | None = None
     openstack_password_secret_uri: str | None = None
     openstack_project_name: str | None = None
     openstack_user_domain_name: str | None = None
@@ -186,10 +187,15 @@ class ConfiguratorUnitData:
         """Whether the unit has published any of its scaleset definition yet."""
         return any(key in data for key in _SCALESET_KEYS)
 
+    @staticmethod
+    def check_name(name: str) -> str:
+        """A logical scaleset name, or ``DatabagError`` saying why it is not one."""
+        return _matching({"name": name}, "name", _NAME, "a scaleset name (letters, digits, . _ -)")
+
     @classmethod
     def from_databag(cls, data: Mapping[str, str]) -> ConfiguratorUnitData:
         """Parse and validate; raises ``DatabagError`` on the first broken rule."""
-        name = _matching(data, "name", _NAME, "a scaleset name (letters, digits, . _ -)")
+        name = cls.check_name(data.get("name", ""))
         org, repo = _text(data, "org"), _text(data, "repo")
         if org and repo:
             raise DatabagError("org", "org and repo are mutually exclusive")

@@ -1,0 +1,335 @@
+"""GARM's configuration files and systemd unit, rendered from typed inputs.
+
+Pure functions: values in, file texts out. Every value may come from relation data, so
+each one is escaped for the format it lands in and none can add keys, tables or lines.
+Key names and rules follow GARM's ``config/config.go`` and ``config/external.go`` and
+garm-provider-openstack's ``config/config.go``.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from dataclasses import dataclass, field
+
+# The relation library's provider-name rule, repeated here because the name also becomes
+# a file name under providers/: nothing else may reach the file system through it.
+_PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# Paths and the user name go into the unit unquoted, so they must hold nothing systemd
+# would read as a separator, quote, specifier (%) or variable ($).
+_UNIT_WORD = re.compile(r"^[A-Za-z0-9/._+-]+$")
+_LOG_LEVELS = ("debug", "info", "warn", "error")
+_SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+# TOML basic strings must escape the quote, the backslash and every control character
+# except tab; escaping tab as well keeps the rule to one character class.
+_TOML_UNSAFE = re.compile(r'[\x00-\x1f\x7f"\\]')
+# json.dumps(ensure_ascii=False) leaves these raw, but YAML reads U+0085/U+2028/U+2029 as
+# line breaks (folded away inside a quoted scalar) and refuses the others as
+# non-printable, so they are escaped too. Astral characters stay raw: YAML has no
+# surrogate-pair escapes, which is why ensure_ascii=True will not do.
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
+# Inside a quoted systemd value, % starts a specifier and a backslash an escape;
+# control characters would end the line.
+
+
+@dataclass(frozen=True)
+class SqliteDatabase:
+    """GARM's own sqlite3 file; GARM requires an absolute path and creates the file."""
+
+    path: str
+
+    def __post_init__(self) -> None:
+        _require_absolute("sqlite path", self.path)
+
+
+@dataclass(frozen=True)
+class PostgresqlDatabase:
+    """A PostgreSQL database GARM connects to; GARM has a single-host form only."""
+
+    hostname: str
+    port: int
+    username: str
+    password: str = field(repr=False)
+    database: str
+    sslmode: str = "prefer"
+
+    def __post_init__(self) -> None:
+        _require_port(self.port)
+        if self.sslmode not in _SSL_MODES:
+            raise ValueError(f"sslmode must be one of {', '.join(_SSL_MODES)}: {self.sslmode!r}")
+
+
+Database = SqliteDatabase | PostgresqlDatabase
+
+
+@dataclass(frozen=True)
+class OpenstackProvider:
+    """One external OpenStack provider, published by one garm-configurator unit.
+
+    ``name`` is both GARM's provider name (which scalesets refer to) and the stem of the
+    provider's files, hence the file-name-safe rule.
+    """
+
+    name: str
+    auth_url: str
+    username: str
+    password: str = field(repr=False)
+    project_name: str
+    user_domain_name: str
+    project_domain_name: str
+    region_name: str
+    network: str
+
+    def __post_init__(self) -> None:
+        if not _PROVIDER_NAME.match(self.name):
+            raise ValueError(f"provider name must be letters, digits, . _ -: {self.name!r}")
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """The model's HTTP proxy settings; empty means unset."""
+
+    http_proxy: str = ""
+    https_proxy: str = ""
+    no_proxy: str = ""
+
+    def __post_init__(self) -> None:
+        # GARM exports these into its environment, which cannot hold NUL.
+        if "\x00" in self.http_proxy + self.https_proxy + self.no_proxy:
+            raise ValueError("proxy settings cannot contain NUL")
+
+    def is_set(self) -> bool:
+        """Whether any proxy setting is given."""
+        return bool(self.http_proxy or self.https_proxy or self.no_proxy)
+
+
+@dataclass(frozen=True)
+class GarmConfig:
+    """Everything GARM's config.toml and its provider files are made from.
+
+    ``db_passphrase`` encrypts GARM's stored secrets: it must never change once used.
+    """
+
+    port: int
+    jwt_secret: str = field(repr=False)
+    db_passphrase: str = field(repr=False)
+    database: Database
+    providers: tuple[OpenstackProvider, ...]
+    proxy: Proxy
+    provider_executable: str
+    config_dir: str
+    log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        # GARM refuses to start on each of these; failing here names the cause instead.
+        _require_port(self.port)
+        _require_absolute("provider executable", self.provider_executable)
+        _require_absolute("config dir", self.config_dir)
+        if self.log_level not in _LOG_LEVELS:
+            raise ValueError(f"log level must be one of {', '.join(_LOG_LEVELS)}")
+        # Go's len() counts bytes: GARM wants an AES-256 key of exactly 32 bytes.
+        if len(self.db_passphrase.encode()) != 32:
+            raise ValueError("database passphrase must be exactly 32 bytes")
+        names = [provider.name for provider in self.providers]
+        if len(set(names)) != len(names):
+            raise ValueError("provider names must be unique")
+
+
+def render_files(config: GarmConfig) -> dict[str, str]:
+    """Every file GARM reads, by path relative to ``config.config_dir``.
+
+    Each provider gets its garm-provider-openstack config and a clouds.yaml of its own,
+    so one configurator's credentials never sit in another's file.
+    """
+    files = {"config.toml": _render_config(config)}
+    for provider in config.providers:
+        clouds = posixpath.join(config.config_dir, _clouds_file(provider))
+        files[_provider_file(provider)] = _render_provider(provider, clouds)
+        files[_clouds_file(provider)] = _render_clouds(provider)
+    return files
+
+
+def render_unit(binary: str, config_file: str, data_dir: str, user: str) -> str:
+    """The systemd unit that runs GARM as ``user``, able to write only to ``data_dir``.
+
+    GARM writes nothing but its database (and the sqlite WAL and blob files beside it),
+    so the config dir stays read-only under ``ProtectSystem=strict``. Proxy settings are
+    not set here: GARM takes them from ``[proxy]`` in its 0600 config and passes them to
+    providers itself, whereas ``Environment=`` lines are readable by every local user
+    through ``systemctl show``, and proxy URLs may carry credentials.
+    """
+    for path in (binary, config_file, data_dir):
+        _require_absolute("a path in the unit", path)
+    for word in (binary, config_file, data_dir, user):
+        if not _UNIT_WORD.match(word):
+            raise ValueError(f"not usable in a systemd unit: {word!r}")
+    # The flag is cobra's --config (cmd/garm/cmd/root.go); pflag would read a single-dash
+    # -config as the shorthands -c -o -n ... and refuse it.
+    lines = [
+        "[Unit]",
+        "Description=GitHub Actions Runner Manager (GARM)",
+        "Wants=network-online.target",
+        "After=network-online.target",
+        "",
+        "[Service]",
+        "Type=simple",
+        f"ExecStart={binary} --config {config_file}",
+        f"User={user}",
+        f"Group={user}",
+        "Restart=on-failure",
+        "RestartSec=5",
+        "NoNewPrivileges=true",
+        "ProtectSystem=strict",
+        f"ReadWritePaths={data_dir}",
+        "ProtectHome=true",
+        "PrivateTmp=true",
+        "ProtectKernelTunables=true",
+        "ProtectKernelModules=true",
+        "ProtectControlGroups=true",
+        "RestrictSUIDSGID=true",
+        "LockPersonality=true",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _provider_file(provider: OpenstackProvider) -> str:
+    return f"providers/{provider.name}.toml"
+
+
+def _clouds_file(provider: OpenstackProvider) -> str:
+    return f"providers/{provider.name}-clouds.yaml"
+
+
+def _render_config(config: GarmConfig) -> str:
+    sections = [
+        # Scale sets long-poll GitHub, so GARM never needs to manage webhooks.
+        _table("default", {"enable_webhook_management": False}),
+        _table("logging", {"log_level": config.log_level}),
+        # Runners on other machines call back to GARM, so it listens on every address.
+        _table("apiserver", {"bind": "0.0.0.0", "port": config.port, "use_tls": False}),  # noqa: S104
+        # time_to_live is required; GARM clamps anything under 24h up to 24h.
+        _table("jwt_auth", {"secret": config.jwt_secret, "time_to_live": "8760h"}),
+        _table("metrics", {"enable": True, "disable_auth": False}),
+        *_database_tables(config.database, config.db_passphrase),
+        *(_provider_tables(config, provider) for provider in config.providers),
+    ]
+    proxy = config.proxy
+    if proxy.is_set():
+        # GARM exports these into its own environment, and always passes proxy variables
+        # on to providers, so [provider.external] environment_variables needs no entry.
+        sections.append(
+            _table(
+                "proxy",
+                {
+                    "http_proxy": proxy.http_proxy,
+                    "https_proxy": proxy.https_proxy,
+                    "no_proxy": proxy.no_proxy,
+                },
+            )
+        )
+    return "\n".join(sections)
+
+
+def _database_tables(database: Database, passphrase: str) -> tuple[str, ...]:
+    if isinstance(database, SqliteDatabase):
+        return (
+            _table("database", {"backend": "sqlite3", "passphrase": passphrase}),
+            _table("database.sqlite3", {"db_file": database.path}),
+        )
+    return (
+        _table("database", {"backend": "postgresql", "passphrase": passphrase}),
+        _table(
+            "database.postgresql",
+            {
+                "hostname": database.hostname,
+                "port": database.port,
+                "username": database.username,
+                "password": database.password,
+                "database": database.database,
+                "sslmode": database.sslmode,
+            },
+        ),
+    )
+
+
+def _provider_tables(config: GarmConfig, provider: OpenstackProvider) -> str:
+    header = _table("provider", {"name": provider.name, "provider_type": "external"}, array=True)
+    external = _table(
+        "provider.external",
+        {
+            "provider_executable": config.provider_executable,
+            "config_file": posixpath.join(config.config_dir, _provider_file(provider)),
+        },
+    )
+    return f"{header}\n{external}"
+
+
+def _render_provider(provider: OpenstackProvider, clouds_path: str) -> str:
+    settings = {
+        "cloud": provider.name,
+        # garm-provider-openstack resolves a name as well as a UUID here.
+        "network_id": provider.network,
+        # CVE-2024-6174: without a config drive, cloud-init on the runner may fall back to
+        # an untrusted network metadata source.
+        "use_config_drive": True,
+    }
+    return "\n".join((_pairs(settings), _table("credentials", {"clouds": clouds_path})))
+
+
+def _render_clouds(provider: OpenstackProvider) -> str:
+    clouds = {
+        "clouds": {
+            provider.name: {
+                "auth": {
+                    "auth_url": provider.auth_url,
+                    "username": provider.username,
+                    "password": provider.password,
+                    "project_name": provider.project_name,
+                    "user_domain_name": provider.user_domain_name,
+                    "project_domain_name": provider.project_domain_name,
+                },
+                "region_name": provider.region_name,
+            }
+        }
+    }
+    # JSON is YAML: json.dumps gets the quoting right, and _YAML_UNSAFE covers the few
+    # characters YAML treats differently from JSON.
+    text = json.dumps(clouds, indent=2, ensure_ascii=False)
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+
+
+def _table(name: str, values: dict[str, str | int | bool], *, array: bool = False) -> str:
+    header = f"[[{name}]]" if array else f"[{name}]"
+    return f"{header}\n{_pairs(values)}"
+
+
+def _pairs(values: dict[str, str | int | bool]) -> str:
+    return "".join(f"{key} = {_toml_value(value)}\n" for key, value in values.items())
+
+
+def _toml_value(value: str | int | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return '"' + _TOML_UNSAFE.sub(_toml_escape, value) + '"'
+
+
+def _toml_escape(match: re.Match[str]) -> str:
+    char = match.group()
+    return "\\" + char if char in '"\\' else f"\\u{ord(char):04X}"
+
+
+def _require_absolute(what: str, path: str) -> None:
+    if not posixpath.isabs(path):
+        raise ValueError(f"{what} must be an absolute path: {path!r}")
+
+
+def _require_port(port: int) -> None:
+    if not 1 <= port <= 65535:
+        raise ValueError(f"port must be 1-65535: {port}")

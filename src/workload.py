@@ -1,0 +1,252 @@
+"""GARM on this machine: its binaries, user, files and service.
+
+Small idempotent verbs for the charm to call; each "ensure"/"install"/"write" returns
+whether it changed anything, so the caller knows when GARM must restart. Nothing here
+knows about Juju. Everything that touches the system beyond the file system goes through
+charmlibs (systemd, passwd), which run their commands with ``subprocess``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pwd
+import re
+import stat
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+from charmlibs import passwd, systemd
+
+SERVICE = "garm"
+USER = "garm"
+
+_CHUNK = 1 << 20
+# A written file's name, relative to its directory: plain components only, so no key can
+# climb out with "..", start at "/", or collide with a temporary ".name.*" file.
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
+# Files under here are owned by this module: one per provider, so a provider that is gone
+# must not leave its credentials behind.
+_PRUNED_DIR = "providers"
+
+
+class MissingResource(Exception):  # noqa: N818 (the name says what is wrong)
+    """A charm resource is absent or empty: Juju gives a zero-byte file until attached."""
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where GARM lives, below ``root`` so that tests can use a temporary directory."""
+
+    root: Path = Path("/")
+
+    @property
+    def binary(self) -> Path:
+        """GARM's server binary."""
+        return self.root / "usr/local/bin/garm"
+
+    @property
+    def provider_binary(self) -> Path:
+        """The garm-provider-openstack binary GARM executes."""
+        return self.root / "usr/local/bin/garm-provider-openstack"
+
+    @property
+    def config_dir(self) -> Path:
+        """config.toml and the providers' files (0700: they hold secrets)."""
+        return self.root / "etc/garm"
+
+    @property
+    def config_file(self) -> Path:
+        """GARM's config.toml."""
+        return self.config_dir / "config.toml"
+
+    @property
+    def data_dir(self) -> Path:
+        """GARM's home and the only place it may write (0700)."""
+        return self.root / "var/lib/garm"
+
+    @property
+    def sqlite_file(self) -> Path:
+        """GARM's sqlite database, when no PostgreSQL is related."""
+        return self.data_dir / "garm.db"
+
+    @property
+    def unit_file(self) -> Path:
+        """The systemd unit."""
+        return self.root / "etc/systemd/system/garm.service"
+
+
+def install_binary(source: Path, target: Path) -> bool:
+    """Install ``source`` as an executable ``target`` unless it is already there.
+
+    The new file is renamed into place, so a running GARM keeps its old inode and never
+    sees a half-written binary (writing over a running executable fails anyway).
+    """
+    if not source.is_file() or source.stat().st_size == 0:
+        raise MissingResource(f"resource file missing or empty: {source}")
+    if target.is_file() and _sha256(target) == _sha256(source):
+        if stat.S_IMODE(target.stat().st_mode) == 0o755:
+            return False
+        target.chmod(0o755)
+        return True
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with source.open("rb") as src:
+        _write_atomic(target, src.read(), 0o755, owner=None)
+    return True
+
+
+def ensure_user() -> None:
+    """Create GARM's system user: no login shell, home in the data directory.
+
+    The home is not created here (useradd would fill it from /etc/skel); the charm makes
+    the data directory with ``ensure_directory``.
+    """
+    passwd.add_user(  # noqa: S604 (a login shell that refuses logins)
+        USER,
+        shell="/usr/sbin/nologin",
+        system_user=True,
+        home_dir=str(Paths().data_dir),
+        create_home=False,
+    )
+
+
+def ensure_directory(path: Path, owner: str) -> bool:
+    """Make ``path`` (and any missing parents) a 0700 directory owned by ``owner``."""
+    uid, gid = _ids(owner)
+    changed = False
+    if not path.is_dir():
+        path.mkdir(mode=0o700, parents=True)
+        changed = True
+    info = path.stat()
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        path.chmod(0o700)
+        changed = True
+    if (info.st_uid, info.st_gid) != (uid, gid):
+        os.chown(path, uid, gid)
+        changed = True
+    return changed
+
+
+def write_files(directory: Path, files: dict[str, str], owner: str) -> bool:
+    """Make ``directory`` hold exactly ``files`` (0600, owned by ``owner``).
+
+    Only files that differ are rewritten, each atomically, so GARM never reads a partial
+    config. Files under ``providers/`` that are not in ``files`` are removed.
+    """
+    for name in files:
+        if not _FILE_NAME.match(name):
+            raise ValueError(f"not a plain relative file name: {name!r}")
+    owner_ids = _ids(owner)
+    changed = ensure_directory(directory, owner)
+    for name, text in sorted(files.items()):
+        path = directory / name
+        for parent in reversed(path.relative_to(directory).parents[:-1]):
+            changed |= ensure_directory(directory / parent, owner)
+        changed |= _ensure_file(path, text.encode(), owner_ids)
+    pruned = directory / _PRUNED_DIR
+    if pruned.is_dir():
+        wanted = {directory / name for name in files}
+        for path in sorted(pruned.rglob("*")):
+            if path.is_file() and path not in wanted:
+                path.unlink()
+                changed = True
+    return changed
+
+
+def ensure_service(unit_path: Path, text: str) -> bool:
+    """Install the unit ``text``; on a change, reload systemd and enable the service."""
+    if unit_path.is_file() and unit_path.read_text() == text:
+        return False
+    unit_path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(unit_path, text.encode(), 0o644, owner=None)
+    try:
+        systemd.daemon_reload()
+        systemd.service_enable(unit_path.name)
+    except BaseException:
+        # Unchanged content would skip the reload next time: remove it so the next call
+        # (the retried hook) writes it again and finishes the job.
+        unit_path.unlink(missing_ok=True)
+        raise
+    return True
+
+
+def restart() -> None:
+    """Restart GARM, so it reads its configuration and binaries again."""
+    systemd.service_restart(SERVICE)
+
+
+def is_active() -> bool:
+    """Whether systemd reports GARM as running."""
+    return systemd.service_running(SERVICE)
+
+
+def wait_until_answering(url: str, timeout: float, interval: float = 0.5) -> bool:
+    """Poll GARM at ``url`` until it answers HTTP at all, for at most about ``timeout`` s.
+
+    Any status counts: before first-run GARM answers 409, without a token 401. Only a
+    failed connection means it is not listening yet.
+    """
+    deadline = time.monotonic() + timeout
+    with requests.Session() as session:
+        # A proxy from the environment would answer (502) for a GARM that is down.
+        session.trust_env = False
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                session.get(f"{url}/api/v1/controller", timeout=max(remaining, interval))
+            except requests.RequestException:
+                if remaining <= interval:
+                    return False
+                time.sleep(interval)
+            else:
+                return True
+
+
+def _ensure_file(path: Path, data: bytes, owner: tuple[int, int]) -> bool:
+    if path.is_file():
+        info = path.stat()
+        if (
+            (info.st_uid, info.st_gid) == owner
+            and stat.S_IMODE(info.st_mode) == 0o600
+            and path.read_bytes() == data
+        ):
+            return False
+    _write_atomic(path, data, 0o600, owner=owner)
+    return True
+
+
+def _write_atomic(path: Path, data: bytes, mode: int, owner: tuple[int, int] | None) -> None:
+    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``.
+
+    Mode and owner are set before the rename, so the file is never visible with the
+    wrong ones.
+    """
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as file:
+            os.fchmod(file.fileno(), mode)
+            if owner is not None:
+                os.fchown(file.fileno(), *owner)
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while chunk := file.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _ids(user: str) -> tuple[int, int]:
+    entry = pwd.getpwnam(user)
+    return entry.pw_uid, entry.pw_gid

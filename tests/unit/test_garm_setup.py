@@ -1,0 +1,143 @@
+"""GARM's own setup: the pure plan for credentials and orgs/repos, and first run + URLs."""
+
+from __future__ import annotations
+
+import pytest
+
+from garm_client import GarmApiError, GarmClient
+from garm_models import Credential, Entity, ScaleSet
+from garm_setup import (
+    AdminLogin,
+    AppCredential,
+    ControllerUrls,
+    CreateCredential,
+    CreateEntity,
+    DeleteCredential,
+    DeleteEntity,
+    EntitySpec,
+    RebindEntity,
+    UpdateCredential,
+    apply_setup,
+    ensure_admin_and_urls,
+    plan_setup,
+)
+from tests.clock import FakeClock
+from tests.garm_double import FAKE_APP_KEY, GarmDouble
+
+APP = AppCredential(123, 456, FAKE_APP_KEY)
+ORG = EntitySpec("organization", "example-org", APP.name)
+LIVE_ORG = Entity("organization", "org-uuid", "example-org", APP.name)
+
+
+def have(credential: AppCredential, id: int = 1) -> Credential:
+    return Credential(id, credential.name, credential.description)
+
+
+def test_settled_garm_needs_no_setup_write():
+    assert plan_setup([APP], [ORG], set(), [have(APP)], [LIVE_ORG], []) == []
+
+
+def test_missing_credential_and_org_are_created_credential_first():
+    assert plan_setup([APP], [ORG], set(), [], [], []) == [
+        CreateCredential(APP),
+        CreateEntity(ORG),
+    ]
+
+
+def test_a_rotated_key_changes_the_fingerprint_and_updates_the_credential():
+    rotated = AppCredential(123, 456, FAKE_APP_KEY + "\n")
+    assert rotated.description != APP.description
+    assert plan_setup([rotated], [ORG], set(), [have(APP, 7)], [LIVE_ORG], []) == [
+        UpdateCredential(7, rotated)
+    ]
+
+
+def test_an_org_bound_to_another_credential_is_rebound():
+    other = Entity("organization", "org-uuid", "Example-Org", "someone-elses")
+    assert plan_setup([APP], [ORG], set(), [have(APP)], [other], []) == [
+        RebindEntity(other, APP.name)
+    ]
+
+
+def test_an_org_nobody_names_is_removed_then_its_managed_credential():
+    assert plan_setup([], [], set(), [have(APP, 3)], [LIVE_ORG], []) == [
+        DeleteEntity(LIVE_ORG),
+        DeleteCredential(3, APP.name),
+    ]
+
+
+def test_an_org_with_a_scaleset_under_it_is_kept_and_so_is_its_credential():
+    draining = ScaleSet(id=5, name="ci-1", entity_kind="organization", entity_id="org-uuid")
+    assert plan_setup([], [], set(), [have(APP)], [LIVE_ORG], [draining]) == []
+
+
+def test_an_org_a_unit_names_without_credentials_yet_is_kept():
+    published = {("organization", "example-org")}
+    assert plan_setup([], [], published, [have(APP)], [LIVE_ORG], []) == []
+
+
+def test_a_credential_the_charm_did_not_make_is_never_deleted():
+    foreign = Credential(9, "by-hand", "made with garm-cli")
+    assert plan_setup([], [], set(), [foreign], [], []) == []
+
+
+# --- first run and controller URLs, against the double ------------------------------------
+
+
+@pytest.fixture
+def fresh(clock: FakeClock):
+    with GarmDouble(clock=clock, initialised=False, urls_set=False) as garm:
+        yield garm
+        assert garm.unexpected == []
+
+
+ADMIN = AdminLogin("admin", "admin@garm.local", "Adm1n-Pa55word-!x")
+URLS = ControllerUrls.from_base("http://10.0.0.5:9997/")
+
+
+def test_first_run_then_urls_then_nothing(fresh: GarmDouble):
+    client = GarmClient(fresh.url, ADMIN.username, ADMIN.password)
+    with pytest.raises(GarmApiError) as caught:
+        client.list_scalesets()  # before first run, GARM has no admin
+    assert (caught.value.status, caught.value.error) == (409, "init_required")
+
+    assert ensure_admin_and_urls(client, ADMIN, URLS) == [
+        "created the admin user",
+        "set controller URLs (callback_url, metadata_url, webhook_url)",
+    ]
+    assert fresh.controller()["metadata_url"] == "http://10.0.0.5:9997/api/v1/metadata"
+    assert client.list_scalesets() == []  # urls_required cleared
+
+    writes = len(fresh.writes())
+    assert ensure_admin_and_urls(client, ADMIN, URLS) == []
+    assert fresh.writes()[writes:] == []
+
+
+def test_urls_required_until_the_urls_are_set(fresh: GarmDouble):
+    client = GarmClient(fresh.url, ADMIN.username, ADMIN.password)
+    client.first_run(ADMIN.username, ADMIN.email, ADMIN.password)
+    with pytest.raises(GarmApiError) as caught:
+        client.list_scalesets()
+    assert (caught.value.status, caught.value.error) == (409, "urls_required")
+
+
+def test_setup_writes_reach_garm_once(fresh: GarmDouble):
+    client = GarmClient(fresh.url, ADMIN.username, ADMIN.password)
+    ensure_admin_and_urls(client, ADMIN, URLS)
+    outcome = apply_setup(client, plan_setup([APP], [ORG], set(), [], [], []))
+    assert outcome.errors == ()
+    (credential,) = fresh.credentials()
+    assert (credential["app_id"], credential["private_key"]) == (123, FAKE_APP_KEY)
+    (org,) = client.list_organizations()
+    assert org.credentials_name == APP.name
+    again = plan_setup([APP], [ORG], set(), client.list_credentials(), [org], [])
+    assert again == []
+
+
+def test_a_refused_setup_write_is_kept_and_the_rest_goes_on(fresh: GarmDouble):
+    client = GarmClient(fresh.url, ADMIN.username, ADMIN.password)
+    ensure_admin_and_urls(client, ADMIN, URLS)
+    fresh.inject("POST", r"/github/credentials/?", status=500)
+    outcome = apply_setup(client, plan_setup([APP], [ORG], set(), [], [], []))
+    assert len(outcome.errors) == 2  # the credential, then the org that names it
+    assert outcome.errors[0].startswith("create GitHub credential app-123-456")

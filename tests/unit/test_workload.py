@@ -1,0 +1,402 @@
+"""The workload verbs on a temporary root, with systemctl and useradd faked at the edge."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import socket
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from charmlibs import passwd, systemd
+
+import workload
+from tests.machine import FakeSystemctl
+from workload import MissingResource, Paths
+
+ME = pwd.getpwuid(os.getuid()).pw_name
+PROVIDER_FILES = {
+    "config.toml": "[default]\n",
+    "providers/a-0.toml": 'cloud = "a-0"\n',
+    "providers/a-0-clouds.yaml": '{"clouds": {}}\n',
+}
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_paths_live_under_the_root(tmp_path: Path) -> None:
+    paths = Paths(tmp_path)
+
+    assert paths.binary == tmp_path / "usr/local/bin/garm"
+    assert paths.provider_binary == tmp_path / "usr/local/bin/garm-provider-openstack"
+    assert paths.config_file == tmp_path / "etc/garm/config.toml"
+    assert paths.sqlite_file == tmp_path / "var/lib/garm/garm.db"
+    assert paths.unit_file == tmp_path / "etc/systemd/system/garm.service"
+    assert Paths().data_dir == Path("/var/lib/garm")
+
+
+# --- install_binary ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def resource(tmp_path: Path) -> Path:
+    source = tmp_path / "resources" / "garm"
+    source.parent.mkdir()
+    source.write_bytes(b"\x7fELF v1")
+    return source
+
+
+def test_install_binary_copies_executable(tmp_path: Path, resource: Path) -> None:
+    target = Paths(tmp_path).binary
+
+    assert workload.install_binary(resource, target) is True
+
+    assert target.read_bytes() == b"\x7fELF v1"
+    assert mode(target) == 0o755
+
+
+def test_install_binary_leaves_an_identical_binary_alone(tmp_path: Path, resource: Path) -> None:
+    target = Paths(tmp_path).binary
+    workload.install_binary(resource, target)
+    before = target.stat()
+
+    assert workload.install_binary(resource, target) is False
+
+    after = target.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_install_binary_replaces_a_changed_binary_by_rename(
+    tmp_path: Path, resource: Path
+) -> None:
+    target = Paths(tmp_path).binary
+    workload.install_binary(resource, target)
+    inode = target.stat().st_ino
+    resource.write_bytes(b"\x7fELF v2")
+
+    assert workload.install_binary(resource, target) is True
+
+    assert target.read_bytes() == b"\x7fELF v2"
+    assert target.stat().st_ino != inode  # a running GARM keeps the old file
+    assert mode(target) == 0o755
+    assert sorted(p.name for p in target.parent.iterdir()) == ["garm"]
+
+
+def test_install_binary_restores_the_mode_of_an_identical_binary(
+    tmp_path: Path, resource: Path
+) -> None:
+    target = Paths(tmp_path).binary
+    workload.install_binary(resource, target)
+    target.chmod(0o644)
+
+    assert workload.install_binary(resource, target) is True
+    assert mode(target) == 0o755
+
+
+@pytest.mark.parametrize("content", [None, b""])
+def test_install_binary_refuses_a_missing_or_empty_resource(
+    tmp_path: Path, content: bytes | None
+) -> None:
+    source = tmp_path / "garm"
+    if content is not None:
+        source.write_bytes(content)
+
+    with pytest.raises(MissingResource):
+        workload.install_binary(source, Paths(tmp_path).binary)
+    assert not Paths(tmp_path).binary.exists()
+
+
+# --- write_files ------------------------------------------------------------------------
+
+
+def test_write_files_writes_private_files_in_private_dirs(tmp_path: Path) -> None:
+    directory = Paths(tmp_path).config_dir
+
+    assert workload.write_files(directory, PROVIDER_FILES, ME) is True
+
+    assert {
+        str(path.relative_to(directory)): path.read_text()
+        for path in directory.rglob("*")
+        if path.is_file()
+    } == PROVIDER_FILES
+    assert mode(directory) == mode(directory / "providers") == 0o700
+    assert {mode(directory / name) for name in PROVIDER_FILES} == {0o600}
+
+
+def test_write_files_twice_changes_nothing(tmp_path: Path) -> None:
+    directory = Paths(tmp_path).config_dir
+    workload.write_files(directory, PROVIDER_FILES, ME)
+    inodes = {name: (directory / name).stat().st_ino for name in PROVIDER_FILES}
+
+    assert workload.write_files(directory, PROVIDER_FILES, ME) is False
+
+    assert {name: (directory / name).stat().st_ino for name in PROVIDER_FILES} == inodes
+
+
+def test_write_files_rewrites_only_what_changed(tmp_path: Path) -> None:
+    directory = Paths(tmp_path).config_dir
+    workload.write_files(directory, PROVIDER_FILES, ME)
+    untouched = (directory / "config.toml").stat().st_ino
+
+    changed = {**PROVIDER_FILES, "providers/a-0.toml": 'cloud = "b"\n'}
+    assert workload.write_files(directory, changed, ME) is True
+
+    assert (directory / "providers/a-0.toml").read_text() == 'cloud = "b"\n'
+    assert (directory / "config.toml").stat().st_ino == untouched
+
+
+def test_write_files_restores_modes(tmp_path: Path) -> None:
+    directory = Paths(tmp_path).config_dir
+    workload.write_files(directory, PROVIDER_FILES, ME)
+    (directory / "config.toml").chmod(0o644)
+    (directory / "providers").chmod(0o755)
+
+    assert workload.write_files(directory, PROVIDER_FILES, ME) is True
+
+    assert mode(directory / "config.toml") == 0o600
+    assert mode(directory / "providers") == 0o700
+
+
+def test_write_files_removes_files_of_providers_no_longer_rendered(tmp_path: Path) -> None:
+    directory = Paths(tmp_path).config_dir
+    workload.write_files(directory, PROVIDER_FILES, ME)
+    (directory / "providers" / ".a-0.toml.tmp123").write_text("left by a crash")
+
+    assert workload.write_files(directory, {"config.toml": "[default]\n"}, ME) is True
+
+    assert list((directory / "providers").iterdir()) == []
+    assert (directory / "config.toml").exists()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["../escape", "/etc/passwd", "providers/../../escape", ".hidden", "", "a//b", "providers/"],
+)
+def test_write_files_refuses_names_that_are_not_plain(tmp_path: Path, name: str) -> None:
+    directory = Paths(tmp_path).config_dir
+
+    with pytest.raises(ValueError):
+        workload.write_files(directory, {**PROVIDER_FILES, name: "x"}, ME)
+
+    assert not directory.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving files away needs root")
+def test_write_files_gives_everything_to_the_owner(tmp_path: Path) -> None:
+    directory = Paths(tmp_path).config_dir
+    nobody = pwd.getpwnam("nobody")
+
+    workload.write_files(directory, PROVIDER_FILES, "nobody")
+
+    owners = {
+        (path.stat().st_uid, path.stat().st_gid) for path in [directory, *directory.rglob("*")]
+    }
+    assert owners == {(nobody.pw_uid, nobody.pw_gid)}
+    assert workload.write_files(directory, PROVIDER_FILES, "nobody") is False
+
+
+def test_ensure_directory_creates_a_private_directory_once(tmp_path: Path) -> None:
+    data_dir = Paths(tmp_path).data_dir
+
+    assert workload.ensure_directory(data_dir, ME) is True
+    assert mode(data_dir) == 0o700
+    assert workload.ensure_directory(data_dir, ME) is False
+
+
+# --- the system edge: useradd and systemctl ---------------------------------------------
+
+
+def test_ensure_user_asks_for_a_system_user_without_login(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    monkeypatch.setattr(passwd, "add_user", lambda *a, **kw: calls.append((a, kw)))
+
+    workload.ensure_user()
+
+    assert calls == [
+        (
+            ("garm",),
+            {
+                "shell": "/usr/sbin/nologin",
+                "system_user": True,
+                "home_dir": "/var/lib/garm",
+                "create_home": False,
+            },
+        )
+    ]
+
+
+@pytest.fixture
+def systemctl(monkeypatch: pytest.MonkeyPatch) -> FakeSystemctl:
+    fake = FakeSystemctl()
+    monkeypatch.setattr(subprocess, "run", fake)
+    return fake
+
+
+def test_ensure_service_installs_reloads_and_enables(
+    tmp_path: Path, systemctl: FakeSystemctl
+) -> None:
+    unit = Paths(tmp_path).unit_file
+
+    assert workload.ensure_service(unit, "[Service]\n") is True
+
+    assert unit.read_text() == "[Service]\n"
+    assert mode(unit) == 0o644
+    assert systemctl.calls == [["daemon-reload"], ["enable", "garm.service"]]
+
+
+def test_ensure_service_with_the_same_unit_calls_nothing(
+    tmp_path: Path, systemctl: FakeSystemctl
+) -> None:
+    unit = Paths(tmp_path).unit_file
+    workload.ensure_service(unit, "[Service]\n")
+    systemctl.calls.clear()
+
+    assert workload.ensure_service(unit, "[Service]\n") is False
+    assert systemctl.calls == []
+
+    assert workload.ensure_service(unit, "[Service]\nType=simple\n") is True
+    assert systemctl.calls == [["daemon-reload"], ["enable", "garm.service"]]
+
+
+def test_ensure_service_retried_after_a_failed_reload_reloads_again(
+    tmp_path: Path, systemctl: FakeSystemctl
+) -> None:
+    unit = Paths(tmp_path).unit_file
+    systemctl.failing.add("daemon-reload")
+
+    with pytest.raises(systemd.SystemdError):
+        workload.ensure_service(unit, "[Service]\n")
+
+    systemctl.failing.clear()
+    systemctl.calls.clear()
+    assert workload.ensure_service(unit, "[Service]\n") is True
+    assert systemctl.calls == [["daemon-reload"], ["enable", "garm.service"]]
+
+
+def test_restart_and_is_active(systemctl: FakeSystemctl) -> None:
+    workload.restart()
+    assert workload.is_active() is True
+    systemctl.active = False
+    assert workload.is_active() is False
+
+    assert systemctl.calls == [
+        ["restart", "garm"],
+        ["--quiet", "is-active", "garm"],
+        ["--quiet", "is-active", "garm"],
+    ]
+
+
+# --- wait_until_answering ---------------------------------------------------------------
+
+
+class Answer401(BaseHTTPRequestHandler):
+    """GARM before login: every API call is refused, but refused over HTTP."""
+
+    def do_GET(self) -> None:
+        assert isinstance(self.server, RecordingServer)
+        self.server.paths.append(self.path)
+        self.send_response(401)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class RecordingServer(ThreadingHTTPServer):
+    """A loopback server that remembers the paths it was asked for."""
+
+    def __init__(self, bind_and_activate: bool = True) -> None:
+        super().__init__(("127.0.0.1", 0), Answer401, bind_and_activate)
+        self.paths: list[str] = []
+
+
+def serve(server: RecordingServer) -> Iterator[str]:
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.fixture
+def answering() -> Iterator[tuple[str, RecordingServer]]:
+    server = RecordingServer()
+    for url in serve(server):
+        yield url, server
+
+
+@pytest.fixture
+def closed_url() -> Iterator[str]:
+    """A loopback port that is bound but not listening: connections are refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_wait_until_answering_accepts_any_http_answer(
+    answering: tuple[str, RecordingServer],
+) -> None:
+    url, server = answering
+
+    assert workload.wait_until_answering(url, timeout=5) is True
+    assert server.paths == ["/api/v1/controller"]
+
+
+def test_wait_until_answering_gives_up_within_the_bound(closed_url: str) -> None:
+    started = time.monotonic()
+
+    assert workload.wait_until_answering(closed_url, timeout=1, interval=0.1) is False
+
+    assert 0.9 <= time.monotonic() - started < 2
+
+
+def test_wait_until_answering_waits_for_a_late_start() -> None:
+    server = RecordingServer(bind_and_activate=False)
+    try:
+        server.server_bind()  # holds the port; connections are refused until listen()
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        timer = threading.Timer(0.3, server.server_activate)
+        timer.start()
+        result: list[bool] = []
+        waiter = threading.Thread(
+            target=lambda: result.append(workload.wait_until_answering(url, 5, 0.05))
+        )
+        waiter.start()
+        timer.join()
+        for _ in serve(server):
+            waiter.join()
+    finally:
+        server.server_close()
+
+    assert result == [True]
+
+
+def test_wait_until_answering_ignores_proxies_from_the_environment(
+    answering: tuple[str, RecordingServer],
+    closed_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    proxy_url, proxy = answering
+    for name in ("http_proxy", "HTTP_PROXY"):
+        monkeypatch.setenv(name, proxy_url)
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+    assert workload.wait_until_answering(closed_url, timeout=0.3, interval=0.1) is False
+    assert proxy.paths == []
