@@ -170,6 +170,8 @@ class GarmCharm(ops.CharmBase):
         """One holistic pass: GARM on the machine, GARM's setup, then its scalesets."""
         self._outcome = None
         if not self.unit.is_leader():
+            if workload.stop(self.paths.unit_file):
+                logger.info("not the leader any more: GARM stopped on this unit")
             return Summary("active", STANDING_BY)
         try:
             settings = settings_from_config(self.config)

@@ -178,6 +178,19 @@ def restart() -> None:
     systemd.service_restart(SERVICE)
 
 
+def stop(unit_path: Path) -> bool:
+    """Stop and disable GARM if it was ever set up here; returns whether it was.
+
+    Only the leader runs GARM: a unit that lost leadership must not keep a second GARM
+    managing the same scale sets on GitHub.
+    """
+    if not unit_path.exists():
+        return False
+    systemd.service_disable(unit_path.name)
+    systemd.service_stop(SERVICE)
+    return True
+
+
 def is_active() -> bool:
     """Whether systemd reports GARM as running."""
     return systemd.service_running(SERVICE)

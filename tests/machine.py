@@ -13,6 +13,8 @@ class FakeSystemctl:
         ["daemon-reload"],
         ["enable", "garm.service"],
         ["restart", "garm"],
+        ["disable", "garm.service"],
+        ["stop", "garm"],
         ["--quiet", "is-active", "garm"],
     )
 

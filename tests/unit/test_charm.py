@@ -568,3 +568,14 @@ def test_generated_secrets_have_every_character_class():
         assert any(c.isupper() for c in value)
         assert any(c.isdigit() for c in value)
         assert any(not c.isalnum() for c in value)
+
+
+def test_a_unit_that_lost_leadership_stops_its_garm(ctx, world, resources, machine):
+    state = ctx.run(ctx.on.install(), make_state(world, resources, configurator(SECOND_UNIT)))
+    assert machine.paths.unit_file.exists()
+    machine.systemctl.calls.clear()
+    follower = dataclasses.replace(state, leader=False)
+    state = ctx.run(ctx.on.update_status(), follower)  # update-status is the clock
+    assert ["stop", "garm"] in machine.systemctl.calls
+    assert ["disable", "garm.service"] in machine.systemctl.calls
+    assert state.unit_status == ops.ActiveStatus("Standing by: the leader unit runs GARM")
