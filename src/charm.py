@@ -24,7 +24,19 @@ import ops
 import workload
 from database import GarmDatabase
 from garm_client import GarmApiError, GarmClient, GarmUnreachable
-from garm_config import GarmConfig, Proxy, SqliteDatabase, render_files, render_unit
+from garm_config import (
+    Database,
+    GarmConfig,
+    OpenstackProvider,
+    PostgresqlDatabase,
+    Proxy,
+    SqliteDatabase,
+    read_database,
+    read_provider,
+    render_files,
+    render_unit,
+)
+from garm_models import ScaleSet
 from garm_setup import (
     AdminLogin,
     ControllerUrls,
@@ -125,7 +137,12 @@ class GarmCharm(ops.CharmBase):
         if not self.unit.is_leader():
             event.fail("Run this on the leader unit: juju run garm/leader get-credentials")
             return
-        event.set_results(dataclasses.asdict(self._admin()))
+        try:
+            admin = self._admin()
+        except ops.SecretNotFoundError:
+            event.fail("GARM's admin login is not made yet; try again after the next hook")
+            return
+        event.set_results(dataclasses.asdict(admin))
 
     def _on_plan(self, event: ops.ActionEvent) -> None:
         if not self.unit.is_leader():
@@ -177,12 +194,15 @@ class GarmCharm(ops.CharmBase):
             settings = settings_from_config(self.config)
         except ConfigError as exc:
             return Summary("blocked", f"Invalid config: {exc}")
+        if self._ensure_secrets():
+            return Summary("waiting", "Secrets created; GARM is set up on the next hook")
         state = self._relation_state(event)
         inputs = garm_inputs(state.units, self._read_secret)
         try:
-            self._ensure_running(inputs)
+            problems = self._ensure_running(inputs)
             with contextlib.closing(self._client()) as client:
-                problems, observed = self._ensure_setup(client, inputs)
+                setup_problems, observed = self._ensure_setup(client, inputs)
+                problems += setup_problems
                 self._outcome = reconcile(
                     client,
                     state.desired,
@@ -195,8 +215,11 @@ class GarmCharm(ops.CharmBase):
             return exc.summary
         return summarise(self._outcome, state, problems)
 
-    def _ensure_running(self, inputs: GarmInputs) -> None:
-        """Install, configure and (re)start GARM as needed, then wait for it to answer."""
+    def _ensure_running(self, inputs: GarmInputs) -> list[UnitProblem]:
+        """Install, configure and (re)start GARM as needed, then wait for it to answer.
+
+        Returns the problems with GARM's database to report.
+        """
         sources: dict[str, Path] = {}
         for name in RESOURCES:
             path = self._resource(name)
@@ -211,11 +234,9 @@ class GarmCharm(ops.CharmBase):
             sources["garm-provider-openstack"], paths.provider_binary
         )
         workload.ensure_directory(paths.data_dir, user)
-        # With a provider's secret unreadable, keep the last configuration rather than
-        # drop that provider and strand its live scaleset.
-        if inputs.providers_complete or not paths.config_file.exists():
-            files = render_files(self._garm_config(inputs))
-            changed |= workload.write_files(paths.config_dir, files, user)
+        database, problems = self._database()
+        files = render_files(self._garm_config(self._providers(inputs), database))
+        changed |= workload.write_files(paths.config_dir, files, user)
         unit = render_unit(str(paths.binary), str(paths.config_file), str(paths.data_dir), user)
         changed |= workload.ensure_service(paths.unit_file, unit)
         if changed or not workload.is_active():
@@ -226,6 +247,73 @@ class GarmCharm(ops.CharmBase):
             timeout = RUNNING_TIMEOUT_SECONDS
         if not workload.wait_until_answering(self._api_url(), timeout):
             raise _NotReadyError(Summary("waiting", "Waiting for GARM to answer on its API port"))
+        return problems
+
+    def _database(self) -> tuple[Database, list[UnitProblem]]:
+        """Where GARM keeps its data, never switched on a guess.
+
+        An empty database would make the reconciler build every scaleset again beside
+        the ones GitHub already has. So an answer that cannot be read now keeps the
+        database GARM uses, losing the relation while GARM is on PostgreSQL asks the
+        operator, and GARM moves from sqlite only while it holds no scaleset.
+        """
+        path = self.paths.config_file
+        current = read_database(path.read_text()) if path.exists() else None
+        related = self.model.get_relation("postgresql") is not None
+        answer = self.database.postgresql() if related else None
+        if answer is not None:
+            if isinstance(current, SqliteDatabase) and self._live_scalesets() != []:
+                reason = (
+                    "GARM keeps scalesets in its local sqlite database, which is not moved "
+                    "to PostgreSQL: remove the postgresql relation, or the scalesets first"
+                )
+                return current, [UnitProblem("postgresql", reason, True)]
+            return answer, []
+        if isinstance(current, PostgresqlDatabase):
+            if related:
+                reason = "its answer cannot be read now; GARM keeps its database settings"
+                return current, [UnitProblem("postgresql", reason, False)]
+            reason = "GARM's data is in PostgreSQL: integrate postgresql again"
+            return current, [UnitProblem("postgresql", reason, True)]
+        if related and current is None:
+            raise _NotReadyError(Summary("waiting", "Waiting for PostgreSQL to answer"))
+        return SqliteDatabase(str(self.paths.sqlite_file)), []
+
+    def _providers(self, inputs: GarmInputs) -> tuple[OpenstackProvider, ...]:
+        """The related units' providers, plus every earlier one a live scaleset still uses.
+
+        A unit that departed, or whose data or secret cannot be read now, must not take
+        its provider out of GARM while its scaleset drains or serves: GARM would give that
+        scaleset no worker. Such a provider is kept from the files written for it before.
+        """
+        providers = {p.name: p for p in inputs.providers}
+        files = workload.read_provider_files(self.paths.config_dir)
+        earlier = {
+            name.removeprefix("providers/").removesuffix(".toml")
+            for name in files
+            if name.endswith(".toml")
+        } - set(providers)
+        in_use = self._providers_in_use() if earlier else set()
+        for name in sorted(earlier):
+            kept = read_provider(name, files)
+            if kept is not None and (in_use is None or name in in_use):
+                providers[name] = kept
+            else:
+                logger.info("provider %s is no longer used: removed from GARM", name)
+        return tuple(providers.values())
+
+    def _providers_in_use(self) -> set[str] | None:
+        """Providers of GARM's scalesets, or None when GARM cannot tell (not running)."""
+        live = self._live_scalesets()
+        return None if live is None else {s.provider_name for s in live}
+
+    def _live_scalesets(self) -> list[ScaleSet] | None:
+        """GARM's scalesets before it is reconfigured, or None when it cannot tell."""
+        try:
+            with contextlib.closing(self._client()) as client:
+                return client.list_scalesets()
+        except (GarmUnreachable, GarmApiError):
+            return None
 
     def _ensure_setup(
         self, client: GarmClient, inputs: GarmInputs
@@ -304,41 +392,58 @@ class GarmCharm(ops.CharmBase):
             return None
         return content.get("value")
 
-    def _app_secret(self, label: str, make: dict[str, str]) -> dict[str, str]:
-        """An application secret the leader creates once with ``make`` as its content."""
-        try:
-            return self.model.get_secret(label=label).get_content(refresh=True)
-        except ops.SecretNotFoundError:
-            self.app.add_secret(make, label=label)
-            return make
+    def _ensure_secrets(self) -> bool:
+        """Create the charm's own secrets if missing; True when any was just created.
+
+        Juju stores a secret only when the hook that adds it succeeds, so a secret made
+        in this hook is not used in it: had the hook failed after GARM took the
+        passphrase or the admin password, the next hook would make different ones that
+        GARM refuses for good.
+        """
+        created = False
+        for label, make in (
+            (
+                ADMIN_SECRET_LABEL,
+                lambda: {
+                    "username": ADMIN_USERNAME,
+                    "password": strong_secret(32),
+                    "email": ADMIN_EMAIL,
+                },
+            ),
+            # GARM wants a zxcvbn-strong JWT secret and a passphrase of exactly 32
+            # characters that must never change (it encrypts what GARM stores).
+            (
+                INTERNAL_SECRET_LABEL,
+                lambda: {"jwt-secret": strong_secret(64), "db-passphrase": strong_secret(32)},
+            ),
+        ):
+            try:
+                self.model.get_secret(label=label)
+            except ops.SecretNotFoundError:
+                self.app.add_secret(make(), label=label)
+                created = True
+        return created
+
+    def _secret(self, label: str) -> dict[str, str]:
+        return self.model.get_secret(label=label).get_content(refresh=True)
 
     def _admin(self) -> AdminLogin:
-        content = self._app_secret(
-            ADMIN_SECRET_LABEL,
-            {
-                "username": ADMIN_USERNAME,
-                "password": strong_secret(32),
-                "email": ADMIN_EMAIL,
-            },
-        )
+        content = self._secret(ADMIN_SECRET_LABEL)
         return AdminLogin(content["username"], content["email"], content["password"])
 
-    def _garm_config(self, inputs: GarmInputs) -> GarmConfig:
-        # GARM wants a zxcvbn-strong JWT secret and a passphrase of exactly 32 characters
-        # that must never change (it encrypts what GARM stores).
-        internal = self._app_secret(
-            INTERNAL_SECRET_LABEL,
-            {"jwt-secret": strong_secret(64), "db-passphrase": strong_secret(32)},
-        )
+    def _garm_config(
+        self, providers: tuple[OpenstackProvider, ...], database: Database
+    ) -> GarmConfig:
+        internal = self._secret(INTERNAL_SECRET_LABEL)
         return GarmConfig(
             port=self._port(),
             jwt_secret=internal["jwt-secret"],
             db_passphrase=internal["db-passphrase"],
-            database=self.database.postgresql() or SqliteDatabase(str(self.paths.sqlite_file)),
-            providers=inputs.providers,
+            database=database,
+            providers=providers,
             proxy=Proxy(
-                os.environ.get("JUJU_CHARM_HTTP_PROXY", ""),
-                os.environ.get("JUJU_CHARM_HTTPS_PROXY", ""),
+                _proxy_url(os.environ.get("JUJU_CHARM_HTTP_PROXY", "")),
+                _proxy_url(os.environ.get("JUJU_CHARM_HTTPS_PROXY", "")),
                 os.environ.get("JUJU_CHARM_NO_PROXY", ""),
             ),
             provider_executable=str(self.paths.provider_binary),
@@ -380,6 +485,16 @@ def strong_secret(length: int) -> str:
 
 _SECRET_CLASSES = (string.ascii_lowercase, string.ascii_uppercase, string.digits, "!#%+-.:=@^_~")
 _SECRET_ALPHABET = "".join(_SECRET_CLASSES)
+
+
+def _proxy_url(value: str) -> str:
+    """A model proxy setting as GARM accepts it.
+
+    GARM refuses to start on a proxy URL without a scheme (``url.ParseRequestURI``),
+    which Juju allows (``10.0.0.1:3128``).
+    """
+    value = value.strip()
+    return value if not value or "://" in value else f"http://{value}"
 
 
 def _now() -> datetime:

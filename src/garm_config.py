@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import tomllib
 from dataclasses import dataclass, field
 
 # The relation library's provider-name rule, repeated here because the name also becomes
@@ -279,6 +280,51 @@ def _render_provider(provider: OpenstackProvider, clouds_path: str) -> str:
         "use_config_drive": True,
     }
     return "\n".join((_pairs(settings), _table("credentials", {"clouds": clouds_path})))
+
+
+def read_database(config_toml: str) -> Database | None:
+    """The database a rendered ``config.toml`` names, or None when it cannot be read."""
+    try:
+        database = tomllib.loads(config_toml)["database"]
+        if database["backend"] == "sqlite3":
+            return SqliteDatabase(database["sqlite3"]["db_file"])
+        settings = database["postgresql"]
+        return PostgresqlDatabase(
+            hostname=settings["hostname"],
+            port=settings["port"],
+            username=settings["username"],
+            password=settings["password"],
+            database=settings["database"],
+            sslmode=settings["sslmode"],
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def read_provider(name: str, files: dict[str, str]) -> OpenstackProvider | None:
+    """A provider back from the files ``render_files`` wrote for it, or None.
+
+    Lets the charm keep a provider in GARM's configuration while a live scaleset still
+    uses it although its unit has gone or publishes bad data: dropping it would leave
+    that scaleset without a worker, its runners never drained or deleted.
+    """
+    try:
+        settings = tomllib.loads(files[f"providers/{name}.toml"])
+        cloud = json.loads(files[f"providers/{name}-clouds.yaml"])["clouds"][name]
+        auth = cloud["auth"]
+        return OpenstackProvider(
+            name=name,
+            auth_url=auth["auth_url"],
+            username=auth["username"],
+            password=auth["password"],
+            project_name=auth["project_name"],
+            user_domain_name=auth["user_domain_name"],
+            project_domain_name=auth["project_domain_name"],
+            region_name=cloud["region_name"],
+            network=settings["network_id"],
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _render_clouds(provider: OpenstackProvider) -> str:

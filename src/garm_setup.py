@@ -157,9 +157,10 @@ def plan_setup(
     """The credential and entity writes that bring GARM in line, in a safe order.
 
     Credentials come first (entities name them), deletions last. Only credentials the
-    charm made (by their description) are ever deleted. An entity is removed only when
-    no unit names it (``published``: (kind, lower-cased name)) and no scaleset lives
-    under it: GARM would refuse otherwise, and a draining scaleset keeps its entity.
+    charm made (by their description) are ever deleted, and only entities bound to one of
+    them. An entity is removed only when no unit names it (``published``: (kind,
+    lower-cased name)) and no scaleset lives under it: GARM would refuse otherwise, and a
+    draining scaleset keeps its entity.
     """
     wanted_credentials = {c.name: c for c in credentials}
     have_credentials = {c.name: c for c in observed_credentials}
@@ -170,12 +171,16 @@ def plan_setup(
             actions.append(CreateCredential(credential))
         elif have.description != credential.description:
             actions.append(UpdateCredential(have.id, credential))
-    entity_actions, kept = _plan_entities(entities, published, observed_entities, scalesets)
+    managed = {
+        n for n, c in have_credentials.items() if c.description.startswith(MANAGED_DESCRIPTION)
+    }
+    entity_actions, kept = _plan_entities(
+        entities, published, observed_entities, scalesets, managed
+    )
     actions += entity_actions
     used = {e.credentials_name for e in kept} | {e.credentials_name for e in entities}
     for name, have in sorted(have_credentials.items()):
-        managed = have.description.startswith(MANAGED_DESCRIPTION)
-        if managed and name not in wanted_credentials and name not in used:
+        if name in managed and name not in wanted_credentials and name not in used:
             actions.append(DeleteCredential(have.id, name))
     return actions
 
@@ -185,8 +190,13 @@ def _plan_entities(
     published: Iterable[tuple[str, str]],
     observed_entities: Iterable[Entity],
     scalesets: Iterable[ScaleSet],
+    managed: set[str],
 ) -> tuple[list[SetupAction], list[Entity]]:
-    """Entity creates, re-binds and deletes, and the observed entities that stay."""
+    """Entity creates, re-binds and deletes, and the observed entities that stay.
+
+    Only entities bound to a credential the charm made are ever removed: one an operator
+    registered by hand is not the charm's to delete.
+    """
     wanted = {(e.kind, e.name.lower()): e for e in entities}
     have = {(e.kind, e.name.lower()): e for e in observed_entities}
     actions: list[SetupAction] = []
@@ -200,7 +210,7 @@ def _plan_entities(
     named = set(published) | set(wanted)
     kept = []
     for key, entity in sorted(have.items()):
-        if key in named or entity.id in in_use:
+        if key in named or entity.id in in_use or entity.credentials_name not in managed:
             kept.append(entity)
         else:
             actions.append(DeleteEntity(entity))

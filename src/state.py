@@ -56,9 +56,6 @@ class GarmInputs:
 
     ``published`` is every (kind, lower-cased name) some unit names, with or without
     credentials: GARM keeps those entities even when it cannot (re)bind them yet.
-    ``providers_complete`` is False when a provider's settings could not all be read
-    (a secret not granted yet): GARM's configuration is then left as it is rather than
-    rewritten without that provider, which would strand its live scaleset.
     """
 
     providers: tuple[OpenstackProvider, ...] = ()
@@ -66,7 +63,6 @@ class GarmInputs:
     entities: tuple[EntitySpec, ...] = ()
     published: frozenset[tuple[str, str]] = frozenset()
     problems: tuple[UnitProblem, ...] = ()
-    providers_complete: bool = True
 
 
 def settings_from_config(config: Mapping[str, object]) -> Settings:
@@ -197,16 +193,13 @@ def garm_inputs(
     entities: dict[tuple[str, str], EntitySpec] = {}
     published: set[tuple[str, str]] = set()
     problems: list[UnitProblem] = []
-    complete = True
     for unit, data in units:
         kind, name = ("organization", data.org) if data.org else ("repository", data.repo)
         if name:
             published.add((kind, name.lower()))
         if data.openstack_auth_url is not None:
             provider = _provider(unit, data, read_secret, problems)
-            if provider is None:
-                complete = False
-            else:
+            if provider is not None:
                 providers.append(provider)
         credential = _credential(unit, data, read_secret, problems)
         if credential is None:
@@ -220,7 +213,6 @@ def garm_inputs(
         tuple(entities.values()),
         frozenset(published),
         tuple(problems),
-        complete,
     )
 
 

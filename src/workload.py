@@ -156,6 +156,14 @@ def write_files(directory: Path, files: dict[str, str], owner: str) -> bool:
     return changed
 
 
+def read_provider_files(config_dir: Path) -> dict[str, str]:
+    """The provider files written earlier, by their name relative to ``config_dir``."""
+    directory = config_dir / "providers"
+    if not directory.is_dir():
+        return {}
+    return {f"providers/{path.name}": path.read_text() for path in directory.iterdir()}
+
+
 def ensure_service(unit_path: Path, text: str) -> bool:
     """Install the unit ``text``; on a change, reload systemd and enable the service."""
     if unit_path.is_file() and unit_path.read_text() == text:
@@ -188,6 +196,8 @@ def stop(unit_path: Path) -> bool:
         return False
     systemd.service_disable(unit_path.name)
     systemd.service_stop(SERVICE)
+    # Gone until this unit leads again, so later hooks have nothing to stop.
+    unit_path.unlink()
     return True
 
 

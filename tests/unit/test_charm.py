@@ -20,7 +20,7 @@ from charmlibs import passwd
 from ops import testing
 
 import workload
-from charm import ADMIN_SECRET_LABEL, GarmCharm, strong_secret
+from charm import ADMIN_SECRET_LABEL, INTERNAL_SECRET_LABEL, GarmCharm, strong_secret
 from tests.databags import EXAMPLE_UNIT, KEY_SECRET_URI, PASSWORD_SECRET_URI, SECOND_UNIT
 from tests.garm_double import FAKE_APP_KEY, GarmDouble
 from tests.machine import FakeSystemctl
@@ -104,13 +104,24 @@ CONFIGURATOR_SECRETS = [
 ]
 
 
+INTERNAL_SECRET = testing.Secret(
+    {"jwt-secret": "J" * 40 + "wt-5ecret!", "db-passphrase": "Db-Pa55phrase-0123456789abcdefgh"},
+    label=INTERNAL_SECRET_LABEL,
+    owner="app",
+)
+
+
 def make_state(garm: GarmDouble, resources, *relations, leader=True, **kw) -> testing.State:
     port = int(garm.url.rsplit(":", 1)[1])
     return testing.State(
         leader=leader,
         config={"api-port": port, **kw.pop("config", {})},
         relations=relations,
-        secrets=[admin_secret(garm), *kw.pop("secrets", CONFIGURATOR_SECRETS)],
+        secrets=[
+            admin_secret(garm),
+            INTERNAL_SECRET,
+            *kw.pop("secrets", CONFIGURATOR_SECRETS),
+        ],
         resources=resources,
         **kw,
     )
@@ -332,14 +343,23 @@ def test_get_credentials_elsewhere_fails_clearly(ctx, world, resources):
         ctx.run(ctx.on.action("get-credentials"), make_state(world, resources, leader=False))
 
 
-def test_admin_credentials_are_created_once_by_the_leader(ctx, world, resources):
+def test_secrets_are_made_in_one_hook_and_used_from_the_next(ctx, world, resources, machine):
     state = dataclasses.replace(make_state(world, resources), secrets=[])
     state = ctx.run(ctx.on.install(), state)
-    (secret,) = [s for s in state.secrets if s.label == ADMIN_SECRET_LABEL]
-    assert len(secret.tracked_content["password"]) >= 32
+    assert state.unit_status == ops.WaitingStatus(
+        "Secrets created; GARM is set up on the next hook"
+    )
+    assert not machine.paths.config_file.exists()  # nothing used them yet
+    (admin,) = [s for s in state.secrets if s.label == ADMIN_SECRET_LABEL]
+    (internal,) = [s for s in state.secrets if s.label == INTERNAL_SECRET_LABEL]
+    assert len(admin.tracked_content["password"]) == 32
+    assert len(internal.tracked_content["db-passphrase"]) == 32
     again = ctx.run(ctx.on.update_status(), state)
-    (same,) = [s for s in again.secrets if s.label == ADMIN_SECRET_LABEL]
-    assert same.tracked_content == secret.tracked_content
+    assert {s.label: s.tracked_content for s in again.secrets} == {
+        s.label: s.tracked_content for s in state.secrets
+    }
+    config = tomllib.loads(machine.paths.config_file.read_text())
+    assert config["database"]["passphrase"] == internal.tracked_content["db-passphrase"]
 
 
 def test_no_secret_reaches_logs_status_or_other_action_output(ctx, world, resources):
@@ -355,9 +375,16 @@ def test_no_secret_reaches_logs_status_or_other_action_output(ctx, world, resour
     ctx.run(ctx.on.action("reconcile"), state)
     texts = [log.message for log in ctx.juju_log]
     texts += [state.unit_status.message, plan_output, str(ctx.action_results)]
+    secrets = [
+        world.password,
+        *INTERNAL_SECRET.tracked_content.values(),
+        "openstack-Pa55word",
+        *(line for line in FAKE_APP_KEY.splitlines() if "-----" not in line),
+    ]
     for text in texts:
-        assert world.password not in text
         assert "Bearer" not in text
+        for secret in secrets:
+            assert secret not in text
 
 
 # --- GARM on the machine ----------------------------------------------------------------
@@ -512,7 +539,9 @@ def test_bootstrap_of_a_fresh_garm_then_nothing_more(ctx, fresh_garm, resources)
         make_state(fresh_garm, resources, relation),
         secrets=CONFIGURATOR_SECRETS,
     )
-    state = ctx.run(ctx.on.install(), state)
+    state = ctx.run(ctx.on.install(), state)  # makes the secrets
+    assert fresh_garm.requests == []
+    state = ctx.run(ctx.on.start(), state)
     (admin,) = [s for s in state.secrets if s.label == ADMIN_SECRET_LABEL]
     paths = [(r.method, r.path) for r in fresh_garm.requests]
     assert ("POST", "/first-run") in paths
@@ -530,25 +559,30 @@ def test_bootstrap_of_a_fresh_garm_then_nothing_more(ctx, fresh_garm, resources)
     assert fresh_garm.writes()[writes:] == []
 
 
-def test_postgresql_related_switches_garm_to_it(ctx, world, resources, machine):
-    relation = configurator(EXAMPLE_UNIT)
-    state = ctx.run(ctx.on.install(), make_state(world, resources, relation))
-    assert tomllib.loads(machine.paths.config_file.read_text())["database"]["backend"] == (
-        "sqlite3"
-    )
+def relate_postgresql(ctx, state: testing.State, endpoints: str = "db.internal:5433"):
+    """The hooks of integrating postgresql until its answer arrived, and the state after."""
     database = testing.Relation("postgresql", remote_app_name="postgresql", id=REL_ID)
     state = dataclasses.replace(state, relations=[*state.relations, database])
     state = ctx.run(ctx.on.relation_created(database), state)
     request = state.get_relation(REL_ID)
     assert isinstance(request, testing.Relation)
-
     provider = testing.Context(ProviderCharm, meta=PROVIDER_META, config=PROVIDER_CONFIG)
-    databag, granted = seen_by_requirer(provider_answers(provider, request, "db.internal:5433"))
+    databag, granted = seen_by_requirer(provider_answers(provider, request, endpoints))
     answered = dataclasses.replace(request, remote_app_data=databag)
     relations = [r for r in state.relations if r.id != REL_ID] + [answered]
     state = dataclasses.replace(state, relations=relations, secrets=[*state.secrets, *granted])
+    return ctx.run(ctx.on.relation_changed(answered, remote_unit=0), state), answered
+
+
+def backend(machine: Machine) -> str:
+    return tomllib.loads(machine.paths.config_file.read_text())["database"]["backend"]
+
+
+def test_postgresql_related_switches_garm_to_it(ctx, world, resources, machine):
+    state = ctx.run(ctx.on.install(), make_state(world, resources))
+    assert backend(machine) == "sqlite3"
     machine.systemctl.calls.clear()
-    state = ctx.run(ctx.on.relation_changed(answered, remote_unit=0), state)
+    state, _ = relate_postgresql(ctx, state)
 
     config = tomllib.loads(machine.paths.config_file.read_text())
     assert config["database"]["backend"] == "postgresql"
@@ -556,8 +590,49 @@ def test_postgresql_related_switches_garm_to_it(ctx, world, resources, machine):
     assert config["database"]["postgresql"]["port"] == 5433
     assert config["database"]["postgresql"]["password"] == DB_PASSWORD
     assert ["restart", "garm"] in machine.systemctl.calls
-    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
     assert all(DB_PASSWORD not in log.message for log in ctx.juju_log)
+
+
+def test_garm_holding_scalesets_in_sqlite_is_not_moved(ctx, world, resources, machine):
+    relation = configurator(EXAMPLE_UNIT)
+    state = ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=0), make_state(world, resources, relation)
+    )
+    state, _ = relate_postgresql(ctx, state)
+    assert backend(machine) == "sqlite3"
+    assert state.unit_status.name == "blocked"
+    assert state.unit_status.message.startswith(
+        "Fix postgresql: GARM keeps scalesets in its local sqlite database"
+    )
+
+
+def test_a_lost_postgresql_answer_or_relation_never_falls_back_to_sqlite(
+    ctx, world, resources, machine
+):
+    state = ctx.run(ctx.on.install(), make_state(world, resources, configurator(SECOND_UNIT)))
+    world.reset()  # a GARM with no scalesets yet
+    world.add_provider("garm-configurator-0")
+    world.add_org("example-org")
+    state, database = relate_postgresql(ctx, state)
+    assert backend(machine) == "postgresql"
+
+    unreadable = [
+        s
+        for s in state.secrets
+        if s.owner == "app" or s.id in {PASSWORD_SECRET_URI, KEY_SECRET_URI}
+    ]
+    state = ctx.run(ctx.on.update_status(), dataclasses.replace(state, secrets=unreadable))
+    assert backend(machine) == "postgresql"
+    assert state.unit_status.name == "waiting"
+
+    broken = dataclasses.replace(state, secrets=unreadable)
+    state = ctx.run(ctx.on.relation_broken(broken.get_relation(database.id)), broken)
+    gone = [r for r in state.relations if r.id != REL_ID]
+    state = ctx.run(ctx.on.update_status(), dataclasses.replace(state, relations=gone))
+    assert backend(machine) == "postgresql"
+    assert state.unit_status == ops.BlockedStatus(
+        "Fix postgresql: GARM's data is in PostgreSQL: integrate postgresql again"
+    )
 
 
 def test_generated_secrets_have_every_character_class():
@@ -579,3 +654,52 @@ def test_a_unit_that_lost_leadership_stops_its_garm(ctx, world, resources, machi
     assert ["stop", "garm"] in machine.systemctl.calls
     assert ["disable", "garm.service"] in machine.systemctl.calls
     assert state.unit_status == ops.ActiveStatus("Standing by: the leader unit runs GARM")
+
+
+def providers_in_config(machine: Machine) -> list[str]:
+    config = tomllib.loads(machine.paths.config_file.read_text())
+    return [p["name"] for p in config.get("provider", [])]
+
+
+def test_a_departed_units_provider_stays_while_its_scaleset_drains(ctx, world, resources, machine):
+    second = {**EXAMPLE_UNIT, **SECOND_UNIT}  # with Phase B: provider garm-configurator-1
+    relation = configurator(EXAMPLE_UNIT, second)
+    state = ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=1), make_state(world, resources, relation)
+    )
+    assert providers_in_config(machine) == ["garm-configurator-0", "garm-configurator-1"]
+    (draining,) = [s for s in world.scalesets() if s["provider_name"] == "garm-configurator-1"]
+    job = world.add_runner(draining["id"], runner_status="active")
+
+    gone = dataclasses.replace(relation, remote_units_data={0: EXAMPLE_UNIT})
+    state = ctx.run(ctx.on.update_status(), dataclasses.replace(state, relations=[gone]))
+    assert state.unit_status.message.startswith("Removing scaleset")
+    assert providers_in_config(machine) == ["garm-configurator-0", "garm-configurator-1"]
+
+    world.finish_job(job)
+    world.tick()
+    state = ctx.run(ctx.on.update_status(), state)  # deleted
+    state = ctx.run(ctx.on.update_status(), state)  # seen gone: provider no longer used
+    assert providers_in_config(machine) == ["garm-configurator-0"]
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+
+
+def test_invalid_data_keeps_the_units_provider(ctx, world, resources, machine):
+    relation = configurator(EXAMPLE_UNIT)
+    state = ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=0), make_state(world, resources, relation)
+    )
+    state, relation = publish(state, relation.id, 0, {**EXAMPLE_UNIT, "labels": "bad label!"})
+    ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    assert providers_in_config(machine) == ["garm-configurator-0"]
+
+
+def test_a_model_proxy_without_scheme_is_given_one_for_garm(
+    ctx, world, resources, machine, monkeypatch
+):
+    monkeypatch.setenv("JUJU_CHARM_HTTP_PROXY", "10.0.0.1:3128")
+    monkeypatch.setenv("JUJU_CHARM_NO_PROXY", "127.0.0.1,localhost")
+    ctx.run(ctx.on.install(), make_state(world, resources))
+    proxy = tomllib.loads(machine.paths.config_file.read_text())["proxy"]
+    assert proxy["http_proxy"] == "http://10.0.0.1:3128"
+    assert proxy["no_proxy"] == "127.0.0.1,localhost"

@@ -21,6 +21,7 @@ from garm_config import (
     PostgresqlDatabase,
     Proxy,
     SqliteDatabase,
+    read_provider,
     render_files,
     render_unit,
 )
@@ -348,3 +349,12 @@ def test_systemd_accepts_every_line_of_the_unit(tmp_path: Path) -> None:
     )
 
     assert (result.returncode, result.stderr) == (0, "")
+
+
+def test_a_provider_reads_back_from_its_files() -> None:
+    hostile = provider("garm-configurator-1", password='p"a\\ss\nword: {x}', network="net #1")
+    config_ = config(providers=(provider(), hostile))
+    files = render_files(config_)
+    for each in config_.providers:
+        assert read_provider(each.name, files) == each
+    assert read_provider("not-there", files) is None

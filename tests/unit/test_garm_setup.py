@@ -76,6 +76,14 @@ def test_an_org_a_unit_names_without_credentials_yet_is_kept():
     assert plan_setup([], [], published, [have(APP)], [LIVE_ORG], []) == []
 
 
+def test_an_org_registered_by_hand_is_never_deleted():
+    by_hand = Entity("organization", "org-2", "other-org", "by-hand")
+    foreign = Credential(9, "by-hand", "made with garm-cli")
+    assert plan_setup([], [], set(), [foreign, have(APP)], [by_hand], []) == [
+        DeleteCredential(1, APP.name)
+    ]
+
+
 def test_a_credential_the_charm_did_not_make_is_never_deleted():
     foreign = Credential(9, "by-hand", "made with garm-cli")
     assert plan_setup([], [], set(), [foreign], [], []) == []
