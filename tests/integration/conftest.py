@@ -1,8 +1,12 @@
 """Integration fixtures: a temporary Juju model, the packed charms, GARM's binaries.
 
-Every test here needs a Juju controller and GARM's release binaries (GARM_BINARY and
-GARM_PROVIDER_OPENSTACK_BINARY point at them). Without them the whole directory is
-skipped at collection time, before any fixture runs.
+Every test here needs a Juju controller, GARM's release binaries (GARM_BINARY and
+GARM_PROVIDER_OPENSTACK_BINARY point at them) and a GitHub App installed on a test
+organisation (GARM creates scale sets on GitHub): GARM_TEST_GITHUB_ORG,
+GARM_TEST_GITHUB_APP_ID, GARM_TEST_GITHUB_INSTALLATION_ID and GARM_TEST_GITHUB_APP_KEY
+(a path to its PKCS#1 key). Without them the whole directory is skipped at collection
+time, before any fixture runs. No runner VM is needed: the scalesets keep no idle
+runners, so a changeover completes as soon as the charm reconciles.
 """
 
 from __future__ import annotations
@@ -16,6 +20,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+REQUIRED = (
+    "GARM_BINARY",
+    "GARM_PROVIDER_OPENSTACK_BINARY",
+    "GARM_TEST_GITHUB_ORG",
+    "GARM_TEST_GITHUB_APP_ID",
+    "GARM_TEST_GITHUB_INSTALLATION_ID",
+    "GARM_TEST_GITHUB_APP_KEY",
+)
 
 
 def _missing() -> str | None:
@@ -26,9 +38,9 @@ def _missing() -> str | None:
     )
     if probe.returncode != 0 or '"current-controller"' not in probe.stdout:
         return "no Juju controller bootstrapped"
-    for variable in ("GARM_BINARY", "GARM_PROVIDER_OPENSTACK_BINARY"):
+    for variable in REQUIRED:
         if not os.environ.get(variable):
-            return f"{variable} is not set to a GARM release binary"
+            return f"{variable} is not set"
     if shutil.which("charmcraft") is None:
         return "no charmcraft on PATH to pack the charms"
     return None
