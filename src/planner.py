@@ -308,16 +308,24 @@ def _claim(
 ) -> tuple[dict[str, list[_Member]], list[ScaleSet]]:
     """Sort live scalesets into families by logical name; the rest are orphans.
 
+    A generation carries its logical name as a label, so only the names among a
+    scaleset's own labels are tried, which keeps this linear in the number of scalesets.
     A generation match wins over a legacy (exact-name) match, and specs claim in their
     order, so every scaleset has at most one owner whatever GARM's list order.
     """
-    names = [*logical_names, *sorted(held)]
+    rank = {}
+    for name in [*logical_names, *sorted(held)]:
+        rank.setdefault(name.lower(), name)
+    order = {key: i for i, key in enumerate(rank)}
     families: dict[str, list[_Member]] = defaultdict(list)
     orphans: list[ScaleSet] = []
     for scaleset in sorted(scalesets, key=lambda s: s.id):
+        labelled = sorted(
+            {label.lower() for label in scaleset.labels} & order.keys(), key=order.__getitem__
+        )
         owner = next(
-            (n for n in names if generation_index(n, scaleset) is not None),
-            next((n for n in names if is_legacy(n, scaleset)), None),
+            (rank[n] for n in labelled if generation_index(rank[n], scaleset) is not None),
+            rank.get(scaleset.name.lower()),
         )
         if owner is None:
             orphans.append(scaleset)
