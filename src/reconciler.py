@@ -103,6 +103,7 @@ def reconcile(
         return Outcome(errors=(ActionError(None, str(exc)),))
     ledger = _Ledger()
     current = plan(desired, observed, now, settings)
+    _log_refused(desired, current)
     try:
         for _ in range(MAX_ROUNDS):
             todo = [a for a in current.actions if _target(a) not in ledger.closed]
@@ -117,6 +118,19 @@ def reconcile(
     except GarmUnreachable as exc:
         return ledger.outcome(current, unreachable=str(exc))
     return ledger.outcome(current)
+
+
+def _log_refused(desired: Desired, current: Plan) -> None:
+    """Log at error level the specs the operator must fix.
+
+    Held specs are not repeated here: they were logged when their data was parsed.
+    """
+    held = {(h.source, h.name) for h in desired.held}
+    for skipped in current.skipped:
+        if skipped.blocking and (skipped.source, skipped.name) not in held:
+            logger.error(
+                "scaleset %s of %s skipped: %s", skipped.name, skipped.source, skipped.reason
+            )
 
 
 @dataclass

@@ -104,30 +104,13 @@ def hook_ms(n: int, repeats: int = 20) -> tuple[float, float]:
     The charm runs in this process with its machine sandboxed as in the unit tests; the
     GARM double runs in this process too, so the CPU figure includes its side.
     """
-    import dataclasses
-    import pwd
-    import subprocess
-    import tempfile
-
-    from charmlibs import passwd
     from ops import testing
 
-    import workload
     from charm import GarmCharm
-    from tests.machine import FakeSystemctl
-    from tests.unit.test_charm import INTERNAL_SECRET, admin_secret
+    from tests.sandbox import charm_state, sandboxed_machine
 
-    root = Path(tempfile.mkdtemp())
-    GarmCharm.paths = workload.Paths(root / "machine")
-    GarmCharm.service_user = pwd.getpwuid(os.getuid()).pw_name
-    passwd.add_user = lambda *_, **__: None  # type: ignore[assignment]
-    subprocess.run = FakeSystemctl()  # type: ignore[assignment]
-    resources = []
-    for name in ("garm", "garm-provider-openstack"):
-        (root / name).write_bytes(b"binary")
-        resources.append(testing.Resource(name=name, path=root / name))
     clock = FakeClock()
-    with GarmDouble(clock=clock) as garm:
+    with sandboxed_machine() as root, GarmDouble(clock=clock) as garm:
         garm.add_org("example-org")
         units = {}
         for i in range(n):
@@ -145,16 +128,8 @@ def hook_ms(n: int, repeats: int = 20) -> tuple[float, float]:
         relation = testing.Relation(
             "garm-configurator", remote_app_name="garm-configurator", remote_units_data=units
         )
-        state = testing.State(
-            leader=True,
-            config={"api-port": int(garm.url.rsplit(":", 1)[1])},
-            relations=[relation],
-            secrets=[admin_secret(garm), INTERNAL_SECRET],
-            resources=resources,
-        )
         ctx = testing.Context(GarmCharm)
-        state = ctx.run(ctx.on.update_status(), state)  # converge first
-        state = dataclasses.replace(state)
+        state = ctx.run(ctx.on.update_status(), charm_state(garm, root, relation))  # converge
         wall = cpu = 0.0
         for _ in range(repeats):
             began, began_cpu = time.perf_counter(), time.process_time()

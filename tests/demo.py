@@ -1,61 +1,63 @@
-"""The main job, told as a story against the embedded GARM double (``tox -e demo``).
+"""The main job, told as a story: the real charm against the embedded GARM (``tox -e demo``).
 
-Runs the real reconciler over real HTTP, one pass per "hook", and prints after each a
-``juju status``-like line (the unit's status and the scalesets GARM holds). Exits 0 only
-if the story ends converged. Until a Juju controller is at hand, this is how to watch a
-label change happen without a job lost.
+Every hook runs the real charm code through ops.testing on a sandboxed machine, with
+GARM as the double over loopback HTTP. After each hook it prints a ``juju status``-like
+line (the unit's status) and the scalesets GARM holds. Exits 0 only if the story ends
+converged. Until a Juju controller is at hand, this is how to watch a label change
+happen without a job lost.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+import warnings
 from datetime import timedelta
 
-from garm_client import GarmClient
-from reconciler import Outcome, reconcile
-from spec import Desired, ScalesetSpec, Settings
-from state import RelationState
-from status import summarise
-from tests.clock import FakeClock
-from tests.garm_double import GarmDouble
+from ops import testing
 
-SETTINGS = Settings()
+from charm import GarmCharm
+from tests.clock import FakeClock
+from tests.databags import SECOND_UNIT
+from tests.garm_double import GarmDouble
+from tests.sandbox import charm_state, sandboxed_machine
+
+CI = {**SECOND_UNIT, "name": "ci", "provider_name": "garm-configurator-0", "labels": "linux,x64"}
+BIG = {
+    **SECOND_UNIT,
+    "name": "big",
+    "provider_name": "garm-configurator-1",
+    "labels": "linux,x64,large",
+    "min_idle_runner": "1",
+}
 
 
 class Story:
-    """A GARM double, a clock, and the units of garm-configurator currently related."""
+    """A garm unit, the configurator units related to it, and the GARM it runs."""
 
-    def __init__(self, garm: GarmDouble, clock: FakeClock):
-        self.garm = garm
-        self.clock = clock
-        self.units: dict[str, ScalesetSpec] = {}
-        self.client = GarmClient(garm.url, garm.username, garm.password)
+    def __init__(self, garm: GarmDouble, clock: FakeClock, state: testing.State):
+        self.garm, self.clock, self.state = garm, clock, state
+        self.ctx = testing.Context(GarmCharm)
         self.hook = 0
 
-    def publish(self, unit: str, name: str, labels: tuple[str, ...], min_idle: int = 0):
-        provider = unit.replace("/", "-")
-        self.garm.add_provider(provider)
-        self.units[unit] = ScalesetSpec(
-            source=unit,
-            name=name,
-            entity_kind="organization",
-            entity_name="example-org",
-            provider_name=provider,
-            image="ubuntu-24.04",
-            flavor="m1.small",
-            os_arch="amd64",
-            max_runners=4,
-            min_idle_runners=min_idle,
-            labels=labels,
+    def units(self, **units: dict[str, str]) -> testing.Relation:
+        """The configurator relation now holding exactly ``units`` (by unit number)."""
+        relation = next(
+            r
+            for r in self.state.relations
+            if isinstance(r, testing.Relation) and r.endpoint == "garm-configurator"
         )
+        data = {int(k.removeprefix("u")): v for k, v in units.items()}
+        new = dataclasses.replace(relation, remote_units_data=data)
+        self.state = dataclasses.replace(self.state, relations=[new])
+        return new
 
-    def pass_(self, event: str) -> Outcome:
+    def run(self, name: str, event) -> None:
         self.hook += 1
         self.garm.tick()
-        desired = Desired(tuple(self.units.values()))
-        outcome = reconcile(self.client, desired, self.clock.now, SETTINGS)
-        summary = summarise(outcome, RelationState(True, desired))
-        print(f"hook {self.hook:>2} {event:<34} garm/0 {summary.kind}: {summary.message}")
+        self.state = self.ctx.run(event, self.state)
+        status = self.state.unit_status
+        print(f"hook {self.hook:>2} {name:<36} garm/0 {status.name}: {status.message}")
         for scaleset in sorted(self.garm.scalesets(), key=lambda s: s["id"]):
             runners = [i for i in self.garm.instances() if i["scale_set_id"] == scaleset["id"]]
             busy = sum(i.get("runner_status") == "active" for i in runners)
@@ -65,51 +67,62 @@ class Story:
                 f"{'':>8}{scaleset['name']:<12}{state}[{labels}] "
                 f"runners={len(runners)} busy={busy}"
             )
-        return outcome
 
-    def converged(self) -> bool:
-        outcome = reconcile(
-            self.client, Desired(tuple(self.units.values())), self.clock.now, SETTINGS
-        )
-        return outcome.ok and not outcome.progress and not outcome.done
+    def update_status(self, minutes: int = 5) -> None:
+        self.clock.advance(timedelta(minutes=minutes))
+        self.run("update-status", self.ctx.on.update_status())
 
 
 def main() -> int:
     """Tell the story; exit 0 only if it ends converged."""
+    warnings.filterwarnings("ignore", message=".*has no effect in the context it was used")
     clock = FakeClock()
-    with GarmDouble(clock=clock) as garm:
+    with sandboxed_machine() as root, GarmDouble(clock=clock) as garm:
         garm.add_org("example-org")
-        story = Story(garm, clock)
-        story.pass_("install")
-        story.publish("garm-configurator/0", "ci", ("linux", "x64"))
-        story.publish("garm-configurator-big/0", "big", ("linux", "x64", "large"), min_idle=1)
-        story.pass_("garm-configurator-relation-changed")
-        story.pass_("update-status")
+        garm.add_provider("garm-configurator-0")
+        garm.add_provider("garm-configurator-1")
+        relation = testing.Relation("garm-configurator", remote_app_name="garm-configurator")
+        story = Story(garm, clock, charm_state(garm, root))
+        story.run("install", story.ctx.on.install())
+        story.state = dataclasses.replace(story.state, relations=[relation])
+        relation = story.units(u0=CI, u1=BIG)
+        story.run(
+            "garm-configurator-relation-changed",
+            story.ctx.on.relation_changed(relation, remote_unit=1),
+        )
+        story.update_status()
+        story.update_status()
 
         ci = next(s for s in garm.scalesets() if "ci" in [t["name"] for t in s["tags"]])
         job = garm.add_runner(ci["id"], runner_status="active")
-        print(f"{'':>8}(a job starts on runner {job})")
-        story.publish("garm-configurator/0", "ci", ("linux", "arm64"))
-        story.pass_("config-changed (labels)")
-        story.clock.advance(timedelta(minutes=5))
-        story.pass_("update-status")
+        print(f"{'':>8}(a job starts on {job}, a runner of ci)")
+        relation = story.units(u0={**CI, "labels": "linux,arm64"}, u1=BIG)
+        story.run(
+            "config-changed on the configurator",
+            story.ctx.on.relation_changed(relation, remote_unit=0),
+        )
+        story.update_status()
 
         garm.finish_job(job)
         print(f"{'':>8}(the job on {job} finishes)")
-        story.clock.advance(timedelta(minutes=5))
-        story.pass_("update-status")
-        story.pass_("update-status")
+        story.update_status()
+        story.update_status()
 
-        del story.units["garm-configurator-big/0"]
-        story.pass_("garm-configurator-relation-departed")
-        story.clock.advance(timedelta(minutes=5))
-        story.pass_("update-status")
-        story.pass_("update-status")
+        relation = story.units(u0={**CI, "labels": "linux,arm64"})
+        story.run(
+            "relation-departed (unit 1)",
+            story.ctx.on.relation_departed(relation, remote_unit=1, departing_unit=1),
+        )
+        story.update_status()
+        story.update_status()
+        story.update_status()
 
-        ok = story.converged() and len(garm.scalesets()) == 1
-        print("converged" if ok else "NOT converged")
-        story.client.close()
-        return 0 if ok else 1
+        converged = (
+            story.state.unit_status == testing.ActiveStatus("1 scaleset in sync")
+            and len(garm.scalesets()) == 1
+        )
+        print("converged" if converged else "NOT converged")
+        return 0 if converged else 1
 
 
 if __name__ == "__main__":

@@ -703,3 +703,69 @@ def test_a_model_proxy_without_scheme_is_given_one_for_garm(
     proxy = tomllib.loads(machine.paths.config_file.read_text())["proxy"]
     assert proxy["http_proxy"] == "http://10.0.0.1:3128"
     assert proxy["no_proxy"] == "127.0.0.1,localhost"
+
+
+# --- hostile configurator data: named in status and logs, nothing else touched ----------
+
+BAD_UNITS = {
+    "missing name": {"name": None},
+    "missing flavor": {"flavor": None},
+    "missing os_arch": {"os_arch": None},
+    "missing max_runner": {"max_runner": None},
+    "missing provider_name": {"provider_name": None},
+    "missing org and repo": {"org": None},
+    "both org and repo": {"repo": "owner/name"},
+    "max_runner not a number": {"max_runner": "ten"},
+    "max_runner negative": {"max_runner": "-3"},
+    "max_runner zero": {"max_runner": "0"},
+    "max_runner huge": {"max_runner": "9" * 40},
+    "max_runner float": {"max_runner": "2.5"},
+    "max_runner unicode digits": {"max_runner": "٣"},
+    "min above max": {"min_idle_runner": "11"},
+    "name with slash": {"name": "a/b"},
+    "name with comma": {"name": "a,b"},
+    "name with newline": {"name": "ci\nrm -rf /"},
+    "name with shell": {"name": "$(reboot)"},
+    "name unicode": {"name": "ciş"},
+    "name too long": {"name": "n" * 65},
+    "name huge": {"name": "n" * 100_000},
+    "label with space": {"labels": "linux,has space"},
+    "label with newline": {"labels": "linux\nx64"},
+    "label injection": {"labels": "linux,'; DROP TABLE tags; --"},
+    "too many labels": {"labels": ",".join(f"l{i}" for i in range(40))},
+    "label too long": {"labels": "l" * 65},
+    "os_arch unknown": {"os_arch": "sparc64"},
+    "org with spaces": {"org": "my org"},
+    "repo without owner": {"org": None, "repo": "justname"},
+    "runner_group newline": {"runner_group": "Default\n[database]"},
+    "flavor control char": {"flavor": "m1\x07small"},
+    "scripts not json": {"pre_install_scripts": "{not json"},
+    "scripts not an object": {"pre_install_scripts": '["echo hi"]'},
+    "script name traversal": {"pre_install_scripts": '{"../../etc/cron.d/x": "echo"}'},
+    "scripts huge": {"pre_install_scripts": '{"a.sh": "' + "x" * 70_000 + '"}'},
+    "duplicate name": {"name": "lg-x64", "provider_name": "garm-configurator-0"},
+}
+
+
+@pytest.mark.parametrize("change", BAD_UNITS.values(), ids=BAD_UNITS.keys())
+def test_a_hostile_unit_is_named_and_nothing_else_is_touched(
+    ctx, world, resources, change, caplog
+):
+    good = configurator(EXAMPLE_UNIT)
+    state = ctx.run(
+        ctx.on.relation_changed(good, remote_unit=0), make_state(world, resources, good)
+    )
+    before = world.scalesets()
+    writes = len(world.writes())
+
+    bad = {k: v for k, v in {**SECOND_UNIT, **change}.items() if v is not None}
+    state, relation = publish(state, good.id, 1, bad)
+    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=1), state)
+
+    assert state.unit_status.name == "blocked"
+    assert "garm-configurator/1" in state.unit_status.message
+    assert len(state.unit_status.message) < 400
+    errors = [log.message for log in ctx.juju_log if log.level == "ERROR"]
+    assert any("garm-configurator/1" in message for message in errors)
+    assert world.scalesets() == before  # the serving scaleset is untouched
+    assert [w for w in world.writes()[writes:] if w.path.startswith("/scalesets")] == []

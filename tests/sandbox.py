@@ -1,0 +1,56 @@
+"""The charm in-process on a sandboxed machine, for the demo and the benchmark.
+
+As in the unit tests: GARM's files go under a temporary root, systemctl and useradd are
+answered by fakes, and GARM itself is the double on loopback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from charmlibs import passwd
+from ops import testing
+
+import workload
+from charm import GarmCharm
+from tests.garm_double import GarmDouble
+from tests.machine import FakeSystemctl
+from tests.unit.test_charm import INTERNAL_SECRET, admin_secret
+
+
+@contextlib.contextmanager
+def sandboxed_machine() -> Iterator[Path]:
+    """Point the charm at a temporary root for as long as the block runs."""
+    root = Path(tempfile.mkdtemp())
+    saved = (GarmCharm.paths, GarmCharm.service_user, passwd.add_user, subprocess.run)
+    GarmCharm.paths = workload.Paths(root / "machine")
+    GarmCharm.service_user = pwd.getpwuid(os.getuid()).pw_name
+    passwd.add_user = lambda *_, **__: None  # type: ignore[assignment]
+    subprocess.run = FakeSystemctl()  # type: ignore[assignment]
+    try:
+        yield root
+    finally:
+        GarmCharm.paths, GarmCharm.service_user, passwd.add_user, subprocess.run = saved
+        shutil.rmtree(root)
+
+
+def charm_state(garm: GarmDouble, root: Path, *relations: testing.Relation) -> testing.State:
+    """A leader unit with its resources attached, its secrets made, pointed at ``garm``."""
+    resources = []
+    for name in ("garm", "garm-provider-openstack"):
+        (root / name).write_bytes(b"binary")
+        resources.append(testing.Resource(name=name, path=root / name))
+    return testing.State(
+        leader=True,
+        config={"api-port": int(garm.url.rsplit(":", 1)[1])},
+        relations=relations,
+        secrets=[admin_secret(garm), INTERNAL_SECRET],
+        resources=resources,
+    )
