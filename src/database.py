@@ -45,16 +45,6 @@ class GarmDatabase:
             [RequirerCommonModel(resource=DATABASE_NAME)],
             response_model=ResourceProviderModel,
         )
-        on = self._requirer.on
-        # What the library emits when the answer postgresql() reads has changed: the
-        # database and user were created, the primary moved, or the provider rotated the
-        # credentials (secret-changed on the user secret). Relation-broken is not among
-        # them because it is a plain charm event; postgresql() is None from then on.
-        self.events: tuple[ops.BoundEvent, ...] = (
-            on.resource_created,
-            on.endpoints_changed,
-            on.authentication_updated,
-        )
 
     def postgresql(self) -> PostgresqlDatabase | None:
         """Where GARM's database is, or None until the provider has fully answered.

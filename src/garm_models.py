@@ -98,9 +98,7 @@ class ScaleSet:
     entity_kind: EntityKind | None = None
     entity_id: str = ""
     entity_name: str = ""
-    desired_runner_count: int = 0
     created_at: datetime = GO_ZERO_TIME
-    updated_at: datetime = GO_ZERO_TIME
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ScaleSet:
@@ -148,9 +146,7 @@ class ScaleSet:
             entity_kind=kind,
             entity_id=entity_id,
             entity_name=entity_name,
-            desired_runner_count=_int(data, "desired_runner_count"),
             created_at=parse_time(data.get("created_at")),
-            updated_at=parse_time(data.get("updated_at")),
         )
 
 
