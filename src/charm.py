@@ -3,9 +3,13 @@
 
 Only the leader runs GARM. A pass: make sure GARM is installed, configured and running
 on this machine; make sure it has its admin, URLs, GitHub credentials and orgs/repos;
-then reconcile its scalesets. All the deciding happens in ``state``, ``garm_setup``,
-``planner`` and ``status``; this class gathers inputs from Juju and keeps the outcome
-for collect-status.
+then reconcile its scalesets. All the deciding happens in ``state``, ``lifecycle``,
+``garm_setup``, ``planner`` and ``status``; this class gathers inputs from Juju and keeps
+the outcome for collect-status.
+
+From its first hook of being removed (a ``-departed`` whose departing unit is this one,
+or goal-state saying it is dying) a unit reconciles no more: what it sees then is its
+own view shrinking, not the operator's intent (``docs/adr/0002``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import ops
+import ops.hookcmds
 
+import lifecycle
 import workload
 from database import GarmDatabase
 from garm_client import GarmApiError, GarmClient, GarmUnreachable
@@ -44,6 +50,7 @@ from garm_setup import (
     ensure_admin_and_urls,
     plan_setup,
 )
+from lifecycle import RelationView, SqliteTenancy
 from planner import Observed
 from reconciler import Outcome, describe_action, observe, preview, reconcile
 from state import (
@@ -71,6 +78,10 @@ PASS_BUDGET_SECONDS = 60.0
 START_TIMEOUT_SECONDS = 30.0
 RUNNING_TIMEOUT_SECONDS = 5.0
 STANDING_BY = "Standing by: the leader unit runs GARM"
+BEING_REMOVED = "Being removed: this unit changes no scaleset any more"
+PEERS = "garm-peers"
+# Peer application data: the unit whose machine holds GARM's sqlite data.
+SQLITE_HOME_KEY = "sqlite-home"
 
 
 class _NotReadyError(Exception):
@@ -87,11 +98,17 @@ class GarmCharm(ops.CharmBase):
     # Where GARM lives on the machine and who runs it; tests point these at a sandbox.
     paths = workload.Paths()
     service_user = workload.USER
+    # What earlier hooks on this unit saw of Juju that no later hook can see again.
+    _stored = ops.StoredState()
 
     def __init__(self, framework: ops.Framework):
         super().__init__(framework)
         self._summary: Summary | None = None
         self._outcome: Outcome | None = None
+        self._goal: ops.hookcmds.GoalState | None = None
+        # ``dying``: a -departed hook named this unit as departing. ``emptied``: ids of
+        # configurator relations whose last unit this unit saw depart.
+        self._stored.set_default(dying=False, emptied=[])
         # Writes the database request and tracks the provider's answer; the events it
         # would add all come inside hooks observed below, so none is observed twice.
         self.database = GarmDatabase(self, "postgresql")
@@ -102,32 +119,55 @@ class GarmCharm(ops.CharmBase):
             on.upgrade_charm,
             on.config_changed,
             on.leader_elected,
+            on.leader_settings_changed,
             on.update_status,
             on.secret_changed,
+            on[CONFIGURATOR].relation_created,
             on[CONFIGURATOR].relation_joined,
             on[CONFIGURATOR].relation_changed,
             on[CONFIGURATOR].relation_departed,
             on[CONFIGURATOR].relation_broken,
             on["postgresql"].relation_joined,
             on["postgresql"].relation_changed,
+            on["postgresql"].relation_departed,
             on["postgresql"].relation_broken,
+            on[PEERS].relation_changed,
+            on[PEERS].relation_departed,
         ):
             framework.observe(event, self._on_change)
+        framework.observe(on.stop, self._on_stop)
+        framework.observe(on.remove, self._on_remove)
         framework.observe(on.collect_unit_status, self._on_collect_status)
         framework.observe(on.get_credentials_action, self._on_get_credentials)
         framework.observe(on.plan_action, self._on_plan)
         framework.observe(on.reconcile_action, self._on_reconcile)
+        framework.observe(on.start_empty_garm_action, self._on_start_empty_garm)
 
     # --- events ---------------------------------------------------------------------
 
     def _on_change(self, event: ops.EventBase) -> None:
+        self._note_membership(event)
         self._summary = self._reconcile(event)
+
+    def _on_stop(self, _: ops.StopEvent) -> None:
+        """The unit is going: GARM stops with it (relations were torn down before)."""
+        self._stored.dying = True
+        if workload.stop(self.paths.unit_file):
+            logger.info("unit stopping: GARM stopped")
+        self._summary = Summary("maintenance", BEING_REMOVED)
+
+    def _on_remove(self, _: ops.RemoveEvent) -> None:
+        """Take GARM's configuration, secrets and data off the machine."""
+        workload.stop(self.paths.unit_file)
+        workload.remove(self.paths)
+        logger.info("GARM's files removed from this machine")
 
     def _on_collect_status(self, event: ops.CollectStatusEvent) -> None:
         if self._summary is None:
             return  # an action that changed nothing: the last status still holds
         status = {
             "active": ops.ActiveStatus,
+            "maintenance": ops.MaintenanceStatus,
             "waiting": ops.WaitingStatus,
             "blocked": ops.BlockedStatus,
         }[self._summary.kind]
@@ -147,6 +187,9 @@ class GarmCharm(ops.CharmBase):
     def _on_plan(self, event: ops.ActionEvent) -> None:
         if not self.unit.is_leader():
             event.fail("Run this on the leader unit: juju run garm/leader plan")
+            return
+        if self._dying():
+            event.fail(BEING_REMOVED)
             return
         try:
             settings = settings_from_config(self.config)
@@ -172,6 +215,9 @@ class GarmCharm(ops.CharmBase):
         )
 
     def _on_reconcile(self, event: ops.ActionEvent) -> None:
+        if self._dying():
+            event.fail(BEING_REMOVED)
+            return
         summary = self._summary = self._reconcile(None)
         done = self._outcome.done if self._outcome else ()
         event.set_results(
@@ -181,14 +227,62 @@ class GarmCharm(ops.CharmBase):
             }
         )
 
+    def _on_start_empty_garm(self, event: ops.ActionEvent) -> None:
+        """Let this leader start an empty GARM after the unit with the sqlite data left."""
+        peers = self.model.get_relation(PEERS)
+        home = peers.data[self.app].get(SQLITE_HOME_KEY) if peers else None
+        if not self.unit.is_leader():
+            event.fail("Run this on the leader unit: juju run garm/leader start-empty-garm")
+        elif peers is None or home in (None, self.unit.name):
+            event.fail("Nothing to do: this unit already may run GARM")
+        elif home in self._peer_units():
+            event.fail(f"{home} still holds GARM's data: scale to one unit instead")
+        else:
+            peers.data[self.app][SQLITE_HOME_KEY] = self.unit.name
+            logger.warning("GARM's sqlite data on %s given up; %s starts GARM", home, self.unit)
+            event.set_results({"previous-home": home, "home": self.unit.name})
+
     # --- the pass -------------------------------------------------------------------
+
+    def _note_membership(self, event: ops.EventBase) -> None:
+        """Keep what this hook alone shows: this unit leaving, a relation emptied."""
+        if isinstance(event, ops.RelationDepartedEvent):
+            if event.departing_unit == self.unit:
+                self._stored.dying = True
+            elif event.relation.name == CONFIGURATOR:
+                remaining = [u for u in event.relation.units if u != event.departing_unit]
+                if not remaining and event.relation.id not in self._stored.emptied:
+                    self._stored.emptied.append(event.relation.id)
+        elif isinstance(event, ops.RelationJoinedEvent) and event.relation.id in (
+            self._stored.emptied
+        ):
+            self._stored.emptied.remove(event.relation.id)
+
+    def _dying(self) -> bool:
+        """Whether this unit's removal has begun, as a hook here or Juju's goal-state says."""
+        goal = self._goal_state()
+        units = {n: g.status for n, g in goal.units.items()} if goal else None
+        return bool(self._stored.dying) or lifecycle.unit_dying(units, self.unit.name)
+
+    def _goal_state(self) -> ops.hookcmds.GoalState | None:
+        """Juju's goal-state, read once per hook; None when the tool fails."""
+        if self._goal is None:
+            try:
+                self._goal = ops.hookcmds.goal_state()
+            except (ops.hookcmds.Error, ValueError, KeyError) as exc:
+                logger.warning("goal-state could not be read: %s", exc)
+        return self._goal
 
     def _reconcile(self, event: ops.EventBase | None) -> Summary:
         """One holistic pass: GARM on the machine, GARM's setup, then its scalesets."""
         self._outcome = None
+        if self._dying():
+            return Summary("maintenance", BEING_REMOVED)
         if not self.unit.is_leader():
             if workload.stop(self.paths.unit_file):
                 logger.info("not the leader any more: GARM stopped on this unit")
+            if self._on_sqlite() and self.app.planned_units() > 1:
+                return Summary("blocked", lifecycle.SQLITE_MULTI_UNIT)
             return Summary("active", STANDING_BY)
         try:
             settings = settings_from_config(self.config)
@@ -235,6 +329,12 @@ class GarmCharm(ops.CharmBase):
         )
         workload.ensure_directory(paths.data_dir, user)
         database, problems = self._database()
+        if isinstance(database, SqliteDatabase):
+            tenancy = self._sqlite_tenancy()
+            if not tenancy.may_run:
+                raise _NotReadyError(Summary("blocked", tenancy.problem))
+            if tenancy.problem:
+                problems.append(UnitProblem(self.unit.name, tenancy.problem, True))
         files = render_files(self._garm_config(self._providers(inputs), database))
         changed |= workload.write_files(paths.config_dir, files, user)
         unit = render_unit(str(paths.binary), str(paths.config_file), str(paths.data_dir), user)
@@ -278,6 +378,29 @@ class GarmCharm(ops.CharmBase):
         if related and current is None:
             raise _NotReadyError(Summary("waiting", "Waiting for PostgreSQL to answer"))
         return SqliteDatabase(str(self.paths.sqlite_file)), []
+
+    def _on_sqlite(self) -> bool:
+        """Whether GARM's data is (or would be) a local sqlite file, as any unit can tell."""
+        if self.model.get_relation("postgresql") is not None:
+            return False
+        path = self.paths.config_file
+        current = read_database(path.read_text()) if path.exists() else None
+        return not isinstance(current, PostgresqlDatabase)
+
+    def _sqlite_tenancy(self) -> SqliteTenancy:
+        """Whether this leader may run GARM on sqlite; records it as the data's home."""
+        peers = self.model.get_relation(PEERS)
+        home = peers.data[self.app].get(SQLITE_HOME_KEY) if peers else None
+        tenancy = lifecycle.sqlite_tenancy(
+            home, self.unit.name, self._peer_units(), self.app.planned_units()
+        )
+        if tenancy.claim and peers is not None:
+            peers.data[self.app][SQLITE_HOME_KEY] = self.unit.name
+        return tenancy
+
+    def _peer_units(self) -> set[str]:
+        peers = self.model.get_relation(PEERS)
+        return {u.name for u in peers.units} if peers else set()
 
     def _providers(self, inputs: GarmInputs) -> tuple[OpenstackProvider, ...]:
         """The related units' providers, plus every earlier one a live scaleset still uses.
@@ -360,7 +483,10 @@ class GarmCharm(ops.CharmBase):
     # --- inputs from Juju -----------------------------------------------------------
 
     def _relation_state(self, event: ops.EventBase | None) -> RelationState:
-        """Every configurator unit's databag, in a stable order, minus what is leaving."""
+        """Every configurator unit's databag, in a stable order, minus what is leaving.
+
+        Whether that view is whole is judged against Juju's goal-state (``lifecycle``).
+        """
         gone_relation = event.relation.id if isinstance(event, ops.RelationBrokenEvent) else None
         gone_unit = event.departing_unit if isinstance(event, ops.RelationDepartedEvent) else None
         relations = [
@@ -368,13 +494,24 @@ class GarmCharm(ops.CharmBase):
             for r in sorted(self.model.relations[CONFIGURATOR], key=lambda r: r.id)
             if r.id != gone_relation
         ]
-        units = [
-            (unit.name, dict(relation.data[unit]))
-            for relation in relations
-            for unit in sorted(relation.units, key=lambda u: u.name)
-            if unit != gone_unit
-        ]
-        return relation_state(bool(relations), units)
+        members = {
+            r.id: sorted((u for u in r.units if u != gone_unit), key=lambda u: u.name)
+            for r in relations
+        }
+        goal = self._goal_state()
+        view = lifecycle.assess(
+            [
+                RelationView(r.id, r.app.name if r.app else "", frozenset(u.name for u in us))
+                for r, us in zip(relations, members.values(), strict=True)
+            ],
+            {n: g.status for n, g in goal.relations.get(CONFIGURATOR, {}).items()}
+            if goal
+            else None,
+            self._stored.emptied,
+            gone_unit.name if gone_unit else None,
+        )
+        units = [(u.name, dict(r.data[u])) for r in relations for u in members[r.id]]
+        return relation_state(bool(relations), units, view.complete, view.missing)
 
     def _resource(self, name: str) -> Path | None:
         """A resource's file, or None when it is not attached (Juju may hand an empty one)."""

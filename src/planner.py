@@ -13,7 +13,11 @@ A changeover, per logical scaleset:
 3. a retired predecessor with no instance left is deleted;
 4. past the drain deadline its remaining instances are force-removed first.
 
-Scalesets that belong to no logical name (orphans) take steps 2-4 straight away.
+Scalesets that belong to no logical name (orphans) take steps 2-4 too. Every
+retirement, of a predecessor or an orphan, waits until each label the leaving scaleset
+serves that a current spec on its org/repo still asks for is served by a live scaleset,
+so no label that is asked for goes unserved. Nothing is retired or deleted at all while
+``Desired.complete`` is False: a partial view of Juju is not intent (ADR 0002).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from naming import (
     generation_index,
     generation_name,
     is_legacy,
+    normalise_labels,
     observed_key,
     spec_key,
 )
@@ -212,14 +217,76 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
     )
     instances = _instances_by_scaleset(observed.instances)
     taken = {s.name.lower() for s in observed.scalesets}
-    for spec in selection.specs:
-        contested = spec.name.lower() in selection.contested
-        family = _Family(spec, families[spec.name.lower()], contested)
-        _plan_family(family, observed, instances, taken, now, settings, draft)
-    for orphan in orphans if selection.sweep else ():
-        phase = _plan_retirement(orphan, instances[orphan.id], True, now, settings, draft)
+    ctx = _Context(instances, now, settings, not desired.complete, draft)
+    planned = [
+        _plan_current(
+            _Family(spec, families[spec.name.lower()], spec.name.lower() in selection.contested),
+            observed,
+            taken,
+            ctx,
+        )
+        for spec in selection.specs
+    ]
+    cover = _Cover(_asked_labels(desired.specs), _served_labels(planned))
+    for current in planned:
+        _plan_predecessors(current, cover, ctx)
+    for orphan in orphans if selection.sweep and desired.complete else ():
+        phase = _plan_retirement(orphan, cover.covers(orphan), ctx)
         draft.progress.append(Progress(None, orphan.name, phase, len(instances[orphan.id])))
     return Plan(tuple(draft.actions), tuple(draft.progress), tuple(draft.skipped))
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every step of one plan reads: runners, time, limits, and the view's state.
+
+    ``hold`` is True on an incomplete view of Juju: no retire, force-remove or delete.
+    """
+
+    instances: dict[int, list[Instance]]
+    now: datetime
+    settings: Settings
+    hold: bool
+    draft: _Draft
+
+
+EntityKey = tuple[str, str]
+
+
+def _entity_of(scaleset: ScaleSet) -> EntityKey:
+    return (scaleset.entity_kind or "", scaleset.entity_name.lower())
+
+
+def _served_by(scaleset: ScaleSet) -> set[str]:
+    """The labels jobs can target a scaleset by: its tags and, as GARM sends it, its name."""
+    return set(normalise_labels((*scaleset.labels, scaleset.name)))
+
+
+def _asked_labels(specs: Iterable[ScalesetSpec]) -> dict[EntityKey, set[str]]:
+    """Per org/repo, every label some current spec asks for (its logical name included)."""
+    asked: dict[EntityKey, set[str]] = defaultdict(set)
+    for spec in specs:
+        asked[(spec.entity_kind, spec.entity_name.lower())] |= set(spec_key(spec).labels)
+    return asked
+
+
+@dataclass(frozen=True)
+class _Cover:
+    """Which labels are asked for and which are served by a live current generation."""
+
+    asked: dict[EntityKey, set[str]]
+    served: dict[EntityKey, set[str]]
+
+    def covers(self, leaving: ScaleSet) -> bool:
+        """Whether every asked-for label of a leaving scaleset is served by a live one.
+
+        The hand-over rule of a label change, applied to every retirement: a renamed,
+        unpublished or departed unit's scaleset goes only once what it serves that is
+        still asked for is served elsewhere; what nobody asks for goes at once.
+        """
+        entity = _entity_of(leaving)
+        wanted = _served_by(leaving) & self.asked.get(entity, set())
+        return wanted <= self.served.get(entity, set())
 
 
 @dataclass(frozen=True)
@@ -241,10 +308,13 @@ class _Selection:
 def _select(desired: Desired, observed: Observed, draft: _Draft) -> _Selection:
     """Pick the specs to act on; the rest are reported and their scalesets kept.
 
-    Of several units publishing one name, the one whose generation already serves wins,
-    then the first by application and unit number; the others are reported. A spec whose
-    provider or org/repo is not registered in GARM yet cannot be created, but its live
-    scalesets are kept.
+    Units of one application publishing one name are one scaleset (every configurator
+    unit publishes its scaleset, only its leader its provider): the unit whose generation
+    already serves defines it, else one whose provider GARM has, else the first by unit
+    number; the others are not reported at all. Of several *applications* publishing one
+    name, the one whose generation already serves wins, then the first by application;
+    the others are reported as duplicates. A spec whose provider or org/repo is not
+    registered in GARM yet cannot be created, but its live scalesets are kept.
     """
     held: set[str] = set()
     sweep = True
@@ -255,7 +325,7 @@ def _select(desired: Desired, observed: Observed, draft: _Draft) -> _Selection:
         else:
             sweep = False
     groups: dict[str, list[ScalesetSpec]] = defaultdict(list)
-    for spec in desired.specs:
+    for spec in _one_per_application(desired.specs, observed):
         groups[spec.name.lower()].append(spec)
     winners: list[ScalesetSpec] = []
     contested: set[str] = set()
@@ -284,6 +354,24 @@ def _select(desired: Desired, observed: Observed, draft: _Draft) -> _Selection:
         held.add(logical)
     contested |= held & set(chosen)
     return _Selection(list(chosen.values()), held - set(chosen), contested, sweep)
+
+
+def _one_per_application(specs: Iterable[ScalesetSpec], observed: Observed) -> list[ScalesetSpec]:
+    """Of the units of one application publishing one name, the one that defines it."""
+    groups: dict[tuple[str, str], list[ScalesetSpec]] = defaultdict(list)
+    for spec in specs:
+        groups[(_unit_order(spec)[0], spec.name.lower())].append(spec)
+    return [
+        min(
+            group,
+            key=lambda s: (
+                not _serving(s, observed),
+                s.provider_name not in observed.providers,
+                _unit_order(s),
+            ),
+        )
+        for group in groups.values()
+    ]
 
 
 def _unit_order(spec: ScalesetSpec) -> tuple[str, int, str]:
@@ -381,43 +469,55 @@ class _Family:
     contested: bool
 
 
-def _plan_family(
-    family: _Family,
-    observed: Observed,
-    instances: dict[int, list[Instance]],
-    taken: set[str],
-    now: datetime,
-    settings: Settings,
-    draft: _Draft,
-) -> None:
-    """Plan one logical scaleset: its current generation, then its predecessors.
+@dataclass(frozen=True)
+class _Current:
+    """A family after its current generation was planned: which one it is, and if live."""
+
+    family: _Family
+    scaleset: ScaleSet | None
+    live: bool
+
+
+def _plan_current(family: _Family, observed: Observed, taken: set[str], ctx: _Context) -> _Current:
+    """Create the family's current generation, or update it in place."""
+    spec = family.spec
+    key = spec_key(spec)
+    current = _pick_current(spec, family.members, key, ctx.settings)
+    if current is None:
+        _plan_create(spec, key, observed, taken, ctx.settings, ctx.draft)
+        return _Current(family, None, False)
+    changes = _update_changes(spec, current, ctx.now)
+    if changes:
+        purpose = "update" if current.enabled else "re-enable"
+        ctx.draft.actions.append(UpdateScaleset(current.id, current.name, changes, purpose))
+    live = _is_live(current, spec, ctx.instances[current.id], ctx.now, ctx.settings)
+    return _Current(family, current, live)
+
+
+def _served_labels(planned: Iterable[_Current]) -> dict[EntityKey, set[str]]:
+    """Per org/repo, the labels live current generations serve."""
+    served: dict[EntityKey, set[str]] = defaultdict(set)
+    for current in planned:
+        if current.live and current.scaleset is not None:
+            served[_entity_of(current.scaleset)] |= _served_by(current.scaleset)
+    return served
+
+
+def _plan_predecessors(current: _Current, cover: _Cover, ctx: _Context) -> None:
+    """Retire, drain and delete a family's predecessors once its current one serves.
 
     In a contested family (a duplicate name) another unit's generation may be among the
     members, so nothing serving is retired until the operator settles the duplicate.
     """
-    spec = family.spec
-    key = spec_key(spec)
-    current = _pick_current(spec, family.members, key, settings)
-    predecessors = [m.scaleset for m in family.members if m.scaleset is not current]
-    if current is None:
-        live = False
-        _plan_create(spec, key, observed, taken, settings, draft)
-    else:
-        live = _is_live(current, spec, instances[current.id], now, settings)
-        changes = _update_changes(spec, current, now)
-        if changes:
-            purpose = "update" if current.enabled else "re-enable"
-            draft.actions.append(UpdateScaleset(current.id, current.name, changes, purpose))
-    may_retire = live and not family.contested
-    phases = [
-        _plan_retirement(p, instances[p.id], may_retire, now, settings, draft)
-        for p in predecessors
-    ]
-    runners = sum(len(instances[p.id]) for p in predecessors)
-    phase = _family_phase(current, bool(predecessors), phases)
+    family, serving = current.family, current.scaleset
+    predecessors = [m.scaleset for m in family.members if m.scaleset is not serving]
+    may_retire = current.live and not family.contested
+    phases = [_plan_retirement(p, may_retire and cover.covers(p), ctx) for p in predecessors]
+    runners = sum(len(ctx.instances[p.id]) for p in predecessors)
+    phase = _family_phase(serving, bool(predecessors), phases)
     if phase is not None and not family.contested:
-        name = current.name if current else ""
-        draft.progress.append(Progress(spec.name, name, phase, runners))
+        name = serving.name if serving else ""
+        ctx.draft.progress.append(Progress(family.spec.name, name, phase, runners))
 
 
 def _plan_create(
@@ -539,25 +639,22 @@ def _is_live(
     return now - since >= settings.handover_timeout
 
 
-def _plan_retirement(
-    scaleset: ScaleSet,
-    instances: list[Instance],
-    may_retire: bool,
-    now: datetime,
-    settings: Settings,
-    draft: _Draft,
-) -> Phase:
+def _plan_retirement(scaleset: ScaleSet, may_retire: bool, ctx: _Context) -> Phase:
     """Retire, drain and delete one scaleset that is no longer wanted.
 
     Disabling alone does not drain in GARM (its scale-down target is
     ``min(min_idle + desired, max)``), so retirement also zeroes both counts. A scaleset
     found disabled without a readable stamp is stamped now; so is one found enabled.
+    On an incomplete view nothing is written: the phase is only reported.
     """
+    instances, now = ctx.instances[scaleset.id], ctx.now
+    if scaleset.enabled and (ctx.hold or not may_retire):
+        return Phase.HANDING_OVER
+    if ctx.hold:
+        return Phase.DRAINING if instances else Phase.AWAITING_DELETION
     retired_at = read_retirement_stamp(scaleset.extended_state)
     changes: dict[str, Any] = {}
     if scaleset.enabled:
-        if not may_retire:
-            return Phase.HANDING_OVER
         changes["enabled"] = False
     if scaleset.min_idle_runners:
         changes["min_idle_runners"] = 0
@@ -567,9 +664,9 @@ def _plan_retirement(
         # Found enabled again (by hand, say), it may have taken new jobs: a fresh stamp.
         changes["extended_state"] = retirement_stamp(now)
     if changes or retired_at is None:
-        draft.actions.append(UpdateScaleset(scaleset.id, scaleset.name, changes, "retire"))
+        ctx.draft.actions.append(UpdateScaleset(scaleset.id, scaleset.name, changes, "retire"))
         return Phase.RETIRING
-    return _plan_drain(scaleset, retired_at, instances, now, settings, draft)
+    return _plan_drain(scaleset, retired_at, instances, now, ctx.settings, ctx.draft)
 
 
 def _plan_drain(

@@ -56,10 +56,17 @@ class HeldSpec:
 
 @dataclass(frozen=True)
 class Desired:
-    """Everything the relation currently asks for."""
+    """Everything the relation currently asks for.
+
+    ``complete`` is False when this unit's view of Juju may be missing units that are
+    related (its own removal under way, units Juju lists that have not joined here yet):
+    what such a view does not show is not evidence that the operator wants it gone, so
+    nothing may be retired, drained away or deleted on it (ADR 0002).
+    """
 
     specs: tuple[ScalesetSpec, ...] = ()
     held: tuple[HeldSpec, ...] = ()
+    complete: bool = True
 
 
 @dataclass(frozen=True)

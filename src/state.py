@@ -33,12 +33,14 @@ class RelationState:
     ``silent`` lists units related but with no scaleset published yet: nothing of theirs
     can exist in GARM, so they hold nothing back, but the operator may want to know.
     ``units`` keeps every unit whose data parsed, for what GARM itself needs of them.
+    ``unseen`` names what an incomplete view waits for (``desired.complete`` False).
     """
 
     related: bool
     desired: Desired
     silent: tuple[str, ...] = ()
     units: tuple[tuple[str, ConfiguratorUnitData], ...] = ()
+    unseen: str = ""
 
 
 @dataclass(frozen=True)
@@ -92,15 +94,23 @@ def _int_option(config: Mapping[str, object], name: str, default: int) -> int:
     return value
 
 
-def relation_state(related: bool, units: Iterable[tuple[str, Mapping[str, str]]]) -> RelationState:
+def relation_state(
+    related: bool,
+    units: Iterable[tuple[str, Mapping[str, str]]],
+    complete: bool = True,
+    unseen: str = "",
+) -> RelationState:
     """Parse every configurator unit's databag into a spec, a held spec, or nothing yet.
 
     ``units`` is (unit name, databag) in a stable order. A unit whose data breaks the
-    contract is held (blocking) so its live scaleset is left serving; one whose image is
-    not known yet is held (waiting) for the same reason.
+    contract, or names another unit's provider, is held (blocking) so its live scaleset
+    is left serving; one whose image is not known yet is held (waiting) for the same
+    reason. ``complete`` says whether the view shows every related unit, ``unseen`` what
+    it waits for if not (``lifecycle.assess``).
     """
     specs: list[ScalesetSpec] = []
     held: list[HeldSpec] = []
+    not_ready: dict[tuple[str, str], HeldSpec] = {}
     silent: list[str] = []
     parsed_units: list[tuple[str, ConfiguratorUnitData]] = []
     for unit, data in units:
@@ -109,18 +119,56 @@ def relation_state(related: bool, units: Iterable[tuple[str, Mapping[str, str]]]
             continue
         try:
             parsed = ConfiguratorUnitData.from_databag(data)
+            _check_owner(unit, parsed)
         except DatabagError as exc:
             logger.error("garm-configurator unit %s published invalid data: %s", unit, exc)
             held.append(HeldSpec(unit, _raw_name(data), f"invalid {exc}"))
             continue
         parsed_units.append((unit, parsed))
         if parsed.image_id is None:
-            held.append(HeldSpec(unit, parsed.name, "image_id not published yet", False))
+            group = (application_of(unit), parsed.name.lower())
+            not_ready.setdefault(group, HeldSpec(unit, parsed.name, _NO_IMAGE, False))
             continue
         specs.append(spec_from_unit(unit, parsed))
+    # Units of one application publishing one name are one scaleset: while one of them
+    # can define it, the others still waiting for their image are no news.
+    defined = {(application_of(s.source), s.name.lower()) for s in specs}
+    held += [h for group, h in not_ready.items() if group not in defined]
     return RelationState(
-        related, Desired(tuple(specs), tuple(held)), tuple(silent), tuple(parsed_units)
+        related,
+        Desired(tuple(specs), tuple(held), complete),
+        tuple(silent),
+        tuple(parsed_units),
+        unseen,
     )
+
+
+_NO_IMAGE = "image_id not published yet"
+
+
+def application_of(unit: str) -> str:
+    """The application a unit name belongs to (``garm-configurator/3`` → its app)."""
+    return unit.rpartition("/")[0] or unit
+
+
+def own_provider(unit: str) -> str:
+    """The provider a configurator unit defines: its unit name with ``-`` for ``/``."""
+    return unit.replace("/", "-")
+
+
+def _check_owner(unit: str, data: ConfiguratorUnitData) -> None:
+    """Refuse data that names a provider other than the unit's own.
+
+    The configurator derives ``provider_name`` from its own unit name. Any other value
+    would have this unit's OpenStack settings replace another unit's provider, whose
+    runners would then boot in a foreign project, silently.
+    """
+    if data.provider_name != own_provider(unit):
+        raise DatabagError(
+            "provider_name",
+            f"{data.provider_name!r} is not this unit's own provider "
+            f"({own_provider(unit)!r}); a unit may only define its own",
+        )
 
 
 def _raw_name(data: Mapping[str, str]) -> str:

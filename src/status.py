@@ -14,7 +14,7 @@ from planner import Phase, Progress
 from reconciler import Outcome
 from state import RelationState, UnitProblem
 
-StatusKind = Literal["active", "waiting", "blocked"]
+StatusKind = Literal["active", "maintenance", "waiting", "blocked"]
 # Past this many named problems the rest are counted, to keep the line readable.
 MAX_NAMED = 2
 
@@ -81,6 +81,8 @@ def _problem(
         count = len(outcome.errors)
         noun = "call" if count == 1 else "calls"
         return "waiting", f"GARM refused {count} {noun}: {outcome.errors[0].error}"
+    if not state.desired.complete:
+        return "waiting", f"Waiting for {state.unseen}: nothing is retired until then"
     waiting = [f"{s.source}: {s.reason}" for s in outcome.skipped if not s.blocking]
     waiting += [f"{p.unit}: {p.reason}" for p in problems if not p.blocking]
     waiting += [f"{unit}: no scaleset published yet" for unit in state.silent]

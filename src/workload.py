@@ -12,6 +12,7 @@ import hashlib
 import os
 import pwd
 import re
+import shutil
 import stat
 import tempfile
 import time
@@ -199,6 +200,18 @@ def stop(unit_path: Path) -> bool:
     # Gone until this unit leads again, so later hooks have nothing to stop.
     unit_path.unlink()
     return True
+
+
+def remove(paths: Paths) -> None:
+    """Delete GARM's binaries, configuration (secrets included) and data from the machine.
+
+    Run at the unit's ``remove`` hook, after GARM was stopped: all of it is this charm's
+    own, and the configuration holds the OpenStack passwords and GARM's passphrase.
+    """
+    for directory in (paths.config_dir, paths.data_dir):
+        shutil.rmtree(directory, ignore_errors=True)
+    for path in (paths.binary, paths.provider_binary, paths.unit_file):
+        path.unlink(missing_ok=True)
 
 
 def is_active() -> bool:

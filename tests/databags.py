@@ -47,3 +47,5 @@ SECOND_UNIT = {
     "labels": "self-hosted,linux,x64",
     "org": "example-org",
 }
+# SECOND_UNIT's scaleset as the only unit (garm-configurator/0) of its application.
+SOLE_UNIT = {**SECOND_UNIT, "provider_name": "garm-configurator-0"}

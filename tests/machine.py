@@ -1,13 +1,26 @@
-"""The machine's edge for tests: systemctl answered by a fake that knows GARM's unit."""
+"""The machine's edge for tests: the commands the charm runs, answered by a fake.
+
+``systemctl`` for GARM's unit, and Juju's ``goal-state`` hook tool, whose answer a test
+sets to what Juju would say about the model (``goal_state``, in the tool's JSON shape:
+``{"units": {name: {"status", "since"}}, "relations": {endpoint: {app or unit: ...}}}``).
+"""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any
 
+SINCE = "2026-01-01T00:00:00Z"
+
+
+def goal(status: str) -> dict[str, str]:
+    """One entry of goal-state's answer."""
+    return {"status": status, "since": SINCE}
+
 
 class FakeSystemctl:
-    """Stands in for subprocess.run; answers only the systemctl calls it knows."""
+    """Stands in for subprocess.run; answers only the commands it knows."""
 
     KNOWN = (
         ["daemon-reload"],
@@ -22,11 +35,22 @@ class FakeSystemctl:
         self.calls: list[list[str]] = []
         self.failing: set[str] = set()
         self.active = True
+        # What Juju says about the model; None makes the hook tool fail.
+        self.goal_state: dict[str, Any] | None = {"units": {}, "relations": {}}
 
     def __call__(self, cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        if list(cmd) == ["goal-state", "--format=json"]:
+            return self._goal_state(cmd, kwargs)
         assert cmd[0] == "systemctl" and cmd[1:] in self.KNOWN, f"unexpected command {cmd}"
         self.calls.append(cmd[1:])
         failed = cmd[1] in self.failing or (cmd[-2] == "is-active" and not self.active)
         if failed and kwargs.get("check"):
             raise subprocess.CalledProcessError(1, cmd, "", "failed")
         return subprocess.CompletedProcess(cmd, 3 if failed else 0, "", "")
+
+    def _goal_state(self, cmd: list[str], kwargs: dict[str, Any]) -> subprocess.CompletedProcess:
+        if self.goal_state is None:
+            if kwargs.get("check"):
+                raise subprocess.CalledProcessError(1, cmd, "", "ERROR goal-state failed")
+            return subprocess.CompletedProcess(cmd, 1, "", "ERROR goal-state failed")
+        return subprocess.CompletedProcess(cmd, 0, json.dumps(self.goal_state), "")

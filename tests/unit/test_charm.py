@@ -21,7 +21,13 @@ from ops import testing
 
 import workload
 from charm import ADMIN_SECRET_LABEL, INTERNAL_SECRET_LABEL, GarmCharm, strong_secret
-from tests.databags import EXAMPLE_UNIT, KEY_SECRET_URI, PASSWORD_SECRET_URI, SECOND_UNIT
+from tests.databags import (
+    EXAMPLE_UNIT,
+    KEY_SECRET_URI,
+    PASSWORD_SECRET_URI,
+    SECOND_UNIT,
+    SOLE_UNIT,
+)
 from tests.garm_double import FAKE_APP_KEY, GarmDouble
 from tests.machine import FakeSystemctl
 from tests.unit.test_database import (
@@ -167,7 +173,7 @@ def test_deploy_relate_creates_the_scaleset(ctx, world, resources):
 
 
 def test_label_change_shows_every_phase_until_converged(ctx, world, resources):
-    unit = dict(SECOND_UNIT)
+    unit = dict(SOLE_UNIT)
     relation = configurator(unit)
     state = ctx.run(
         ctx.on.relation_changed(relation, remote_unit=0), make_state(world, resources, relation)
@@ -211,7 +217,7 @@ def test_departed_unit_scaleset_is_retired_and_removed(ctx, world, resources):
 
 
 def test_relation_broken_sweeps_and_asks_for_the_integration(ctx, world, resources):
-    relation = configurator(SECOND_UNIT)
+    relation = configurator(SOLE_UNIT)
     state = ctx.run(
         ctx.on.relation_changed(relation, remote_unit=0), make_state(world, resources, relation)
     )
@@ -224,7 +230,7 @@ def test_relation_broken_sweeps_and_asks_for_the_integration(ctx, world, resourc
 
 
 def test_garm_down_is_waiting_and_deletes_nothing(ctx, world, resources):
-    relation = configurator(SECOND_UNIT)
+    relation = configurator(SOLE_UNIT)
     state = ctx.run(
         ctx.on.relation_changed(relation, remote_unit=0), make_state(world, resources, relation)
     )
@@ -251,12 +257,12 @@ def test_malformed_unit_is_named_and_the_other_still_reconciled(ctx, world, reso
 
 
 def test_invalid_data_leaves_the_live_scaleset_serving(ctx, world, resources):
-    relation = configurator(SECOND_UNIT)
+    relation = configurator(SOLE_UNIT)
     state = ctx.run(
         ctx.on.relation_changed(relation, remote_unit=0), make_state(world, resources, relation)
     )
     before = world.scalesets()
-    state, relation = publish(state, relation.id, 0, {**SECOND_UNIT, "labels": "bad label!"})
+    state, relation = publish(state, relation.id, 0, {**SOLE_UNIT, "labels": "bad label!"})
     state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
     assert state.unit_status == ops.BlockedStatus(
         "Fix garm-configurator/0: invalid labels: 'bad label!' is not a label "
@@ -266,12 +272,12 @@ def test_invalid_data_leaves_the_live_scaleset_serving(ctx, world, resources):
 
 
 def test_unit_still_publishing_is_waiting_not_gone(ctx, world, resources):
-    relation = configurator(SECOND_UNIT)
+    relation = configurator(SOLE_UNIT)
     state = ctx.run(
         ctx.on.relation_changed(relation, remote_unit=0), make_state(world, resources, relation)
     )
     before = world.scalesets()
-    phase_a = {k: v for k, v in SECOND_UNIT.items() if k != "image_id"}
+    phase_a = {k: v for k, v in SOLE_UNIT.items() if k != "image_id"}
     state, relation = publish(state, relation.id, 0, phase_a)
     state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
     assert state.unit_status == ops.WaitingStatus(
@@ -281,7 +287,7 @@ def test_unit_still_publishing_is_waiting_not_gone(ctx, world, resources):
 
 
 def test_non_leader_stands_by_without_calling_garm(ctx, world, resources):
-    relation = configurator(SECOND_UNIT)
+    relation = configurator(SOLE_UNIT)
     state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation, leader=False))
     assert state.unit_status == ops.ActiveStatus("Standing by: the leader unit runs GARM")
     assert world.requests == []
@@ -291,7 +297,7 @@ def test_empty_resource_blocks_with_the_remedy(ctx, world, resources):
     # Juju hands a charm an empty file for a resource nobody uploaded yet.
     empty = next(r for r in resources if r.name == "garm-provider-openstack")
     Path(empty.path).write_bytes(b"")
-    state = ctx.run(ctx.on.install(), make_state(world, resources, configurator(SECOND_UNIT)))
+    state = ctx.run(ctx.on.install(), make_state(world, resources, configurator(SOLE_UNIT)))
     assert state.unit_status == ops.BlockedStatus(
         "Attach the garm-provider-openstack resource: "
         "juju attach-resource garm garm-provider-openstack=<file>"
@@ -301,7 +307,7 @@ def test_empty_resource_blocks_with_the_remedy(ctx, world, resources):
 
 def test_invalid_config_blocks_naming_the_option(ctx, world, resources):
     state = make_state(
-        world, resources, configurator(SECOND_UNIT), config={"scaleset-name-budget": 3}
+        world, resources, configurator(SOLE_UNIT), config={"scaleset-name-budget": 3}
     )
     state = ctx.run(ctx.on.config_changed(), state)
     assert state.unit_status == ops.BlockedStatus(
@@ -310,7 +316,7 @@ def test_invalid_config_blocks_naming_the_option(ctx, world, resources):
 
 
 def test_plan_action_shows_writes_without_doing_them(ctx, world, resources):
-    state = make_state(world, resources, configurator(SECOND_UNIT))
+    state = make_state(world, resources, configurator(SOLE_UNIT))
     ctx.run(ctx.on.action("plan"), state)
     assert ctx.action_results is not None
     assert ctx.action_results["writes"] == "1"
@@ -320,7 +326,7 @@ def test_plan_action_shows_writes_without_doing_them(ctx, world, resources):
 
 
 def test_reconcile_action_runs_a_pass_now(ctx, world, resources):
-    state = make_state(world, resources, configurator(SECOND_UNIT))
+    state = make_state(world, resources, configurator(SOLE_UNIT))
     out = ctx.run(ctx.on.action("reconcile"), state)
     assert ctx.action_results is not None
     assert ctx.action_results["done"].startswith("create scaleset sm-")
@@ -609,7 +615,7 @@ def test_garm_holding_scalesets_in_sqlite_is_not_moved(ctx, world, resources, ma
 def test_a_lost_postgresql_answer_or_relation_never_falls_back_to_sqlite(
     ctx, world, resources, machine
 ):
-    state = ctx.run(ctx.on.install(), make_state(world, resources, configurator(SECOND_UNIT)))
+    state = ctx.run(ctx.on.install(), make_state(world, resources, configurator(SOLE_UNIT)))
     world.reset()  # a GARM with no scalesets yet
     world.add_provider("garm-configurator-0")
     world.add_org("example-org")
@@ -646,7 +652,7 @@ def test_generated_secrets_have_every_character_class():
 
 
 def test_a_unit_that_lost_leadership_stops_its_garm(ctx, world, resources, machine):
-    state = ctx.run(ctx.on.install(), make_state(world, resources, configurator(SECOND_UNIT)))
+    state = ctx.run(ctx.on.install(), make_state(world, resources, configurator(SOLE_UNIT)))
     assert machine.paths.unit_file.exists()
     machine.systemctl.calls.clear()
     follower = dataclasses.replace(state, leader=False)

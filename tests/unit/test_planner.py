@@ -19,6 +19,7 @@ from planner import (
     Observed,
     Phase,
     Plan,
+    Progress,
     RemoveInstance,
     UpdateScaleset,
     enabled_stamp,
@@ -198,9 +199,11 @@ def test_scaleset_with_a_hash_name_but_other_labels_is_not_a_member():
     # Same name as the spec's generation, but labels that do not hash to it.
     impostor = ScaleSet.from_json(scaleset_json(1, name_of(spec), labels=("ci", "windows")))
     result = run(spec, observed=observe(impostor))
-    retire = [a for a in result.actions if isinstance(a, UpdateScaleset)]
-    assert [a.scaleset_id for a in retire] == [1]  # retired as an orphan
-    assert result.progress[-1].logical_name is None
+    # Not a member: the spec's own generation is created under another candidate name.
+    (create,) = result.actions
+    assert isinstance(create, CreateScaleset) and create.name != name_of(spec)
+    # An orphan, but it serves "ci", which the spec asks for and nothing live serves yet.
+    assert result.progress[-1] == Progress(None, name_of(spec), Phase.HANDING_OVER)
 
 
 def test_scaleset_belonging_to_no_spec_is_an_orphan():
@@ -601,13 +604,13 @@ def test_held_spec_keeps_its_scalesets_untouched():
 
 def test_duplicate_logical_names_first_unit_wins_and_nothing_is_retired():
     winner = make_spec(source="garm-configurator/2")
-    loser = make_spec(source="garm-configurator/10", labels=("windows",), name="CI")
+    loser = make_spec(source="other-configurator/10", labels=("windows",), name="CI")
     live = generation(winner, 1)
     result = run(loser, winner, observed=observe(live))
     assert writes(result) == []
     assert [(s.source, s.reason, s.blocking) for s in result.skipped] == [
         (
-            "garm-configurator/10",
+            "other-configurator/10",
             "duplicate scaleset name 'CI', already published by garm-configurator/2",
             True,
         )
@@ -653,3 +656,116 @@ def test_lowering_the_budget_replaces_generations_that_no_longer_fit():
     (create,) = result.actions
     assert isinstance(create, CreateScaleset)
     assert create.name == name_of(spec)
+
+
+# --- rule 14: units of one configurator application are one scaleset -------------------
+
+LEADER_PROVIDER = "garm-configurator-1"
+
+
+def test_followers_of_one_application_are_neither_duplicates_nor_waiting():
+    # Every unit publishes the scaleset; only the leader (unit 1) has a provider in GARM.
+    units = [
+        make_spec(source=f"garm-configurator/{n}", provider_name=f"garm-configurator-{n}")
+        for n in range(3)
+    ]
+    result = run(*units, observed=observe(providers=(LEADER_PROVIDER,)))
+    (create,) = writes(result)
+    assert isinstance(create, CreateScaleset)
+    assert create.body["provider_name"] == LEADER_PROVIDER
+    assert result.skipped == ()
+
+
+def test_a_configurator_leader_change_keeps_the_serving_generation():
+    # The old leader (unit 1) keeps its Phase B; the new one (unit 0) publishes its own.
+    old = make_spec(source="garm-configurator/1", provider_name=LEADER_PROVIDER)
+    new = make_spec(source="garm-configurator/0", provider_name=PROVIDER)
+    live = generation(old, 1)
+    result = run(new, old, observed=observe(live, providers=(PROVIDER, LEADER_PROVIDER)))
+    assert writes(result) == []
+    assert result.skipped == ()
+
+
+def test_the_old_configurator_leader_leaving_hands_over_to_the_new_ones_provider():
+    old = make_spec(source="garm-configurator/0", provider_name=PROVIDER)
+    new = make_spec(source="garm-configurator/1", provider_name=LEADER_PROVIDER)
+    serving = generation(old, 1)
+    providers = (PROVIDER, LEADER_PROVIDER)
+    result = run(new, observed=observe(serving, providers=providers))
+    (create,) = writes(result)  # the old generation serves until the new one is live
+    assert isinstance(create, CreateScaleset)
+    replacement = generation(new, 2)
+    result = run(new, observed=observe(serving, replacement, providers=providers))
+    assert [(type(a), a.scaleset_id) for a in writes(result)] == [(UpdateScaleset, 1)]
+
+
+def test_an_application_whose_leader_has_no_provider_yet_waits_once():
+    units = [
+        make_spec(source=f"garm-configurator/{n}", provider_name=f"garm-configurator-{n}")
+        for n in range(3)
+    ]
+    result = run(*units, observed=observe(providers=()))
+    assert writes(result) == []
+    assert [(s.source, s.blocking) for s in result.skipped] == [("garm-configurator/0", False)]
+
+
+# --- rule 15: no label gap for any scaleset that leaves ------------------------------------
+
+
+def test_a_renamed_scaleset_serves_until_its_successor_is_live():
+    before = make_spec(name="ci", labels=("self-hosted", "linux", "x64"))
+    after = make_spec(name="ci2", labels=("self-hosted", "linux", "x64"))
+    old = generation(before, 1)
+    result = run(after, observed=observe(old))
+    assert [type(a) for a in writes(result)] == [CreateScaleset]  # the old one stays
+    assert Progress(None, old.name, Phase.HANDING_OVER) in result.progress
+    # Created but not registered on GitHub yet: still not live.
+    unregistered = generation(after, 2, scale_set_id=0)
+    assert writes(run(after, observed=observe(old, unregistered))) == []
+    live = generation(after, 2)
+    (retire,) = writes(run(after, observed=observe(old, live)))
+    assert isinstance(retire, UpdateScaleset) and retire.scaleset_id == 1
+    assert retire.purpose == "retire"
+
+
+def test_a_leaving_scaleset_whose_labels_nobody_asks_for_goes_at_once():
+    other = make_spec(name="big", labels=("gpu",))
+    gone = generation(make_spec(name="ci", labels=("arm64",)), 1)
+    result = run(other, observed=observe(gone, generation(other, 2)))
+    assert [(type(a), a.scaleset_id) for a in writes(result)] == [(UpdateScaleset, 1)]
+
+
+def test_a_leaving_scaleset_waits_for_another_spec_asking_its_labels():
+    # "big" asks for x64 too, but its generation is not registered yet.
+    big = make_spec(name="big", labels=("x64", "large"))
+    gone = generation(make_spec(name="ci", labels=("linux", "x64")), 1)
+    result = run(big, observed=observe(gone, generation(big, 2, scale_set_id=0)))
+    assert writes(result) == []
+    result = run(big, observed=observe(gone, generation(big, 2)))
+    assert [(type(a), a.scaleset_id) for a in writes(result)] == [(UpdateScaleset, 1)]
+
+
+def test_labels_asked_on_another_org_do_not_hold_a_leaving_scaleset():
+    elsewhere = make_spec(name="big", labels=("linux",), entity_name="other-org")
+    gone = generation(make_spec(name="ci", labels=("linux",)), 1)
+    result = run(elsewhere, observed=observe(gone, entities=(ORG, REPO)))
+    retired_ids = [a.scaleset_id for a in writes(result) if isinstance(a, UpdateScaleset)]
+    assert retired_ids == [1]
+
+
+# --- rule 16: an incomplete view of Juju retires and deletes nothing -----------------------
+
+
+def test_an_incomplete_view_creates_and_updates_but_never_retires_or_deletes():
+    spec = make_spec(labels=("linux", "arm64"), max_runners=7)
+    predecessor = generation(make_spec(labels=("linux", "x64")), 1)
+    current = generation(spec, 2, max_runners=3)
+    orphan = generation(make_spec(name="gone", labels=("gpu",)), 3)
+    empty = retired(generation(make_spec(name="old", labels=("z",)), 4))
+    stuck = retired(generation(make_spec(name="stuck", labels=("y",)), 5), at=T0)
+    observed = observe(predecessor, current, orphan, empty, stuck, instances=[runner("r1", stuck)])
+    incomplete = plan(Desired((spec,), complete=False), observed, NOW, SETTINGS)
+    assert writes(incomplete) == [UpdateScaleset(2, current.name, {"max_runners": 7}, "update")]
+    complete = plan(Desired((spec,)), observed, NOW, SETTINGS)
+    kinds = {type(a) for a in writes(complete)}
+    assert kinds == {UpdateScaleset, DeleteScaleset, RemoveInstance}

@@ -12,6 +12,8 @@ from spec import HeldSpec, ScalesetSpec, Settings
 from state import ConfigError, relation_state, settings_from_config, spec_from_unit
 from tests.databags import EXAMPLE_UNIT, SECOND_UNIT
 
+CFG0, CFG1 = "garm-configurator/0", "garm-configurator/1"
+
 
 def parse(**changes: str | None) -> ConfiguratorUnitData:
     data = {**SECOND_UNIT, **changes}
@@ -113,27 +115,67 @@ def test_hostile_values_are_refused_with_the_key_and_rule(changes, message):
 
 def test_bad_unit_is_held_by_name_and_the_others_proceed():
     bad = {**SECOND_UNIT, "max_runner": "ten"}
-    state = relation_state(True, [("u/0", bad), ("u/1", EXAMPLE_UNIT)])
+    state = relation_state(True, [(CFG0, EXAMPLE_UNIT), (CFG1, bad)])
     assert [s.name for s in state.desired.specs] == ["lg-x64"]
     assert state.desired.held == (
-        HeldSpec("u/0", "sm-x64", "invalid max_runner: must be a whole number, got 'ten'"),
+        HeldSpec(CFG1, "sm-x64", "invalid max_runner: must be a whole number, got 'ten'"),
     )
 
 
 @pytest.mark.parametrize("name", ["ci!", "a/b", "   "])
 def test_bad_unit_with_an_unusable_name_is_held_without_one(name):
-    state = relation_state(True, [("u/0", {**SECOND_UNIT, "name": name})])
+    state = relation_state(True, [(CFG1, {**SECOND_UNIT, "name": name})])
     (held,) = state.desired.held
     assert held.name == ""
 
 
 def test_unit_without_image_is_not_ready_rather_than_gone():
     phase_a = {k: v for k, v in SECOND_UNIT.items() if k != "image_id"}
-    state = relation_state(True, [("u/0", phase_a)])
+    state = relation_state(True, [(CFG1, phase_a)])
     assert state.desired.specs == ()
     assert state.desired.held == (
-        HeldSpec("u/0", "sm-x64", "image_id not published yet", blocking=False),
+        HeldSpec(CFG1, "sm-x64", "image_id not published yet", blocking=False),
     )
+
+
+def phase_a_of(unit: str, data: dict[str, str], *, image: bool = True) -> dict[str, str]:
+    """What a configurator follower publishes: its scaleset under its own provider."""
+    keys = {k: v for k, v in data.items() if not k.startswith(("openstack_", "github_"))}
+    if not image:
+        keys.pop("image_id")
+    return {**keys, "provider_name": unit.replace("/", "-")}
+
+
+def test_followers_waiting_for_their_image_are_no_news_once_the_leader_defines_it():
+    followers = [(f"garm-configurator/{n}", False) for n in (1, 2)]
+    units = [(CFG0, EXAMPLE_UNIT)] + [
+        (unit, phase_a_of(unit, EXAMPLE_UNIT, image=image)) for unit, image in followers
+    ]
+    state = relation_state(True, units)
+    assert [s.source for s in state.desired.specs] == [CFG0]
+    assert state.desired.held == ()
+
+
+def test_an_application_still_waiting_for_its_image_is_reported_once():
+    units = [(f"garm-configurator/{n}", None) for n in range(3)]
+    state = relation_state(
+        True, [(unit, phase_a_of(unit, SECOND_UNIT, image=False)) for unit, _ in units]
+    )
+    assert state.desired.held == (
+        HeldSpec(CFG0, "sm-x64", "image_id not published yet", blocking=False),
+    )
+
+
+@pytest.mark.parametrize("provider", ["garm-configurator-0", "other-app-1", "garm-configurator"])
+def test_a_unit_naming_another_units_provider_is_refused_and_defines_nothing(provider):
+    foreign = {**EXAMPLE_UNIT, "provider_name": provider, "openstack_username": "intruder"}
+    state = relation_state(True, [(CFG0, EXAMPLE_UNIT), (CFG1, foreign)])
+    assert [s.source for s in state.desired.specs] == [CFG0]
+    (held,) = state.desired.held
+    assert (held.source, held.blocking) == (CFG1, True)
+    assert held.reason.startswith(f"invalid provider_name: {provider!r} is not this unit's own")
+    # Nothing of it reaches GARM's setup, so it can rewrite no provider.
+    assert [unit for unit, _ in state.units] == [CFG0]
 
 
 def test_unit_that_published_nothing_yet_is_only_noted():

@@ -1,0 +1,124 @@
+"""Juju's lifecycle as rules: is this unit's view whole, and may it run GARM.
+
+Pure: the charm hands in what Juju told this hook (the relations and units it lists,
+``goal-state``'s answer, what earlier hooks on this unit saw) and acts on the verdict.
+Why these rules, with sources for the Juju facts behind them: ``docs/adr/0002``.
+
+A unit's ``relation-list`` is its *local* view: units whose ``-joined`` it has run and
+not yet departed. It can be short of what the operator asked for in ways that look
+exactly like a shrunk deployment: a relation between ``-created`` and its first
+``-joined`` (on a new leader too), a cross-model relation whose units are not in scope
+yet, a suspended cross-model relation. Deleting what such a view does not show would
+delete what users have, so a view is *complete* only when Juju itself says nothing is
+missing from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+
+# goal-state's relation statuses for a unit that is leaving scope, or whose life is over.
+_LEAVING = frozenset({"broken", "dying"})
+SQLITE_MULTI_UNIT = (
+    "GARM keeps its data in sqlite on one unit: relate postgresql, or scale to one unit"
+)
+
+
+@dataclass(frozen=True)
+class RelationView:
+    """One garm-configurator relation as this hook sees it.
+
+    ``units`` is ``relation-list`` without a unit departing in this very hook.
+    """
+
+    id: int
+    app: str
+    units: frozenset[str]
+
+
+@dataclass(frozen=True)
+class View:
+    """Whether this unit sees every related configurator unit; if not, who is missing."""
+
+    complete: bool
+    missing: str = ""
+
+
+def assess(
+    relations: Iterable[RelationView],
+    goal: Mapping[str, str] | None,
+    emptied: Collection[int],
+    departing: str | None = None,
+) -> View:
+    """Tell an incomplete view from a shrunk one.
+
+    ``goal`` maps every app and unit name ``goal-state`` lists under the
+    garm-configurator endpoint to its status (None: goal-state could not be read, so
+    nothing is known). ``emptied`` holds the relations this unit saw lose their last unit
+    through ``-departed``: for those, no units is what the operator did; for any other
+    relation, no units means its units have not joined here yet.
+    """
+    if goal is None:
+        return View(False, "Juju's goal-state to answer")
+    suspended = sorted(name for name, status in goal.items() if status == "suspended")
+    if suspended:
+        return View(False, f"the suspended relation with {suspended[0]} to resume")
+    for relation in sorted(relations, key=lambda r: r.id):
+        expected = {
+            name
+            for name, status in goal.items()
+            if name.startswith(f"{relation.app}/") and status not in _LEAVING
+        } - {departing}
+        unseen = sorted(expected - relation.units, key=_unit_order)
+        if unseen:
+            return View(False, f"{unseen[0]} to join")
+        if not relation.units and relation.id not in emptied:
+            return View(False, f"a unit of {relation.app} to join")
+    return View(True)
+
+
+def unit_dying(units: Mapping[str, str] | None, unit: str) -> bool:
+    """Whether goal-state says this unit's life is dying (its removal has begun)."""
+    return units is not None and units.get(unit) == "dying"
+
+
+@dataclass(frozen=True)
+class SqliteTenancy:
+    """Whether this leader may run GARM on its local sqlite data, and what to say.
+
+    ``claim`` asks the charm to record this unit as the one holding GARM's data.
+    """
+
+    may_run: bool
+    claim: bool = False
+    problem: str = ""
+
+
+def sqlite_tenancy(
+    home: str | None, unit: str, peers: Collection[str], planned_units: int
+) -> SqliteTenancy:
+    """Who may run GARM when its data is an sqlite file on one machine.
+
+    GARM's data cannot follow leadership to another machine. A new leader that started
+    an empty GARM would create every scaleset again beside the scale sets GitHub still
+    holds for the old GARM (GitHub refuses the duplicate names: every create fails), so
+    only the unit recorded as holding the data (``home``) runs GARM. The first leader to
+    run GARM records itself. ``peers`` are the other garm units this unit sees.
+    """
+    if home is not None and home != unit:
+        if home in peers:
+            problem = f"GARM's sqlite data is on {home}: scale to one unit so that it leads"
+        else:
+            problem = (
+                f"GARM's sqlite data left with {home}: delete its scale sets on GitHub, "
+                "then run the start-empty-garm action"
+            )
+        return SqliteTenancy(False, problem=problem)
+    problem = SQLITE_MULTI_UNIT if planned_units > 1 else ""
+    return SqliteTenancy(True, claim=home is None, problem=problem)
+
+
+def _unit_order(unit: str) -> tuple[str, int]:
+    app, _, number = unit.rpartition("/")
+    return (app, int(number) if number.isdigit() else -1)
