@@ -6,13 +6,14 @@ problem the operator must act on first. Kept pure so every wording can be tested
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from planner import Phase, Progress
+from planner import Phase, Progress, Skipped
 from reconciler import Outcome
-from state import RelationState, UnitProblem
+from spec import HeldSpec, ScalesetSpec
+from state import RelationState, UnitProblem, application_of
 
 StatusKind = Literal["active", "maintenance", "waiting", "blocked"]
 # Past this many named problems the rest are counted, to keep the line readable.
@@ -52,9 +53,16 @@ def summarise(
         return Summary(kind, f"{message} ({progress})" if progress else message)
     if progress:
         return Summary("active", progress)
-    serving = len(state.desired.specs) + len(state.desired.held) - len(outcome.skipped)
+    serving = len(
+        _scalesets(state.desired.specs, state.desired.held) - _scalesets(outcome.skipped)
+    )
     noun = "scaleset" if serving == 1 else "scalesets"
     return Summary("active", f"{serving} {noun} in sync")
+
+
+def _scalesets(*groups: Iterable[HeldSpec | ScalesetSpec | Skipped]) -> set[tuple[str, str]]:
+    """Logical scalesets as (application, name): an application's units publish one."""
+    return {(application_of(i.source), i.name.lower()) for group in groups for i in group}
 
 
 def _describe(progress: Progress) -> str:
@@ -69,7 +77,7 @@ def _problem(
     outcome: Outcome, state: RelationState, problems: Sequence[UnitProblem]
 ) -> tuple[StatusKind, str] | None:
     """The most pressing problem of a pass, most severe first, or None."""
-    if not state.related:
+    if not state.related and state.desired.complete:
         return "blocked", "Integrate with garm-configurator: juju integrate garm garm-configurator"
     blocking = [f"{s.source}: {s.reason}" for s in outcome.skipped if s.blocking]
     blocking += [f"{p.unit}: {p.reason}" for p in problems if p.blocking]

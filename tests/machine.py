@@ -7,9 +7,12 @@ sets to what Juju would say about the model (``goal_state``, in the tool's JSON 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from typing import Any
+
+import workload
 
 SINCE = "2026-01-01T00:00:00Z"
 
@@ -54,3 +57,12 @@ class FakeSystemctl:
                 raise subprocess.CalledProcessError(1, cmd, "", "ERROR goal-state failed")
             return subprocess.CompletedProcess(cmd, 1, "", "ERROR goal-state failed")
         return subprocess.CompletedProcess(cmd, 0, json.dumps(self.goal_state), "")
+
+
+@dataclasses.dataclass
+class Machine:
+    """A unit's machine, sandboxed: files under a temporary root, its commands faked."""
+
+    paths: workload.Paths
+    systemctl: FakeSystemctl
+    users: list[str]

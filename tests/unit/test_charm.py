@@ -8,19 +8,14 @@ holds afterwards.
 from __future__ import annotations
 
 import dataclasses
-import os
-import pwd
-import subprocess
 import tomllib
 from pathlib import Path
 
 import ops
 import pytest
-from charmlibs import passwd
 from ops import testing
 
-import workload
-from charm import ADMIN_SECRET_LABEL, INTERNAL_SECRET_LABEL, GarmCharm, strong_secret
+from charm import ADMIN_SECRET_LABEL, INTERNAL_SECRET_LABEL, strong_secret
 from tests.databags import (
     EXAMPLE_UNIT,
     KEY_SECRET_URI,
@@ -29,7 +24,7 @@ from tests.databags import (
     SOLE_UNIT,
 )
 from tests.garm_double import FAKE_APP_KEY, GarmDouble
-from tests.machine import FakeSystemctl
+from tests.machine import Machine
 from tests.unit.test_database import (
     PASSWORD as DB_PASSWORD,
 )
@@ -42,49 +37,7 @@ from tests.unit.test_database import (
     seen_by_requirer,
 )
 
-
-@dataclasses.dataclass
-class Machine:
-    """This unit's machine, sandboxed: files under a temporary root, systemctl faked."""
-
-    paths: workload.Paths
-    systemctl: FakeSystemctl
-    users: list[str]
-
-
-@pytest.fixture(autouse=True)
-def machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Machine:
-    paths = workload.Paths(tmp_path / "machine")
-    monkeypatch.setattr(GarmCharm, "paths", paths)
-    monkeypatch.setattr(GarmCharm, "service_user", pwd.getpwuid(os.getuid()).pw_name)
-    users: list[str] = []
-    monkeypatch.setattr(passwd, "add_user", lambda name, **_: users.append(name))
-    systemctl = FakeSystemctl()
-    monkeypatch.setattr(subprocess, "run", systemctl)
-    return Machine(paths, systemctl, users)
-
-
-@pytest.fixture
-def ctx() -> testing.Context:
-    return testing.Context(GarmCharm)
-
-
-@pytest.fixture
-def resources(tmp_path: Path) -> frozenset[testing.Resource]:
-    out = []
-    for name in ("garm", "garm-provider-openstack"):
-        path = tmp_path / name
-        path.write_bytes(b"\x7fELF binary")
-        out.append(testing.Resource(name=name, path=path))
-    return frozenset(out)
-
-
-@pytest.fixture
-def world(garm: GarmDouble):
-    garm.add_provider("garm-configurator-0")
-    garm.add_provider("garm-configurator-1")
-    garm.add_org("example-org")
-    return garm
+pytestmark = pytest.mark.usefixtures("machine")
 
 
 def configurator(*units: dict[str, str], id: int = 1) -> testing.Relation:

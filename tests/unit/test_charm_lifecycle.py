@@ -1,0 +1,356 @@
+"""Juju's lifecycle through the real charm: hook sequences as Juju runs them.
+
+Each test replays one sequence from ``shared/juju-lifecycle.md`` (a dying leader, a
+relation whose units have not joined, a suspended relation, a multi-unit configurator
+and its leader change, a foreign provider, one GARM per sqlite) with goal-state answered
+as the controller would, against the GARM double over HTTP.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import ops
+import pytest
+from ops import testing
+
+from charm import BEING_REMOVED, PEERS, SQLITE_HOME_KEY
+from lifecycle import SQLITE_MULTI_UNIT
+from tests.databags import EXAMPLE_UNIT, SOLE_UNIT
+from tests.juju_events import leader_settings_changed, self_departing
+from tests.machine import Machine, goal
+from tests.unit.test_charm import (
+    configurator,
+    live_names,
+    make_state,
+    providers_in_config,
+    tags,
+)
+
+pytestmark = pytest.mark.usefixtures("machine")
+
+APP = "garm-configurator"
+
+
+def goal_state(*remote_units: str, me: str = "garm/0", status: str = "active", **extra):
+    """goal-state's answer: this unit, and the configurator units the controller knows."""
+    relation = {APP: goal("joined"), **{u: goal("joined") for u in remote_units}}
+    relation.update({k.replace("_", "/"): goal(v) for k, v in extra.items()})
+    return {"units": {me: goal(status)}, "relations": {APP: relation}}
+
+
+def phase_a(unit: int, data: dict[str, str]) -> dict[str, str]:
+    """What a configurator follower publishes: no OpenStack or GitHub keys of its own."""
+    keys = {k: v for k, v in data.items() if not k.startswith(("openstack_", "github_"))}
+    return {**keys, "provider_name": f"{APP}-{unit}"}
+
+
+def phase_b(unit: int, data: dict[str, str]) -> dict[str, str]:
+    """What a configurator leader publishes: everything, under its own provider."""
+    return {**data, "provider_name": f"{APP}-{unit}"}
+
+
+def with_units(state: testing.State, relation: testing.Relation, units: dict[int, dict]):
+    new = dataclasses.replace(relation, remote_units_data=units)
+    others = [r for r in state.relations if r.id != relation.id]
+    return dataclasses.replace(state, relations=[*others, new]), new
+
+
+def served(world) -> set[str]:
+    return {t["name"] for s in world.scalesets() if s.get("enabled") for t in s.get("tags", [])}
+
+
+# --- a dying leader ------------------------------------------------------------------
+
+
+def test_removing_the_leader_unit_deletes_nothing_and_cleans_the_machine(
+    ctx, world, resources, machine: Machine
+):
+    second = {**SOLE_UNIT, "provider_name": f"{APP}-1"}
+    relation = configurator(EXAMPLE_UNIT, second)
+    machine.systemctl.goal_state = goal_state(f"{APP}/0", f"{APP}/1")
+    state = ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=1), make_state(world, resources, relation)
+    )
+    assert len(world.scalesets()) == 2
+    writes = len(world.writes())
+
+    # juju remove-unit garm/0: still leader, one -departed per remote unit naming itself,
+    # each seeing one unit fewer, then -broken, stop, remove (juju-lifecycle.md §2).
+    # goal-state is left saying "active" so that the hook alone must be enough.
+    with self_departing("garm/0"):
+        state, relation = with_units(state, relation, {1: second})
+        state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0), state)
+        assert state.unit_status == ops.MaintenanceStatus(BEING_REMOVED)
+        state, relation = with_units(state, relation, {})
+        state = ctx.run(ctx.on.relation_departed(relation, remote_unit=1), state)
+    state = ctx.run(ctx.on.relation_broken(relation), state)
+    assert state.unit_status == ops.MaintenanceStatus(BEING_REMOVED)
+    assert world.writes()[writes:] == []
+    assert all(s["enabled"] for s in world.scalesets())
+
+    machine.systemctl.calls.clear()
+    state = ctx.run(ctx.on.stop(), state)
+    assert ["stop", "garm"] in machine.systemctl.calls
+    ctx.run(ctx.on.remove(), state)
+    paths = machine.paths
+    assert not paths.config_dir.exists() and not paths.data_dir.exists()
+    assert not paths.binary.exists() and not paths.unit_file.exists()
+    assert world.writes()[writes:] == []
+
+
+def test_a_unit_goal_state_lists_as_dying_changes_nothing(ctx, world, resources, machine):
+    relation = configurator(SOLE_UNIT)
+    machine.systemctl.goal_state = goal_state(f"{APP}/0")
+    state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
+    (serving,) = world.scalesets()
+    machine.systemctl.goal_state = goal_state(status="dying")  # and its view empties
+    state, relation = with_units(state, relation, {})
+    state = ctx.run(ctx.on.relation_broken(relation), state)
+    assert state.unit_status == ops.MaintenanceStatus(BEING_REMOVED)
+    assert world.scalesets() == [serving]
+    with pytest.raises(testing.ActionFailed, match=BEING_REMOVED):
+        ctx.run(ctx.on.action("reconcile"), state)  # actions still run on a dying unit
+    assert world.scalesets() == [serving]
+
+
+# --- a view that is not whole ----------------------------------------------------------
+
+
+def test_a_relation_whose_units_have_not_joined_here_retires_nothing(
+    ctx, world, resources, machine
+):
+    # A new leader (shared PostgreSQL) before the -joined hooks: GARM already serves.
+    relation = configurator(SOLE_UNIT)
+    machine.systemctl.goal_state = goal_state(f"{APP}/0")
+    ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
+    (serving,) = world.scalesets()
+    writes = len(world.writes())
+
+    empty = dataclasses.replace(relation, remote_units_data={})
+    state = ctx.run(ctx.on.leader_elected(), make_state(world, resources, empty))
+    assert state.unit_status == ops.WaitingStatus(
+        f"Waiting for {APP}/0 to join: nothing is retired until then"
+    )
+    state = ctx.run(ctx.on.relation_created(empty), state)
+    assert world.writes()[writes:] == []
+    assert world.scalesets() == [serving]
+
+    state, joined = with_units(state, empty, {0: SOLE_UNIT})
+    state = ctx.run(ctx.on.relation_joined(joined, remote_unit=0), state)
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+    assert world.writes()[writes:] == []
+
+
+def test_a_relation_with_no_units_it_never_saw_leave_is_not_read_as_empty(
+    ctx, world, resources, machine
+):
+    # A cross-model relation whose units are not in scope: goal-state lists none either.
+    relation = configurator(SOLE_UNIT)
+    machine.systemctl.goal_state = goal_state(f"{APP}/0")
+    ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
+    machine.systemctl.goal_state = goal_state()
+    empty = dataclasses.replace(relation, remote_units_data={})
+    state = ctx.run(ctx.on.update_status(), make_state(world, resources, empty))
+    assert state.unit_status == ops.WaitingStatus(
+        f"Waiting for a unit of {APP} to join: nothing is retired until then"
+    )
+    assert all(s["enabled"] for s in world.scalesets())
+
+
+def test_the_last_unit_departing_is_intent_and_its_scaleset_goes(ctx, world, resources, machine):
+    relation = configurator(SOLE_UNIT)
+    machine.systemctl.goal_state = goal_state(f"{APP}/0")
+    state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
+    machine.systemctl.goal_state = goal_state(garm_configurator_0="dying")
+    state, relation = with_units(state, relation, {})
+    state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
+    assert world.scalesets() == []  # nothing asks for its labels: retired and deleted
+    machine.systemctl.goal_state = goal_state()
+    state = ctx.run(ctx.on.update_status(), state)  # remembered: still a deliberate zero
+    assert state.unit_status == ops.ActiveStatus("0 scalesets in sync")
+
+
+def test_a_suspended_cross_model_relation_removes_nothing(ctx, world, resources, machine):
+    relation = configurator(SOLE_UNIT)
+    machine.systemctl.goal_state = goal_state(f"{APP}/0")
+    state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
+    (serving,) = world.scalesets()
+    # juju suspend-relation: -departed per unit, then -broken, the relation still there.
+    suspended = {"units": {"garm/0": goal("active")}, "relations": {APP: {APP: goal("suspended")}}}
+    machine.systemctl.goal_state = suspended
+    state, relation = with_units(state, relation, {})
+    state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
+    state = ctx.run(ctx.on.relation_broken(relation), state)
+    assert world.scalesets() == [serving]
+    assert state.unit_status.message.startswith(f"Waiting for the suspended relation with {APP}")
+
+
+def test_removing_the_relation_on_a_live_unit_removes_its_scalesets(
+    ctx, world, resources, machine
+):
+    relation = configurator(SOLE_UNIT)
+    machine.systemctl.goal_state = goal_state(f"{APP}/0")
+    state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
+    state, relation = with_units(state, relation, {})
+    state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
+    machine.systemctl.goal_state = goal_state()
+    state = ctx.run(ctx.on.relation_broken(relation), state)
+    assert world.scalesets() == []
+
+
+# --- a multi-unit configurator -------------------------------------------------------------
+
+
+def test_a_three_unit_configurator_converges_and_changes_labels(ctx, world, resources, machine):
+    units = {0: phase_a(0, EXAMPLE_UNIT), 1: phase_b(1, EXAMPLE_UNIT), 2: phase_a(2, EXAMPLE_UNIT)}
+    relation = configurator(*units.values())
+    world.reset()  # GARM has the providers the charm configured: only the leader's
+    world.add_provider(f"{APP}-1")
+    world.add_org("example-org")
+    machine.systemctl.goal_state = goal_state(*(f"{APP}/{n}" for n in units))
+    state = ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=1), make_state(world, resources, relation)
+    )
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+    assert providers_in_config(machine) == [f"{APP}-1"]
+    (first,) = world.scalesets()
+    assert first["provider_name"] == f"{APP}-1"
+
+    relabelled = {"labels": "self-hosted,linux,arm64"}
+    for n in units:
+        units[n] = {**units[n], **relabelled}
+        state, relation = with_units(state, relation, dict(units))
+        state = ctx.run(ctx.on.relation_changed(relation, remote_unit=n), state)
+    state = ctx.run(ctx.on.update_status(), state)
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+    assert tags(world) == [["arm64", "lg-x64", "linux", "self-hosted"]]
+
+
+def test_a_configurator_leader_change_never_strands_the_scaleset(ctx, world, resources, machine):
+    units = {0: phase_b(0, EXAMPLE_UNIT), 1: phase_a(1, EXAMPLE_UNIT)}
+    relation = configurator(*units.values())
+    machine.systemctl.goal_state = goal_state(f"{APP}/0", f"{APP}/1")
+    state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
+    (old,) = live_names(world)
+    world.add_provider(f"{APP}-1")  # GARM restarted with the new leader's provider
+
+    # The new leader publishes Phase B; the old one keeps its stale keys: nothing moves.
+    units[1] = phase_b(1, EXAMPLE_UNIT)
+    state, relation = with_units(state, relation, dict(units))
+    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=1), state)
+    assert live_names(world) == [old]
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+
+    # The old leader leaves: its scaleset hands over to one under the new provider.
+    machine.systemctl.goal_state = goal_state(f"{APP}/1", garm_configurator_0="dying")
+    state, relation = with_units(state, relation, {1: units[1]})
+    labels = served(world)
+    state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
+    assert labels <= served(world)
+    for _ in range(2):
+        state = ctx.run(ctx.on.update_status(), state)
+    (new,) = world.scalesets()
+    assert new["provider_name"] == f"{APP}-1" and new["enabled"]
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+
+
+def test_a_unit_cannot_rewrite_another_units_provider(ctx, world, resources, machine):
+    relation = configurator(EXAMPLE_UNIT)
+    machine.systemctl.goal_state = goal_state(f"{APP}/0")
+    state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
+    clouds = machine.paths.config_dir / "providers" / f"{APP}-0-clouds.yaml"
+    before = clouds.read_text()
+    intruder = {**EXAMPLE_UNIT, "name": "other", "openstack_project_name": "foreign"}
+    machine.systemctl.goal_state = goal_state(f"{APP}/0", f"{APP}/1")
+    state, relation = with_units(state, relation, {0: EXAMPLE_UNIT, 1: intruder})
+    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=1), state)
+    assert clouds.read_text() == before
+    assert providers_in_config(machine) == [f"{APP}-0"]
+    assert state.unit_status == ops.BlockedStatus(
+        f"Fix {APP}/1: invalid provider_name: '{APP}-0' is not this unit's own provider "
+        f"('{APP}-1'); a unit may only define its own"
+    )
+
+
+# --- one GARM at a time ----------------------------------------------------------------------
+
+
+def peers(home: str | None = None, *others: int) -> testing.PeerRelation:
+    data = {SQLITE_HOME_KEY: home} if home else {}
+    return testing.PeerRelation(PEERS, local_app_data=data, peers_data={n: {} for n in others})
+
+
+def test_the_first_sqlite_leader_records_itself_as_the_datas_home(ctx, world, resources):
+    relation = peers()
+    state = ctx.run(ctx.on.install(), make_state(world, resources, relation))
+    assert state.get_relation(relation.id).local_app_data == {SQLITE_HOME_KEY: "garm/0"}
+
+
+def test_two_units_on_sqlite_are_refused_and_the_leader_keeps_serving(
+    ctx, world, resources, machine
+):
+    relation = configurator(SOLE_UNIT)
+    state = make_state(world, resources, relation, peers("garm/0", 1), planned_units=2)
+    state = ctx.run(ctx.on.update_status(), state)
+    assert state.unit_status == ops.BlockedStatus(f"Fix garm/0: {SQLITE_MULTI_UNIT}")
+    assert machine.paths.unit_file.exists() and len(world.scalesets()) == 1
+    follower = make_state(
+        world, resources, relation, peers("garm/0", 1), planned_units=2, leader=False
+    )
+    assert ctx.run(ctx.on.update_status(), follower).unit_status == ops.BlockedStatus(
+        SQLITE_MULTI_UNIT
+    )
+
+
+def test_a_new_sqlite_leader_never_starts_an_empty_garm(ctx, world, resources, machine):
+    relation = configurator(SOLE_UNIT)
+    state = make_state(world, resources, relation, peers("garm/1", 1), planned_units=2)
+    state = ctx.run(ctx.on.leader_elected(), state)
+    assert state.unit_status == ops.BlockedStatus(
+        "GARM's sqlite data is on garm/1: scale to one unit so that it leads"
+    )
+    assert world.requests == [] and not machine.paths.unit_file.exists()
+
+    # garm/1 is gone for good: the operator cleaned GitHub and says so.
+    state = make_state(world, resources, relation, peers("garm/1"))
+    state = ctx.run(ctx.on.update_status(), state)
+    assert state.unit_status.message.startswith("GARM's sqlite data left with garm/1")
+    state = ctx.run(ctx.on.action("start-empty-garm"), state)
+    assert ctx.action_results == {"previous-home": "garm/1", "home": "garm/0"}
+    state = ctx.run(ctx.on.update_status(), state)
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+
+
+def test_start_empty_garm_is_refused_while_the_data_unit_is_there(ctx, world, resources):
+    state = make_state(world, resources, peers("garm/1", 1), planned_units=2)
+    with pytest.raises(testing.ActionFailed) as failed:
+        ctx.run(ctx.on.action("start-empty-garm"), state)
+    assert failed.value.message == "garm/1 still holds GARM's data: scale to one unit instead"
+
+
+def test_a_demoted_leader_stops_its_garm_on_leader_settings_changed(
+    ctx, world, resources, machine
+):
+    state = ctx.run(ctx.on.install(), make_state(world, resources, configurator(SOLE_UNIT)))
+    machine.systemctl.calls.clear()
+    state = ctx.run(leader_settings_changed(), dataclasses.replace(state, leader=False))
+    assert ["stop", "garm"] in machine.systemctl.calls
+    assert state.unit_status == ops.ActiveStatus("Standing by: the leader unit runs GARM")
+
+
+def test_a_failed_create_during_a_rename_leaves_every_label_served(ctx, world, resources, machine):
+    relation = configurator(SOLE_UNIT)
+    machine.systemctl.goal_state = goal_state(f"{APP}/0")
+    state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
+    labels = served(world)
+    world.inject("POST", r"/organizations/[^/]+/scalesets/?", status=500, times=10)
+    state, relation = with_units(state, relation, {0: {**SOLE_UNIT, "name": "sm-new"}})
+    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    assert labels - {"sm-x64"} <= served(world)
+    assert state.unit_status.name == "waiting"
+    world.clear_faults()
+    for _ in range(2):
+        state = ctx.run(ctx.on.update_status(), state)
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+    assert tags(world) == [["linux", "self-hosted", "sm-new", "x64"]]
