@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import ops
-import ops.hookcmds
 
 import lifecycle
 import workload
@@ -50,16 +49,15 @@ from garm_setup import (
     ensure_admin_and_urls,
     plan_setup,
 )
-from lifecycle import RelationView, SqliteTenancy
+from juju_view import JujuView
 from planner import Observed
 from reconciler import Outcome, describe_action, observe, preview, reconcile
+from sqlite_home import PEERS, SqliteHome
 from state import (
     ConfigError,
     GarmInputs,
-    RelationState,
     UnitProblem,
     garm_inputs,
-    relation_state,
     settings_from_config,
 )
 from status import Summary, summarise
@@ -79,9 +77,6 @@ START_TIMEOUT_SECONDS = 30.0
 RUNNING_TIMEOUT_SECONDS = 5.0
 STANDING_BY = "Standing by: the leader unit runs GARM"
 BEING_REMOVED = "Being removed: this unit changes no scaleset any more"
-PEERS = "garm-peers"
-# Peer application data: the unit whose machine holds GARM's sqlite data.
-SQLITE_HOME_KEY = "sqlite-home"
 
 
 class _NotReadyError(Exception):
@@ -98,17 +93,13 @@ class GarmCharm(ops.CharmBase):
     # Where GARM lives on the machine and who runs it; tests point these at a sandbox.
     paths = workload.Paths()
     service_user = workload.USER
-    # What earlier hooks on this unit saw of Juju that no later hook can see again.
-    _stored = ops.StoredState()
 
     def __init__(self, framework: ops.Framework):
         super().__init__(framework)
         self._summary: Summary | None = None
         self._outcome: Outcome | None = None
-        self._goal: ops.hookcmds.GoalState | None = None
-        # ``dying``: a -departed hook named this unit as departing. ``emptied``: ids of
-        # configurator relations whose last unit this unit saw depart.
-        self._stored.set_default(dying=False, emptied=[])
+        self.view = JujuView(self, CONFIGURATOR)
+        self.sqlite_home = SqliteHome(self)
         # Writes the database request and tracks the provider's answer; the events it
         # would add all come inside hooks observed below, so none is observed twice.
         self.database = GarmDatabase(self, "postgresql")
@@ -141,17 +132,16 @@ class GarmCharm(ops.CharmBase):
         framework.observe(on.get_credentials_action, self._on_get_credentials)
         framework.observe(on.plan_action, self._on_plan)
         framework.observe(on.reconcile_action, self._on_reconcile)
-        framework.observe(on.start_empty_garm_action, self._on_start_empty_garm)
 
     # --- events ---------------------------------------------------------------------
 
     def _on_change(self, event: ops.EventBase) -> None:
-        self._note_membership(event)
+        self.view.note(event)
         self._summary = self._reconcile(event)
 
-    def _on_stop(self, _: ops.StopEvent) -> None:
+    def _on_stop(self, event: ops.StopEvent) -> None:
         """The unit is going: GARM stops with it (relations were torn down before)."""
-        self._stored.dying = True
+        self.view.note(event)
         if workload.stop(self.paths.unit_file):
             logger.info("unit stopping: GARM stopped")
         self._summary = Summary("maintenance", BEING_REMOVED)
@@ -188,7 +178,7 @@ class GarmCharm(ops.CharmBase):
         if not self.unit.is_leader():
             event.fail("Run this on the leader unit: juju run garm/leader plan")
             return
-        if self._dying():
+        if self.view.dying():
             event.fail(BEING_REMOVED)
             return
         try:
@@ -196,7 +186,7 @@ class GarmCharm(ops.CharmBase):
         except ConfigError as exc:
             event.fail(f"Invalid config: {exc}")
             return
-        state = self._relation_state(None)
+        state = self.view.relation_state(None)
         try:
             with contextlib.closing(self._client()) as client:
                 planned = preview(client, state.desired, _now(), settings)
@@ -215,7 +205,7 @@ class GarmCharm(ops.CharmBase):
         )
 
     def _on_reconcile(self, event: ops.ActionEvent) -> None:
-        if self._dying():
+        if self.view.dying():
             event.fail(BEING_REMOVED)
             return
         summary = self._summary = self._reconcile(None)
@@ -227,56 +217,12 @@ class GarmCharm(ops.CharmBase):
             }
         )
 
-    def _on_start_empty_garm(self, event: ops.ActionEvent) -> None:
-        """Let this leader start an empty GARM after the unit with the sqlite data left."""
-        peers = self.model.get_relation(PEERS)
-        home = peers.data[self.app].get(SQLITE_HOME_KEY) if peers else None
-        if not self.unit.is_leader():
-            event.fail("Run this on the leader unit: juju run garm/leader start-empty-garm")
-        elif peers is None or home in (None, self.unit.name):
-            event.fail("Nothing to do: this unit already may run GARM")
-        elif home in self._peer_units():
-            event.fail(f"{home} still holds GARM's data: scale to one unit instead")
-        else:
-            peers.data[self.app][SQLITE_HOME_KEY] = self.unit.name
-            logger.warning("GARM's sqlite data on %s given up; %s starts GARM", home, self.unit)
-            event.set_results({"previous-home": home, "home": self.unit.name})
-
     # --- the pass -------------------------------------------------------------------
-
-    def _note_membership(self, event: ops.EventBase) -> None:
-        """Keep what this hook alone shows: this unit leaving, a relation emptied."""
-        if isinstance(event, ops.RelationDepartedEvent):
-            if event.departing_unit == self.unit:
-                self._stored.dying = True
-            elif event.relation.name == CONFIGURATOR:
-                remaining = [u for u in event.relation.units if u != event.departing_unit]
-                if not remaining and event.relation.id not in self._stored.emptied:
-                    self._stored.emptied.append(event.relation.id)
-        elif isinstance(event, ops.RelationJoinedEvent) and event.relation.id in (
-            self._stored.emptied
-        ):
-            self._stored.emptied.remove(event.relation.id)
-
-    def _dying(self) -> bool:
-        """Whether this unit's removal has begun, as a hook here or Juju's goal-state says."""
-        goal = self._goal_state()
-        units = {n: g.status for n, g in goal.units.items()} if goal else None
-        return bool(self._stored.dying) or lifecycle.unit_dying(units, self.unit.name)
-
-    def _goal_state(self) -> ops.hookcmds.GoalState | None:
-        """Juju's goal-state, read once per hook; None when the tool fails."""
-        if self._goal is None:
-            try:
-                self._goal = ops.hookcmds.goal_state()
-            except (ops.hookcmds.Error, ValueError, KeyError) as exc:
-                logger.warning("goal-state could not be read: %s", exc)
-        return self._goal
 
     def _reconcile(self, event: ops.EventBase | None) -> Summary:
         """One holistic pass: GARM on the machine, GARM's setup, then its scalesets."""
         self._outcome = None
-        if self._dying():
+        if self.view.dying():
             return Summary("maintenance", BEING_REMOVED)
         if not self.unit.is_leader():
             if workload.stop(self.paths.unit_file):
@@ -290,7 +236,7 @@ class GarmCharm(ops.CharmBase):
             return Summary("blocked", f"Invalid config: {exc}")
         if self._ensure_secrets():
             return Summary("waiting", "Secrets created; GARM is set up on the next hook")
-        state = self._relation_state(event)
+        state = self.view.relation_state(event)
         inputs = garm_inputs(state.units, self._read_secret)
         try:
             problems = self._ensure_running(inputs)
@@ -330,7 +276,7 @@ class GarmCharm(ops.CharmBase):
         workload.ensure_directory(paths.data_dir, user)
         database, problems = self._database()
         if isinstance(database, SqliteDatabase):
-            tenancy = self._sqlite_tenancy()
+            tenancy = self.sqlite_home.tenancy()
             if not tenancy.may_run:
                 raise _NotReadyError(Summary("blocked", tenancy.problem))
             if tenancy.problem:
@@ -386,21 +332,6 @@ class GarmCharm(ops.CharmBase):
         path = self.paths.config_file
         current = read_database(path.read_text()) if path.exists() else None
         return not isinstance(current, PostgresqlDatabase)
-
-    def _sqlite_tenancy(self) -> SqliteTenancy:
-        """Whether this leader may run GARM on sqlite; records it as the data's home."""
-        peers = self.model.get_relation(PEERS)
-        home = peers.data[self.app].get(SQLITE_HOME_KEY) if peers else None
-        tenancy = lifecycle.sqlite_tenancy(
-            home, self.unit.name, self._peer_units(), self.app.planned_units()
-        )
-        if tenancy.claim and peers is not None:
-            peers.data[self.app][SQLITE_HOME_KEY] = self.unit.name
-        return tenancy
-
-    def _peer_units(self) -> set[str]:
-        peers = self.model.get_relation(PEERS)
-        return {u.name for u in peers.units} if peers else set()
 
     def _providers(self, inputs: GarmInputs) -> tuple[OpenstackProvider, ...]:
         """The related units' providers, plus every earlier one a live scaleset still uses.
@@ -481,37 +412,6 @@ class GarmCharm(ops.CharmBase):
         return problems, observed
 
     # --- inputs from Juju -----------------------------------------------------------
-
-    def _relation_state(self, event: ops.EventBase | None) -> RelationState:
-        """Every configurator unit's databag, in a stable order, minus what is leaving.
-
-        Whether that view is whole is judged against Juju's goal-state (``lifecycle``).
-        """
-        gone_relation = event.relation.id if isinstance(event, ops.RelationBrokenEvent) else None
-        gone_unit = event.departing_unit if isinstance(event, ops.RelationDepartedEvent) else None
-        relations = [
-            r
-            for r in sorted(self.model.relations[CONFIGURATOR], key=lambda r: r.id)
-            if r.id != gone_relation
-        ]
-        members = {
-            r.id: sorted((u for u in r.units if u != gone_unit), key=lambda u: u.name)
-            for r in relations
-        }
-        goal = self._goal_state()
-        view = lifecycle.assess(
-            [
-                RelationView(r.id, r.app.name if r.app else "", frozenset(u.name for u in us))
-                for r, us in zip(relations, members.values(), strict=True)
-            ],
-            {n: g.status for n, g in goal.relations.get(CONFIGURATOR, {}).items()}
-            if goal
-            else None,
-            self._stored.emptied,
-            gone_unit.name if gone_unit else None,
-        )
-        units = [(u.name, dict(r.data[u])) for r in relations for u in members[r.id]]
-        return relation_state(bool(relations), units, view.complete, view.missing)
 
     def _resource(self, name: str) -> Path | None:
         """A resource's file, or None when it is not attached (Juju may hand an empty one)."""

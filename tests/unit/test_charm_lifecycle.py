@@ -14,8 +14,10 @@ import ops
 import pytest
 from ops import testing
 
-from charm import BEING_REMOVED, PEERS, SQLITE_HOME_KEY
+from charm import BEING_REMOVED
 from lifecycle import SQLITE_MULTI_UNIT
+from sqlite_home import HOME_KEY as SQLITE_HOME_KEY
+from sqlite_home import PEERS
 from tests.databags import EXAMPLE_UNIT, SOLE_UNIT
 from tests.juju_events import leader_settings_changed, self_departing
 from tests.machine import Machine, goal
