@@ -9,12 +9,14 @@ as the controller would, against the GARM double over HTTP.
 from __future__ import annotations
 
 import dataclasses
+import tomllib
 
 import ops
 import pytest
 from ops import testing
 
-from charm import BEING_REMOVED
+import workload
+from charm import BEING_REMOVED, GarmCharm
 from lifecycle import SQLITE_MULTI_UNIT
 from sqlite_home import HOME_KEY as SQLITE_HOME_KEY
 from sqlite_home import PEERS
@@ -26,6 +28,7 @@ from tests.unit.test_charm import (
     live_names,
     make_state,
     providers_in_config,
+    relate_postgresql,
     tags,
 )
 
@@ -356,3 +359,47 @@ def test_a_failed_create_during_a_rename_leaves_every_label_served(ctx, world, r
         state = ctx.run(ctx.on.update_status(), state)
     assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
     assert tags(world) == [["linux", "self-hosted", "sm-new", "x64"]]
+
+
+def test_a_leader_change_on_postgresql_resumes_the_changeover_without_a_create(
+    ctx, world, resources, machine: Machine, monkeypatch, tmp_path
+):
+    # garm/0 leads on PostgreSQL (the double is the shared database's GARM) and starts a
+    # label change while a job runs on the old generation.
+    machine.systemctl.goal_state = goal_state(f"{APP}/0")
+    first = ctx.run(ctx.on.install(), make_state(world, resources))
+    first, database = relate_postgresql(ctx, first)
+    relation = configurator(SOLE_UNIT)
+    first = dataclasses.replace(first, relations=[*first.relations, relation])
+    first = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), first)
+    (old,) = world.scalesets()
+    job = world.add_runner(old["id"], runner_status="active")
+    first, relation = with_units(first, relation, {0: {**SOLE_UNIT, "labels": "linux,arm64"}})
+    first = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), first)
+    assert first.unit_status == ops.ActiveStatus("Replacing scaleset sm-x64: draining 1 runner")
+    creates = [w for w in world.writes() if w.method == "POST"]
+
+    # Leadership moves: the old leader is told, and stops its GARM ...
+    machine.systemctl.calls.clear()
+    ctx.run(leader_settings_changed(), dataclasses.replace(first, leader=False))
+    assert ["stop", "garm"] in machine.systemctl.calls
+    # ... and garm/1, on its own machine with the same database, takes over.
+    monkeypatch.setattr(GarmCharm, "paths", workload.Paths(tmp_path / "garm-1"))
+    other = testing.Context(GarmCharm, unit_id=1)
+    second = make_state(world, resources, relation, database, leader=True)
+    second = dataclasses.replace(second, secrets=[*second.secrets, *first.secrets])
+    second = other.run(other.on.leader_elected(), second)
+    assert backend_of(GarmCharm.paths) == "postgresql"
+    assert second.unit_status == ops.ActiveStatus("Replacing scaleset sm-x64: draining 1 runner")
+
+    world.finish_job(job)
+    world.tick()
+    for _ in range(2):
+        second = other.run(other.on.update_status(), second)
+    assert second.unit_status == ops.ActiveStatus("1 scaleset in sync")
+    assert [w for w in world.writes() if w.method == "POST"] == creates  # no create again
+    assert tags(world) == [["arm64", "linux", "sm-x64"]]
+
+
+def backend_of(paths: workload.Paths) -> str:
+    return tomllib.loads(paths.config_file.read_text())["database"]["backend"]
