@@ -99,7 +99,7 @@ class GarmCharm(ops.CharmBase):
         self._summary: Summary | None = None
         self._outcome: Outcome | None = None
         self.view = JujuView(self, CONFIGURATOR)
-        self.sqlite_home = SqliteHome(self)
+        self.sqlite_home = SqliteHome(self, self.view.alive)
         # Writes the database request and tracks the provider's answer; the events it
         # would add all come inside hooks observed below, so none is observed twice.
         self.database = GarmDatabase(self, "postgresql")
@@ -137,6 +137,7 @@ class GarmCharm(ops.CharmBase):
 
     def _on_change(self, event: ops.EventBase) -> None:
         self.view.note(event)
+        self.sqlite_home.note_data(self.paths.sqlite_file.exists())
         self._summary = self._reconcile(event)
 
     def _on_stop(self, event: ops.StopEvent) -> None:
@@ -227,7 +228,8 @@ class GarmCharm(ops.CharmBase):
         if not self.unit.is_leader():
             if workload.stop(self.paths.unit_file):
                 logger.info("not the leader any more: GARM stopped on this unit")
-            if self._on_sqlite() and self.app.planned_units() > 1:
+            alive = self.view.alive()
+            if self._on_sqlite() and alive is not None and len(alive) > 1:
                 return Summary("blocked", lifecycle.SQLITE_MULTI_UNIT)
             return Summary("active", STANDING_BY)
         try:
@@ -241,7 +243,9 @@ class GarmCharm(ops.CharmBase):
         try:
             problems = self._ensure_running(inputs)
             with contextlib.closing(self._client()) as client:
-                setup_problems, observed = self._ensure_setup(client, inputs)
+                setup_problems, observed = self._ensure_setup(
+                    client, inputs, state.desired.complete
+                )
                 problems += setup_problems
                 self._outcome = reconcile(
                     client,
@@ -370,7 +374,7 @@ class GarmCharm(ops.CharmBase):
             return None
 
     def _ensure_setup(
-        self, client: GarmClient, inputs: GarmInputs
+        self, client: GarmClient, inputs: GarmInputs, complete: bool
     ) -> tuple[list[UnitProblem], Observed]:
         """Admin, controller URLs, credentials and orgs/repos.
 
@@ -389,6 +393,7 @@ class GarmCharm(ops.CharmBase):
                 client.list_credentials(),
                 observed.entities,
                 observed.scalesets,
+                complete=complete,
             )
             setup = apply_setup(client, actions)
             if actions:

@@ -153,6 +153,8 @@ def plan_setup(
     observed_credentials: Iterable[Credential],
     observed_entities: Iterable[Entity],
     scalesets: Iterable[ScaleSet],
+    *,
+    complete: bool = True,
 ) -> list[SetupAction]:
     """The credential and entity writes that bring GARM in line, in a safe order.
 
@@ -160,7 +162,8 @@ def plan_setup(
     charm made (by their description) are ever deleted, and only entities bound to one of
     them. An entity is removed only when no unit names it (``published``: (kind,
     lower-cased name)) and no scaleset lives under it: GARM would refuse otherwise, and a
-    draining scaleset keeps its entity.
+    draining scaleset keeps its entity. On an incomplete view of Juju (``complete``
+    False) nothing is deleted: a unit not seen yet may name it (ADR 0002).
     """
     wanted_credentials = {c.name: c for c in credentials}
     have_credentials = {c.name: c for c in observed_credentials}
@@ -182,6 +185,8 @@ def plan_setup(
     for name, have in sorted(have_credentials.items()):
         if name in managed and name not in wanted_credentials and name not in used:
             actions.append(DeleteCredential(have.id, name))
+    if not complete:
+        return [a for a in actions if not isinstance(a, DeleteEntity | DeleteCredential)]
     return actions
 
 

@@ -54,6 +54,13 @@ class JujuView(ops.Object):
         units = {name: g.status for name, g in goal.units.items()} if goal else None
         return bool(self._stored.dying) or lifecycle.unit_dying(units, self.model.unit.name)
 
+    def alive(self) -> frozenset[str] | None:
+        """The units of this unit's application whose removal has not begun, per goal-state."""
+        goal = self._goal_state()
+        if goal is None:
+            return None
+        return frozenset(name for name, g in goal.units.items() if g.status != "dying")
+
     def relation_state(self, event: ops.EventBase | None) -> RelationState:
         """Every configurator unit's databag, in a stable order, minus what is leaving.
 
@@ -61,35 +68,31 @@ class JujuView(ops.Object):
         """
         gone_relation = event.relation.id if isinstance(event, ops.RelationBrokenEvent) else None
         gone_unit = event.departing_unit if isinstance(event, ops.RelationDepartedEvent) else None
-        relations = [
-            r
-            for r in sorted(self.model.relations[self._endpoint], key=lambda r: r.id)
-            if r.id != gone_relation
-        ]
-        members = {
-            r.id: sorted((u for u in r.units if u != gone_unit), key=lambda u: u.name)
-            for r in relations
-        }
+        views: list[RelationView] = []
+        units: list[tuple[str, dict[str, str]]] = []
+        for relation in sorted(self.model.relations[self._endpoint], key=lambda r: r.id):
+            if relation.id == gone_relation:
+                continue
+            seen = sorted((u for u in relation.units if u != gone_unit), key=lambda u: u.name)
+            app = relation.app.name if relation.app else ""
+            views.append(RelationView(relation.id, app, frozenset(u.name for u in seen)))
+            units += [(u.name, dict(relation.data[u])) for u in seen]
         goal = self._goal_state()
         view = lifecycle.assess(
-            [
-                RelationView(r.id, r.app.name if r.app else "", frozenset(u.name for u in us))
-                for r, us in zip(relations, members.values(), strict=True)
-            ],
+            views,
             {name: g.status for name, g in goal.relations.get(self._endpoint, {}).items()}
             if goal
             else None,
             self._stored.emptied,
             gone_unit.name if gone_unit else None,
         )
-        units = [(u.name, dict(r.data[u])) for r in relations for u in members[r.id]]
-        return relation_state(bool(relations), units, view.complete, view.missing)
+        return relation_state(bool(views), units, view)
 
     def _goal_state(self) -> ops.hookcmds.GoalState | None:
         """Juju's goal-state, read once per hook; None when the tool fails."""
         if self._goal is None:
             try:
                 self._goal = ops.hookcmds.goal_state()
-            except (ops.hookcmds.Error, ValueError, KeyError) as exc:
+            except (ops.hookcmds.Error, ValueError, KeyError, TypeError, AttributeError) as exc:
                 logger.warning("goal-state could not be read: %s", exc)
         return self._goal

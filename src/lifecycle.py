@@ -15,11 +15,13 @@ missing from it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-# goal-state's relation statuses for a unit that is leaving scope, or whose life is over.
-_LEAVING = frozenset({"broken", "dying"})
+# goal-state gives each related unit its workload status, or "dying" once its removal
+# began (dead units are left out); each related application, the relation's status.
+_DYING = "dying"
+_SUSPENDED = frozenset({"suspending", "suspended"})
 SQLITE_MULTI_UNIT = (
     "GARM keeps its data in sqlite on one unit: relate postgresql, or scale to one unit"
 )
@@ -39,10 +41,16 @@ class RelationView:
 
 @dataclass(frozen=True)
 class View:
-    """Whether this unit sees every related configurator unit; if not, who is missing."""
+    """Whether this unit sees every related configurator unit; if not, who is missing.
+
+    ``complete`` False means a scaleset no visible unit publishes may still be wanted.
+    ``partial`` names the related applications that may have units this unit does not
+    see: what their visible units publish must not be retired either.
+    """
 
     complete: bool
     missing: str = ""
+    partial: frozenset[str] = frozenset()
 
 
 def assess(
@@ -51,36 +59,48 @@ def assess(
     emptied: Collection[int],
     departing: str | None = None,
 ) -> View:
-    """Tell an incomplete view from a shrunk one.
+    """Tell an incomplete view from a shrunk one, per related application.
 
     ``goal`` maps every app and unit name ``goal-state`` lists under the
     garm-configurator endpoint to its status (None: goal-state could not be read, so
-    nothing is known). ``emptied`` holds the relations this unit saw lose their last unit
-    through ``-departed``: for those, no units is what the operator did; for any other
-    relation, no units means its units have not joined here yet.
+    nothing is known). Juju lists the units of local applications only, not those of a
+    cross-model one. ``emptied`` holds the relations this unit saw lose their last unit
+    through ``-departed``: for those, no units is what the operator did; for any other,
+    no units means its units have not joined here yet.
     """
+    relations = sorted(relations, key=lambda r: r.id)
+    apps = frozenset(r.app for r in relations)
     if goal is None:
-        return View(False, "Juju's goal-state to answer")
-    suspended = sorted(name for name, status in goal.items() if status == "suspended")
+        return View(False, "Juju's goal-state to answer", apps)
+    suspended = sorted(name for name, status in goal.items() if status in _SUSPENDED)
     if suspended:
-        return View(False, f"the suspended relation with {suspended[0]} to resume")
-    for relation in sorted(relations, key=lambda r: r.id):
+        # A cross-model relation is keyed by its offer URL: which relation it is cannot
+        # be told, so everything is held while it is suspended.
+        return View(False, f"the suspended relation with {suspended[0]} to resume", apps)
+    gaps: list[tuple[str, str]] = []
+    for relation in relations:
         expected = {
             name
             for name, status in goal.items()
-            if name.startswith(f"{relation.app}/") and status not in _LEAVING
+            if name.startswith(f"{relation.app}/") and status != _DYING
         } - {departing}
         unseen = sorted(expected - relation.units, key=_unit_order)
         if unseen:
-            return View(False, f"{unseen[0]} to join")
-        if not relation.units and relation.id not in emptied:
-            return View(False, f"a unit of {relation.app} to join")
-    return View(True)
+            gaps.append((relation.app, f"{unseen[0]} to join"))
+        elif not relation.units and relation.id not in emptied:
+            gaps.append((relation.app, f"a unit of {relation.app} to join"))
+    if not gaps:
+        return View(True)
+    return View(False, gaps[0][1], frozenset(app for app, _ in gaps))
 
 
 def unit_dying(units: Mapping[str, str] | None, unit: str) -> bool:
     """Whether goal-state says this unit's life is dying (its removal has begun)."""
     return units is not None and units.get(unit) == "dying"
+
+
+# This application's units whose life is not over, per goal-state (None: unknown).
+Alive = Callable[[], "frozenset[str] | None"]
 
 
 @dataclass(frozen=True)
@@ -96,26 +116,28 @@ class SqliteTenancy:
 
 
 def sqlite_tenancy(
-    home: str | None, unit: str, peers: Collection[str], planned_units: int
+    home: str | None, unit: str, holders: Collection[str], alive: Collection[str] | None
 ) -> SqliteTenancy:
     """Who may run GARM when its data is an sqlite file on one machine.
 
     GARM's data cannot follow leadership to another machine. A new leader that started
     an empty GARM would create every scaleset again beside the scale sets GitHub still
     holds for the old GARM (GitHub refuses the duplicate names: every create fails), so
-    only the unit recorded as holding the data (``home``) runs GARM. The first leader to
-    run GARM records itself. ``peers`` are the other garm units this unit sees.
+    only the unit recorded as holding the data (``home``, or failing that a unit that
+    says it has the file, ``holders``) runs GARM; the first leader to run it records
+    itself. ``alive`` are this application's units per goal-state (None: unknown).
     """
-    if home is not None and home != unit:
-        if home in peers:
-            problem = f"GARM's sqlite data is on {home}: scale to one unit so that it leads"
+    elsewhere = home if home is not None else min(set(holders) - {unit}, default=None)
+    if elsewhere is not None and elsewhere != unit:
+        if alive is None or elsewhere in alive:
+            problem = f"GARM's sqlite data is on {elsewhere}: scale to one unit so that it leads"
         else:
             problem = (
-                f"GARM's sqlite data left with {home}: delete its scale sets on GitHub, "
+                f"GARM's sqlite data left with {elsewhere}: delete its scale sets on GitHub, "
                 "then run the start-empty-garm action"
             )
         return SqliteTenancy(False, problem=problem)
-    problem = SQLITE_MULTI_UNIT if planned_units > 1 else ""
+    problem = SQLITE_MULTI_UNIT if alive is not None and len(alive) > 1 else ""
     return SqliteTenancy(True, claim=home is None, problem=problem)
 
 

@@ -14,10 +14,11 @@ A changeover, per logical scaleset:
 4. past the drain deadline its remaining instances are force-removed first.
 
 Scalesets that belong to no logical name (orphans) take steps 2-4 too. Every
-retirement, of a predecessor or an orphan, waits until each label the leaving scaleset
-serves that a current spec on its org/repo still asks for is served by a live scaleset,
-so no label that is asked for goes unserved. Nothing is retired or deleted at all while
-``Desired.complete`` is False: a partial view of Juju is not intent (ADR 0002).
+retirement, of a predecessor or an orphan, waits until whatever a current spec asks for
+that the leaving scaleset serves is served by one live scaleset, so no job that is
+asked for loses its runners. A partial view of Juju is not intent (ADR 0002): while
+``Desired.complete`` is False no orphan is touched, and the families named in
+``Desired.unsettled`` are neither retired nor deleted.
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
     )
     instances = _instances_by_scaleset(observed.instances)
     taken = {s.name.lower() for s in observed.scalesets}
-    ctx = _Context(instances, now, settings, not desired.complete, draft)
+    ctx = _Context(instances, now, settings, desired.unsettled, draft)
     planned = [
         _plan_current(
             _Family(spec, families[spec.name.lower()], spec.name.lower() in selection.contested),
@@ -227,11 +228,18 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
         )
         for spec in selection.specs
     ]
-    cover = _Cover(_asked_labels(desired.specs), _served_labels(planned))
+    cover = _Cover(
+        tuple((_spec_entity(s), frozenset(spec_key(s).labels)) for s in desired.specs),
+        tuple(
+            (_entity_of(c.scaleset), frozenset(_served_by(c.scaleset)))
+            for c in planned
+            if c.live and c.scaleset is not None
+        ),
+    )
     for current in planned:
         _plan_predecessors(current, cover, ctx)
     for orphan in orphans if selection.sweep and desired.complete else ():
-        phase = _plan_retirement(orphan, cover.covers(orphan), ctx)
+        phase = _plan_retirement(orphan, cover.covers(orphan), False, ctx)
         draft.progress.append(Progress(None, orphan.name, phase, len(instances[orphan.id])))
     return Plan(tuple(draft.actions), tuple(draft.progress), tuple(draft.skipped))
 
@@ -240,13 +248,13 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
 class _Context:
     """What every step of one plan reads: runners, time, limits, and the view's state.
 
-    ``hold`` is True on an incomplete view of Juju: no retire, force-remove or delete.
+    ``unsettled``: families whose units may not all be seen; none of theirs is retired.
     """
 
     instances: dict[int, list[Instance]]
     now: datetime
     settings: Settings
-    hold: bool
+    unsettled: frozenset[str]
     draft: _Draft
 
 
@@ -262,31 +270,59 @@ def _served_by(scaleset: ScaleSet) -> set[str]:
     return set(normalise_labels((*scaleset.labels, scaleset.name)))
 
 
-def _asked_labels(specs: Iterable[ScalesetSpec]) -> dict[EntityKey, set[str]]:
-    """Per org/repo, every label some current spec asks for (its logical name included)."""
-    asked: dict[EntityKey, set[str]] = defaultdict(set)
-    for spec in specs:
-        asked[(spec.entity_kind, spec.entity_name.lower())] |= set(spec_key(spec).labels)
-    return asked
+def _spec_entity(spec: ScalesetSpec) -> EntityKey:
+    return (spec.entity_kind, spec.entity_name.lower())
+
+
+def _related(a: EntityKey, b: EntityKey) -> bool:
+    """Whether jobs of one entity can run on the other's runners, or the other way round.
+
+    A repository's jobs run on its own runners and on its owner organisation's.
+    """
+    return _serves(a, b) or _serves(b, a)
+
+
+def _serves(runners: EntityKey, jobs: EntityKey) -> bool:
+    """Whether runners registered at ``runners`` take jobs of ``jobs``."""
+    if runners == jobs:
+        return True
+    (runner_kind, runner_name), (job_kind, job_name) = runners, jobs
+    return (
+        runner_kind == "organization"
+        and job_kind == "repository"
+        and job_name.partition("/")[0] == runner_name
+    )
 
 
 @dataclass(frozen=True)
 class _Cover:
-    """Which labels are asked for and which are served by a live current generation."""
+    """What current specs ask for and what live current generations serve.
 
-    asked: dict[EntityKey, set[str]]
-    served: dict[EntityKey, set[str]]
+    ``asked``: per current spec, its org/repo and the labels its jobs use. ``live``: per
+    live current generation, its org/repo and the labels it serves.
+    """
+
+    asked: tuple[tuple[EntityKey, frozenset[str]], ...]
+    live: tuple[tuple[EntityKey, frozenset[str]], ...]
 
     def covers(self, leaving: ScaleSet) -> bool:
-        """Whether every asked-for label of a leaving scaleset is served by a live one.
+        """Whether what current specs ask of a leaving scaleset live scalesets serve.
 
-        The hand-over rule of a label change, applied to every retirement: a renamed,
-        unpublished or departed unit's scaleset goes only once what it serves that is
-        still asked for is served elsewhere; what nobody asks for goes at once.
+        The hand-over rule of a label change, applied to every retirement. A job needs
+        one runner with all its labels, so for each current spec whose jobs the leaving
+        scaleset takes, the labels it shares with that spec must all be on one live
+        scaleset that takes those jobs too. What nobody asks for goes at once.
         """
-        entity = _entity_of(leaving)
-        wanted = _served_by(leaving) & self.asked.get(entity, set())
-        return wanted <= self.served.get(entity, set())
+        entity, labels = _entity_of(leaving), frozenset(_served_by(leaving))
+        needs = {
+            (jobs, shared)
+            for jobs, asked in self.asked
+            if _related(entity, jobs) and (shared := labels & asked)
+        }
+        return all(
+            any(_serves(runners, jobs) and shared <= served for runners, served in self.live)
+            for jobs, shared in needs
+        )
 
 
 @dataclass(frozen=True)
@@ -494,15 +530,6 @@ def _plan_current(family: _Family, observed: Observed, taken: set[str], ctx: _Co
     return _Current(family, current, live)
 
 
-def _served_labels(planned: Iterable[_Current]) -> dict[EntityKey, set[str]]:
-    """Per org/repo, the labels live current generations serve."""
-    served: dict[EntityKey, set[str]] = defaultdict(set)
-    for current in planned:
-        if current.live and current.scaleset is not None:
-            served[_entity_of(current.scaleset)] |= _served_by(current.scaleset)
-    return served
-
-
 def _plan_predecessors(current: _Current, cover: _Cover, ctx: _Context) -> None:
     """Retire, drain and delete a family's predecessors once its current one serves.
 
@@ -512,7 +539,8 @@ def _plan_predecessors(current: _Current, cover: _Cover, ctx: _Context) -> None:
     family, serving = current.family, current.scaleset
     predecessors = [m.scaleset for m in family.members if m.scaleset is not serving]
     may_retire = current.live and not family.contested
-    phases = [_plan_retirement(p, may_retire and cover.covers(p), ctx) for p in predecessors]
+    hold = family.spec.name.lower() in ctx.unsettled
+    phases = [_plan_retirement(p, may_retire and cover.covers(p), hold, ctx) for p in predecessors]
     runners = sum(len(ctx.instances[p.id]) for p in predecessors)
     phase = _family_phase(serving, bool(predecessors), phases)
     if phase is not None and not family.contested:
@@ -639,18 +667,18 @@ def _is_live(
     return now - since >= settings.handover_timeout
 
 
-def _plan_retirement(scaleset: ScaleSet, may_retire: bool, ctx: _Context) -> Phase:
+def _plan_retirement(scaleset: ScaleSet, may_retire: bool, hold: bool, ctx: _Context) -> Phase:
     """Retire, drain and delete one scaleset that is no longer wanted.
 
     Disabling alone does not drain in GARM (its scale-down target is
     ``min(min_idle + desired, max)``), so retirement also zeroes both counts. A scaleset
     found disabled without a readable stamp is stamped now; so is one found enabled.
-    On an incomplete view nothing is written: the phase is only reported.
+    ``hold`` (a partially seen family) writes nothing: the phase is only reported.
     """
     instances, now = ctx.instances[scaleset.id], ctx.now
-    if scaleset.enabled and (ctx.hold or not may_retire):
+    if scaleset.enabled and (hold or not may_retire):
         return Phase.HANDING_OVER
-    if ctx.hold:
+    if hold:
         return Phase.DRAINING if instances else Phase.AWAITING_DELETION
     retired_at = read_retirement_stamp(scaleset.extended_state)
     changes: dict[str, Any] = {}

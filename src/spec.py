@@ -58,15 +58,18 @@ class HeldSpec:
 class Desired:
     """Everything the relation currently asks for.
 
-    ``complete`` is False when this unit's view of Juju may be missing units that are
-    related (its own removal under way, units Juju lists that have not joined here yet):
-    what such a view does not show is not evidence that the operator wants it gone, so
-    nothing may be retired, drained away or deleted on it (ADR 0002).
+    ``complete`` is False when this unit's view of Juju may be missing related units
+    (units Juju lists that have not joined here yet, a suspended relation): what such a
+    view does not show is not evidence that the operator wants it gone, so no scaleset
+    that no visible unit publishes is retired. ``unsettled`` holds the (lower-cased)
+    names that units of such a partially seen application publish: their scalesets are
+    not retired, drained away or deleted either (ADR 0002).
     """
 
     specs: tuple[ScalesetSpec, ...] = ()
     held: tuple[HeldSpec, ...] = ()
     complete: bool = True
+    unsettled: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

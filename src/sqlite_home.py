@@ -1,14 +1,17 @@
-"""Which garm unit holds GARM's sqlite data, kept in the peer relation's application data.
+"""Which garm unit holds GARM's sqlite data, kept in the peer relation.
 
-GARM's sqlite file cannot follow leadership to another machine, so the unit that first
-ran GARM on it is recorded, and only that unit may run GARM (``lifecycle.sqlite_tenancy``
-says why). The ``start-empty-garm`` action is the operator's way out once that unit is
-gone for good.
+GARM's sqlite file cannot follow leadership to another machine, so only the unit that
+holds it may run GARM (``lifecycle.sqlite_tenancy`` says why). Two records say who that
+is: the application's (``sqlite-home``, written by the leader that first ran GARM), and
+each unit's own (``sqlite-data``, written by any unit whose machine has the file), so a
+leader elected before the first record was made still finds the data's unit. The
+``start-empty-garm`` action is the operator's way out once that unit is gone for good.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 import ops
 
@@ -19,21 +22,38 @@ logger = logging.getLogger(__name__)
 
 PEERS = "garm-peers"
 HOME_KEY = "sqlite-home"
+DATA_KEY = "sqlite-data"
 
 
 class SqliteHome(ops.Object):
-    """The record of GARM's sqlite data's unit, and the action that gives it up."""
+    """The records of GARM's sqlite data's unit, and the action that gives it up."""
 
-    def __init__(self, charm: ops.CharmBase):
+    def __init__(self, charm: ops.CharmBase, alive: lifecycle.Alive):
         super().__init__(charm, PEERS)
-        self._charm = charm
+        self._alive = alive
         charm.framework.observe(charm.on.start_empty_garm_action, self._on_start_empty_garm)
 
-    def tenancy(self) -> SqliteTenancy:
-        """Whether this leader may run GARM on sqlite; records it as the data's first home."""
+    def note_data(self, has_data: bool) -> None:
+        """Say in this unit's peer data whether its machine holds GARM's sqlite file."""
         relation = self.model.get_relation(PEERS)
+        if relation is None:
+            return
+        bag = relation.data[self.model.unit]
+        if has_data and DATA_KEY not in bag:
+            bag[DATA_KEY] = "true"
+        elif not has_data and DATA_KEY in bag:
+            del bag[DATA_KEY]
+
+    def tenancy(self) -> SqliteTenancy:
+        """Whether this leader may run GARM on sqlite; the first to run it is recorded."""
+        relation = self.model.get_relation(PEERS)
+        holders = (
+            {u.name for u in relation.units if relation.data[u].get(DATA_KEY)}
+            if (relation)
+            else set()
+        )
         tenancy = lifecycle.sqlite_tenancy(
-            self._home(), self.model.unit.name, self._peers(), self.model.app.planned_units()
+            self._home(), self.model.unit.name, holders, self._alive()
         )
         if tenancy.claim and relation is not None:
             relation.data[self.model.app][HOME_KEY] = self.model.unit.name
@@ -43,19 +63,18 @@ class SqliteHome(ops.Object):
         relation = self.model.get_relation(PEERS)
         return relation.data[self.model.app].get(HOME_KEY) if relation else None
 
-    def _peers(self) -> set[str]:
-        relation = self.model.get_relation(PEERS)
-        return {u.name for u in relation.units} if relation else set()
-
     def _on_start_empty_garm(self, event: ops.ActionEvent) -> None:
         relation, home, unit = self.model.get_relation(PEERS), self._home(), self.model.unit
+        alive: Collection[str] = self._alive() or ()
         if not unit.is_leader():
             event.fail("Run this on the leader unit: juju run garm/leader start-empty-garm")
         elif relation is None or home in (None, unit.name):
             event.fail("Nothing to do: this unit already may run GARM")
-        elif home in self._peers():
+        elif home in alive or home in {u.name for u in relation.units}:
             event.fail(f"{home} still holds GARM's data: scale to one unit instead")
         else:
             relation.data[self.model.app][HOME_KEY] = unit.name
             logger.warning("GARM's sqlite data on %s given up; %s starts GARM", home, unit.name)
-            event.set_results({"previous-home": home, "home": unit.name})
+            event.set_results(
+                {"previous-home": home, "home": unit.name, "next": "GARM starts at the next hook"}
+            )

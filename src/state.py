@@ -7,6 +7,7 @@ One unit's bad data is recorded against that unit and never stops the others.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -16,10 +17,15 @@ from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
 
 from garm_config import OpenstackProvider
 from garm_setup import AppCredential, EntitySpec
+from lifecycle import View
 from naming import MIN_NAME_BUDGET
 from spec import Desired, HeldSpec, ScalesetSpec, Settings
 
 logger = logging.getLogger(__name__)
+
+
+WHOLE = View(True)
+_NO_IMAGE = "image_id not published yet"
 
 
 class ConfigError(ValueError):
@@ -97,29 +103,31 @@ def _int_option(config: Mapping[str, object], name: str, default: int) -> int:
 def relation_state(
     related: bool,
     units: Iterable[tuple[str, Mapping[str, str]]],
-    complete: bool = True,
-    unseen: str = "",
+    view: View = WHOLE,
 ) -> RelationState:
     """Parse every configurator unit's databag into a spec, a held spec, or nothing yet.
 
     ``units`` is (unit name, databag) in a stable order. A unit whose data breaks the
     contract, or names another unit's provider, is held (blocking) so its live scaleset
     is left serving; one whose image is not known yet is held (waiting) for the same
-    reason. ``complete`` says whether the view shows every related unit, ``unseen`` what
-    it waits for if not (``lifecycle.assess``).
+    reason. ``view`` says whether this unit sees every related unit (``lifecycle``).
     """
     specs: list[ScalesetSpec] = []
     held: list[HeldSpec] = []
     not_ready: dict[tuple[str, str], HeldSpec] = {}
     silent: list[str] = []
     parsed_units: list[tuple[str, ConfiguratorUnitData]] = []
+    unsettled: set[str] = set()
+    units = list(units)
+    others = {own_provider(unit) for unit, _ in units}
     for unit, data in units:
+        if application_of(unit) in view.partial:
+            unsettled.add(_raw_name(data).lower())
         if not ConfiguratorUnitData.has_scaleset(data):
             silent.append(unit)
             continue
         try:
-            parsed = ConfiguratorUnitData.from_databag(data)
-            _check_owner(unit, parsed)
+            parsed = _owned(unit, ConfiguratorUnitData.from_databag(data), others)
         except DatabagError as exc:
             logger.error("garm-configurator unit %s published invalid data: %s", unit, exc)
             held.append(HeldSpec(unit, _raw_name(data), f"invalid {exc}"))
@@ -136,14 +144,11 @@ def relation_state(
     held += [h for group, h in not_ready.items() if group not in defined]
     return RelationState(
         related,
-        Desired(tuple(specs), tuple(held), complete),
+        Desired(tuple(specs), tuple(held), view.complete, frozenset(unsettled - {""})),
         tuple(silent),
         tuple(parsed_units),
-        unseen,
+        view.missing,
     )
-
-
-_NO_IMAGE = "image_id not published yet"
 
 
 def application_of(unit: str) -> str:
@@ -156,19 +161,28 @@ def own_provider(unit: str) -> str:
     return unit.replace("/", "-")
 
 
-def _check_owner(unit: str, data: ConfiguratorUnitData) -> None:
-    """Refuse data that names a provider other than the unit's own.
+def _owned(unit: str, data: ConfiguratorUnitData, names: set[str]) -> ConfiguratorUnitData:
+    """The unit's data with its provider named after the unit itself, or a refusal.
 
-    The configurator derives ``provider_name`` from its own unit name. Any other value
-    would have this unit's OpenStack settings replace another unit's provider, whose
-    runners would then boot in a foreign project, silently.
+    The configurator derives ``provider_name`` from its own unit name, so a provider can
+    only ever be defined by the unit named after it: one unit's OpenStack settings can
+    never replace another's, whose runners would then boot in a foreign project. A
+    cross-model configurator is named here by its offer or alias, so its derived name
+    may differ from the local one in the application part but never in the unit
+    number; such a name is accepted and the provider named after the local unit.
+    ``names`` are the providers the related units own.
     """
-    if data.provider_name != own_provider(unit):
+    own = own_provider(unit)
+    published = data.provider_name
+    if published == own:
+        return data
+    if published in names or not published.endswith(f"-{unit.rpartition('/')[2]}"):
         raise DatabagError(
             "provider_name",
-            f"{data.provider_name!r} is not this unit's own provider "
-            f"({own_provider(unit)!r}); a unit may only define its own",
+            f"{published!r} is not this unit's own provider ({own!r}); "
+            "a unit may only define its own",
         )
+    return dataclasses.replace(data, provider_name=own)
 
 
 def _raw_name(data: Mapping[str, str]) -> str:

@@ -90,7 +90,7 @@ def _problem(
         noun = "call" if count == 1 else "calls"
         return "waiting", f"GARM refused {count} {noun}: {outcome.errors[0].error}"
     if not state.desired.complete:
-        return "waiting", f"Waiting for {state.unseen}: nothing is retired until then"
+        return "waiting", f"Waiting for {state.unseen}: nothing it may serve is retired until then"
     waiting = [f"{s.source}: {s.reason}" for s in outcome.skipped if not s.blocking]
     waiting += [f"{p.unit}: {p.reason}" for p in problems if not p.blocking]
     waiting += [f"{unit}: no scaleset published yet" for unit in state.silent]

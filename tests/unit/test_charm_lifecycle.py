@@ -18,8 +18,8 @@ from ops import testing
 import workload
 from charm import BEING_REMOVED, GarmCharm
 from lifecycle import SQLITE_MULTI_UNIT
+from sqlite_home import DATA_KEY, PEERS
 from sqlite_home import HOME_KEY as SQLITE_HOME_KEY
-from sqlite_home import PEERS
 from tests.databags import EXAMPLE_UNIT, SOLE_UNIT
 from tests.juju_events import leader_settings_changed, self_departing
 from tests.machine import Machine, goal
@@ -37,10 +37,19 @@ pytestmark = pytest.mark.usefixtures("machine")
 APP = "garm-configurator"
 
 
-def goal_state(*remote_units: str, me: str = "garm/0", status: str = "active", **extra):
-    """goal-state's answer: this unit, and the configurator units the controller knows."""
-    relation = {APP: goal("joined"), **{u: goal("joined") for u in remote_units}}
-    relation.update({k.replace("_", "/"): goal(v) for k, v in extra.items()})
+def goal_state(
+    *remote_units: str,
+    me: str = "garm/0",
+    status: str = "active",
+    dying: tuple[str, ...] = (),
+):
+    """goal-state's answer: this unit, and the configurator units the controller knows.
+
+    As Juju gives it: the related application with the relation's status, each of its
+    units with its workload status, or ``dying`` once its removal began.
+    """
+    relation = {APP: goal("joined"), **{u: goal("active") for u in remote_units}}
+    relation.update({u: goal("dying") for u in dying})
     return {"units": {me: goal(status)}, "relations": {APP: relation}}
 
 
@@ -135,7 +144,7 @@ def test_a_relation_whose_units_have_not_joined_here_retires_nothing(
     empty = dataclasses.replace(relation, remote_units_data={})
     state = ctx.run(ctx.on.leader_elected(), make_state(world, resources, empty))
     assert state.unit_status == ops.WaitingStatus(
-        f"Waiting for {APP}/0 to join: nothing is retired until then"
+        f"Waiting for {APP}/0 to join: nothing it may serve is retired until then"
     )
     state = ctx.run(ctx.on.relation_created(empty), state)
     assert world.writes()[writes:] == []
@@ -158,7 +167,7 @@ def test_a_relation_with_no_units_it_never_saw_leave_is_not_read_as_empty(
     empty = dataclasses.replace(relation, remote_units_data={})
     state = ctx.run(ctx.on.update_status(), make_state(world, resources, empty))
     assert state.unit_status == ops.WaitingStatus(
-        f"Waiting for a unit of {APP} to join: nothing is retired until then"
+        f"Waiting for a unit of {APP} to join: nothing it may serve is retired until then"
     )
     assert all(s["enabled"] for s in world.scalesets())
 
@@ -167,7 +176,7 @@ def test_the_last_unit_departing_is_intent_and_its_scaleset_goes(ctx, world, res
     relation = configurator(SOLE_UNIT)
     machine.systemctl.goal_state = goal_state(f"{APP}/0")
     state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
-    machine.systemctl.goal_state = goal_state(garm_configurator_0="dying")
+    machine.systemctl.goal_state = goal_state(dying=(f"{APP}/0",))
     state, relation = with_units(state, relation, {})
     state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
     assert world.scalesets() == []  # nothing asks for its labels: retired and deleted
@@ -181,14 +190,25 @@ def test_a_suspended_cross_model_relation_removes_nothing(ctx, world, resources,
     machine.systemctl.goal_state = goal_state(f"{APP}/0")
     state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
     (serving,) = world.scalesets()
-    # juju suspend-relation: -departed per unit, then -broken, the relation still there.
-    suspended = {"units": {"garm/0": goal("active")}, "relations": {APP: {APP: goal("suspended")}}}
-    machine.systemctl.goal_state = suspended
+    # juju suspend-relation on a cross-model relation: -departed per unit while Juju says
+    # "suspending" (it says "suspended" only after -broken), then -broken; the relation
+    # stays. goal-state keys a cross-model application by its offer URL, without units.
+    offer = "admin/ci.garm-configurator"
+
+    def suspension(status: str):
+        return {"units": {"garm/0": goal("active")}, "relations": {APP: {offer: goal(status)}}}
+
+    machine.systemctl.goal_state = suspension("suspending")
     state, relation = with_units(state, relation, {})
     state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
     state = ctx.run(ctx.on.relation_broken(relation), state)
+    machine.systemctl.goal_state = suspension("suspended")
+    state = ctx.run(ctx.on.update_status(), dataclasses.replace(state, relations=[]))
     assert world.scalesets() == [serving]
-    assert state.unit_status.message.startswith(f"Waiting for the suspended relation with {APP}")
+    assert state.unit_status == ops.WaitingStatus(
+        f"Waiting for the suspended relation with {offer} to resume: "
+        "nothing it may serve is retired until then"
+    )
 
 
 def test_removing_the_relation_on_a_live_unit_removes_its_scalesets(
@@ -248,7 +268,7 @@ def test_a_configurator_leader_change_never_strands_the_scaleset(ctx, world, res
     assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
 
     # The old leader leaves: its scaleset hands over to one under the new provider.
-    machine.systemctl.goal_state = goal_state(f"{APP}/1", garm_configurator_0="dying")
+    machine.systemctl.goal_state = goal_state(f"{APP}/1", dying=(f"{APP}/0",))
     state, relation = with_units(state, relation, {1: units[1]})
     labels = served(world)
     state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
@@ -281,28 +301,53 @@ def test_a_unit_cannot_rewrite_another_units_provider(ctx, world, resources, mac
 # --- one GARM at a time ----------------------------------------------------------------------
 
 
-def peers(home: str | None = None, *others: int) -> testing.PeerRelation:
-    data = {SQLITE_HOME_KEY: home} if home else {}
-    return testing.PeerRelation(PEERS, local_app_data=data, peers_data={n: {} for n in others})
+def peers(home: str | None = None, *others: int, data_on: int | None = None):
+    """The peer relation: the recorded home, the other garm units and their own records."""
+    return testing.PeerRelation(
+        PEERS,
+        local_app_data={SQLITE_HOME_KEY: home} if home else {},
+        peers_data={n: {DATA_KEY: "true"} if n == data_on else {} for n in others},
+    )
+
+
+def garm_units(machine: Machine, *numbers: int) -> None:
+    """Juju's goal-state: this application's units (garm/0 is this one)."""
+    machine.systemctl.goal_state = {
+        "units": {f"garm/{n}": goal("active") for n in (0, *numbers)},
+        "relations": {},
+    }
 
 
 def test_the_first_sqlite_leader_records_itself_as_the_datas_home(ctx, world, resources):
     relation = peers()
     state = ctx.run(ctx.on.install(), make_state(world, resources, relation))
-    assert state.get_relation(relation.id).local_app_data == {SQLITE_HOME_KEY: "garm/0"}
+    written = state.get_relation(relation.id)
+    assert isinstance(written, testing.PeerRelation)
+    assert written.local_app_data == {SQLITE_HOME_KEY: "garm/0"}
+    assert DATA_KEY not in written.local_unit_data  # GARM (the double) wrote no file here
+
+
+def test_a_unit_whose_machine_holds_the_sqlite_file_says_so(ctx, world, resources, machine):
+    machine.paths.sqlite_file.parent.mkdir(parents=True)
+    machine.paths.sqlite_file.write_bytes(b"SQLite format 3\x00")
+    relation = peers("garm/0", 1)
+    state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation, leader=False))
+    written = state.get_relation(relation.id)
+    assert isinstance(written, testing.PeerRelation)
+    assert written.local_unit_data[DATA_KEY] == "true"
 
 
 def test_two_units_on_sqlite_are_refused_and_the_leader_keeps_serving(
     ctx, world, resources, machine
 ):
     relation = configurator(SOLE_UNIT)
-    state = make_state(world, resources, relation, peers("garm/0", 1), planned_units=2)
-    state = ctx.run(ctx.on.update_status(), state)
+    garm_units(machine, 1)
+    state = ctx.run(
+        ctx.on.update_status(), make_state(world, resources, relation, peers("garm/0", 1))
+    )
     assert state.unit_status == ops.BlockedStatus(f"Fix garm/0: {SQLITE_MULTI_UNIT}")
     assert machine.paths.unit_file.exists() and len(world.scalesets()) == 1
-    follower = make_state(
-        world, resources, relation, peers("garm/0", 1), planned_units=2, leader=False
-    )
+    follower = make_state(world, resources, relation, peers("garm/0", 1), leader=False)
     assert ctx.run(ctx.on.update_status(), follower).unit_status == ops.BlockedStatus(
         SQLITE_MULTI_UNIT
     )
@@ -310,7 +355,8 @@ def test_two_units_on_sqlite_are_refused_and_the_leader_keeps_serving(
 
 def test_a_new_sqlite_leader_never_starts_an_empty_garm(ctx, world, resources, machine):
     relation = configurator(SOLE_UNIT)
-    state = make_state(world, resources, relation, peers("garm/1", 1), planned_units=2)
+    garm_units(machine, 1)
+    state = make_state(world, resources, relation, peers("garm/1", 1))
     state = ctx.run(ctx.on.leader_elected(), state)
     assert state.unit_status == ops.BlockedStatus(
         "GARM's sqlite data is on garm/1: scale to one unit so that it leads"
@@ -318,17 +364,36 @@ def test_a_new_sqlite_leader_never_starts_an_empty_garm(ctx, world, resources, m
     assert world.requests == [] and not machine.paths.unit_file.exists()
 
     # garm/1 is gone for good: the operator cleaned GitHub and says so.
+    garm_units(machine)
     state = make_state(world, resources, relation, peers("garm/1"))
     state = ctx.run(ctx.on.update_status(), state)
     assert state.unit_status.message.startswith("GARM's sqlite data left with garm/1")
     state = ctx.run(ctx.on.action("start-empty-garm"), state)
-    assert ctx.action_results == {"previous-home": "garm/1", "home": "garm/0"}
+    assert ctx.action_results is not None
+    assert (ctx.action_results["previous-home"], ctx.action_results["home"]) == (
+        "garm/1",
+        "garm/0",
+    )
     state = ctx.run(ctx.on.update_status(), state)
     assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
 
 
-def test_start_empty_garm_is_refused_while_the_data_unit_is_there(ctx, world, resources):
-    state = make_state(world, resources, peers("garm/1", 1), planned_units=2)
+def test_a_leader_elected_before_the_home_was_recorded_finds_the_datas_unit(
+    ctx, world, resources, machine
+):
+    # Upgraded from a revision without the record: garm/1 says it has the file.
+    garm_units(machine, 1)
+    state = make_state(world, resources, configurator(SOLE_UNIT), peers(None, 1, data_on=1))
+    state = ctx.run(ctx.on.leader_elected(), state)
+    assert state.unit_status == ops.BlockedStatus(
+        "GARM's sqlite data is on garm/1: scale to one unit so that it leads"
+    )
+    assert world.requests == []
+
+
+def test_start_empty_garm_is_refused_while_the_data_unit_is_there(ctx, world, resources, machine):
+    garm_units(machine, 1)
+    state = make_state(world, resources, peers("garm/1"))  # not seen joined here, yet alive
     with pytest.raises(testing.ActionFailed) as failed:
         ctx.run(ctx.on.action("start-empty-garm"), state)
     assert failed.value.message == "garm/1 still holds GARM's data: scale to one unit instead"
@@ -403,3 +468,20 @@ def test_a_leader_change_on_postgresql_resumes_the_changeover_without_a_create(
 
 def backend_of(paths: workload.Paths) -> str:
     return tomllib.loads(paths.config_file.read_text())["database"]["backend"]
+
+
+def test_goal_state_failing_keeps_everything_and_raises_nothing(ctx, world, resources, machine):
+    relation = configurator(SOLE_UNIT)
+    machine.systemctl.goal_state = goal_state(f"{APP}/0")
+    state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
+    (serving,) = world.scalesets()
+    machine.systemctl.goal_state = None  # the hook tool fails
+    state, relation = with_units(state, relation, {0: {**SOLE_UNIT, "labels": "linux,arm64"}})
+    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    assert state.unit_status == ops.WaitingStatus(
+        "Waiting for Juju's goal-state to answer: nothing it may serve is retired until then "
+        "(Replacing scaleset sm-x64: handing over)"
+    )
+    assert serving in world.scalesets() and len(world.scalesets()) == 2  # created, kept
+    follower = make_state(world, resources, relation, leader=False)
+    assert ctx.run(ctx.on.update_status(), follower).unit_status.name == "active"

@@ -66,6 +66,14 @@ def test_an_org_nobody_names_is_removed_then_its_managed_credential():
     ]
 
 
+def test_nothing_is_deleted_on_an_incomplete_view_of_juju():
+    # A unit not seen yet may name the org: creates go on, deletes wait.
+    actions = plan_setup([APP], [], set(), [have(APP, 3)], [LIVE_ORG], [], complete=False)
+    assert actions == []
+    missing = plan_setup([APP], [ORG], set(), [], [], [], complete=False)
+    assert [type(a) for a in missing] == [CreateCredential, CreateEntity]
+
+
 def test_an_org_with_a_scaleset_under_it_is_kept_and_so_is_its_credential():
     draining = ScaleSet(id=5, name="ci-1", entity_kind="organization", entity_id="org-uuid")
     assert plan_setup([], [], set(), [have(APP)], [LIVE_ORG], [draining]) == []

@@ -13,47 +13,65 @@ def rel(*units: int, id: int = 1, app: str = A) -> RelationView:
     return RelationView(id, app, frozenset(f"{app}/{n}" for n in units))
 
 
+B = "other"
+BOTH = frozenset({A, B})
+
+
+def gap(missing: str, *apps: str) -> View:
+    return View(False, missing, frozenset(apps))
+
+
 @pytest.mark.parametrize(
     ("relations", "goal", "emptied", "departing", "expected"),
     [
-        # Every unit Juju lists is seen: whole.
-        ([rel(0, 1)], {A: "joined", f"{A}/0": "joined", f"{A}/1": "joined"}, (), None, View(True)),
-        # A unit Juju lists that has not joined here yet.
+        # Every unit Juju lists is seen: whole. (Units carry their workload status.)
         (
-            [rel(0)],
-            {f"{A}/0": "joined", f"{A}/1": "joining"},
-            (),
-            None,
-            View(False, "cfg/1 to join"),
-        ),
-        # The lowest unit number is named first, numerically.
-        (
-            [rel()],
-            {f"{A}/10": "joined", f"{A}/9": "joined"},
-            (),
-            None,
-            View(False, "cfg/9 to join"),
-        ),
-        # Units leaving scope, or dying, are not waited for.
-        (
-            [rel(0)],
-            {f"{A}/0": "joined", f"{A}/1": "broken", f"{A}/2": "dying"},
+            [rel(0, 1)],
+            {A: "joined", f"{A}/0": "active", f"{A}/1": "waiting"},
             (),
             None,
             View(True),
         ),
+        # A unit Juju lists that has not joined here yet holds its application only.
+        (
+            [rel(0), rel(0, id=2, app=B)],
+            {f"{A}/0": "active", f"{A}/1": "allocating", f"{B}/0": "active"},
+            (),
+            None,
+            gap("cfg/1 to join", A),
+        ),
+        # The lowest unit number is named first, numerically.
+        ([rel()], {f"{A}/10": "active", f"{A}/9": "active"}, (), None, gap("cfg/9 to join", A)),
+        # Dying units are not waited for; dead ones are not listed at all.
+        ([rel(0)], {f"{A}/0": "active", f"{A}/2": "dying"}, (), None, View(True)),
         # The unit departing in this very hook is not waited for.
-        ([rel(0)], {f"{A}/0": "joined", f"{A}/1": "joined"}, (), "cfg/1", View(True)),
-        # -created before any -joined, or units not in scope: no units is not "none wanted".
-        ([rel()], {A: "joining"}, (), None, View(False, "a unit of cfg to join")),
+        ([rel(0)], {f"{A}/0": "active", f"{A}/1": "active"}, (), "cfg/1", View(True)),
+        # -created before any -joined, or a cross-model relation (Juju lists no units of a
+        # remote application): no units is not "none wanted" ...
+        ([rel()], {A: "joining"}, (), None, gap("a unit of cfg to join", A)),
+        ([rel()], {"admin/other.cfg": "joined"}, (), None, gap("a unit of cfg to join", A)),
         # ... unless this unit saw the last one depart.
         ([rel()], {A: "joined"}, (1,), None, View(True)),
-        # A suspended cross-model relation, even one already gone from the view.
-        ([], {A: "suspended"}, (), None, View(False, "the suspended relation with cfg to resume")),
+        # A relation being suspended, or suspended, even one already gone from the view:
+        # which one it is cannot be told from an offer URL, so every application waits.
+        (
+            [rel(0), rel(0, id=2, app=B)],
+            {"admin/m.cfg": "suspending", f"{B}/0": "active"},
+            (),
+            None,
+            View(False, "the suspended relation with admin/m.cfg to resume", BOTH),
+        ),
+        ([], {A: "suspended"}, (), None, gap("the suspended relation with cfg to resume")),
         # Other applications' units are not this relation's.
-        ([rel(0)], {f"{A}/0": "joined", "cfgx/1": "joined"}, (), None, View(True)),
+        ([rel(0)], {f"{A}/0": "active", "cfgx/1": "active"}, (), None, View(True)),
         # goal-state unreadable: nothing is known.
-        ([rel(0)], None, (), None, View(False, "Juju's goal-state to answer")),
+        (
+            [rel(0), rel(id=2, app=B)],
+            None,
+            (),
+            None,
+            View(False, "Juju's goal-state to answer", BOTH),
+        ),
         # No relation at all (removed on a live unit): whole.
         ([], {}, (), None, View(True)),
     ],
@@ -69,16 +87,24 @@ def test_unit_dying():
 
 
 @pytest.mark.parametrize(
-    ("home", "peers", "planned", "may_run", "claim", "problem"),
+    ("home", "holders", "alive", "may_run", "claim", "problem"),
     [
-        (None, set(), 1, True, True, ""),
-        ("garm/0", set(), 1, True, False, ""),
-        ("garm/0", {"garm/1"}, 2, True, False, SQLITE_MULTI_UNIT),
-        ("garm/1", {"garm/1"}, 2, False, False, "GARM's sqlite data is on garm/1: scale to"),
-        ("garm/1", set(), 1, False, False, "GARM's sqlite data left with garm/1: delete its"),
+        # The first leader to run GARM records itself.
+        (None, set(), {"garm/0"}, True, True, ""),
+        (None, {"garm/0"}, {"garm/0"}, True, True, ""),
+        ("garm/0", set(), {"garm/0"}, True, False, ""),
+        # A second unit is refused in words an operator acts on; the home keeps serving.
+        ("garm/0", set(), {"garm/0", "garm/1"}, True, False, SQLITE_MULTI_UNIT),
+        # Another unit holds the data: never start an empty GARM here.
+        ("garm/1", set(), {"garm/0", "garm/1"}, False, False, "GARM's sqlite data is on garm/1"),
+        ("garm/1", set(), None, False, False, "GARM's sqlite data is on garm/1"),
+        # ... even when no leader recorded it yet (an upgrade from before the record).
+        (None, {"garm/1"}, {"garm/0", "garm/1"}, False, False, "GARM's sqlite data is on garm/1"),
+        # It is gone for good: only the operator can say the old scale sets are cleaned up.
+        ("garm/1", set(), {"garm/0"}, False, False, "GARM's sqlite data left with garm/1"),
     ],
 )
-def test_sqlite_tenancy(home, peers, planned, may_run, claim, problem):
-    tenancy = sqlite_tenancy(home, "garm/0", peers, planned)
+def test_sqlite_tenancy(home, holders, alive, may_run, claim, problem):
+    tenancy = sqlite_tenancy(home, "garm/0", holders, alive)
     assert (tenancy.may_run, tenancy.claim) == (may_run, claim)
     assert tenancy.problem.startswith(problem) and bool(tenancy.problem) == bool(problem)

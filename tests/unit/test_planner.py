@@ -764,8 +764,65 @@ def test_an_incomplete_view_creates_and_updates_but_never_retires_or_deletes():
     empty = retired(generation(make_spec(name="old", labels=("z",)), 4))
     stuck = retired(generation(make_spec(name="stuck", labels=("y",)), 5), at=T0)
     observed = observe(predecessor, current, orphan, empty, stuck, instances=[runner("r1", stuck)])
-    incomplete = plan(Desired((spec,), complete=False), observed, NOW, SETTINGS)
+    unsettled = Desired((spec,), complete=False, unsettled=frozenset({"ci"}))
+    incomplete = plan(unsettled, observed, NOW, SETTINGS)
     assert writes(incomplete) == [UpdateScaleset(2, current.name, {"max_runners": 7}, "update")]
     complete = plan(Desired((spec,)), observed, NOW, SETTINGS)
     kinds = {type(a) for a in writes(complete)}
     assert kinds == {UpdateScaleset, DeleteScaleset, RemoveInstance}
+
+
+def test_a_partial_view_of_one_application_lets_the_others_finish_their_changeovers():
+    spec = make_spec(labels=("linux", "arm64"))
+    predecessor = generation(make_spec(labels=("linux", "x64")), 1)
+    current = generation(spec, 2)
+    orphan = generation(make_spec(name="gone", labels=("gpu",)), 3)
+    observed = observe(predecessor, current, orphan)
+    # Another application has a unit not seen yet: no orphan may go, "ci" may finish.
+    desired = Desired((spec,), complete=False, unsettled=frozenset({"other"}))
+    (retire,) = writes(plan(desired, observed, NOW, SETTINGS))
+    assert isinstance(retire, UpdateScaleset) and retire.scaleset_id == 1
+
+
+# --- rule 15 (continued): a job needs one runner with all its labels ------------------------
+
+
+def test_labels_spread_over_several_live_scalesets_do_not_cover_a_leaving_one():
+    before = make_spec(name="noble", labels=("self-hosted", "x64", "noble"))
+    after = make_spec(name="noble2", labels=("self-hosted", "x64", "noble"))
+    jammy = make_spec(name="jammy", labels=("self-hosted", "x64", "jammy"))
+    arm = make_spec(name="arm", labels=("self-hosted", "arm64", "noble"))
+    live = [generation(jammy, 2), generation(arm, 3)]
+    old = generation(before, 1)
+    result = run(after, jammy, arm, observed=observe(old, *live))
+    assert [type(a) for a in writes(result)] == [CreateScaleset]  # old stays enabled
+    result = run(after, jammy, arm, observed=observe(old, *live, generation(after, 4)))
+    assert [(type(a), a.scaleset_id) for a in writes(result)] == [(UpdateScaleset, 1)]
+
+
+def test_a_repository_scaleset_moving_to_its_organisation_serves_until_that_is_live():
+    on_repo = make_spec(entity_kind="repository", entity_name="example-org/app")
+    on_org = make_spec(name="ci-org")
+    old = generation(on_repo, 1, org=None, repo=("repo-uuid", "example-org/app"))
+    result = run(on_org, observed=observe(old))
+    assert [type(a) for a in writes(result)] == [CreateScaleset]
+    result = run(on_org, observed=observe(old, generation(on_org, 2)))
+    assert [(type(a), a.scaleset_id) for a in writes(result)] == [(UpdateScaleset, 1)]
+
+
+def test_an_organisation_scaleset_serves_a_repository_spec_until_that_is_live():
+    on_repo = make_spec(name="app-ci", entity_kind="repository", entity_name="example-org/app")
+    old = generation(make_spec(name="org-ci"), 1)  # the same labels, org-wide
+    app = Entity("repository", "app-uuid", "example-org/app")
+    result = run(on_repo, observed=observe(old, entities=(ORG, app)))
+    assert [type(a) for a in writes(result)] == [CreateScaleset]
+    live = generation(on_repo, 2, org=None, repo=("app-uuid", "example-org/app"))
+    result = run(on_repo, observed=observe(old, live, entities=(ORG, app)))
+    assert [(type(a), a.scaleset_id) for a in writes(result)] == [(UpdateScaleset, 1)]
+
+
+def test_another_organisations_repository_does_not_hold_a_leaving_scaleset():
+    elsewhere = make_spec(name="x", entity_kind="repository", entity_name="other-org/app")
+    old = generation(make_spec(name="org-ci"), 1)
+    result = run(elsewhere, observed=observe(old))
+    assert (UpdateScaleset, 1) in [(type(a), getattr(a, "scaleset_id", 0)) for a in writes(result)]

@@ -166,7 +166,7 @@ def test_an_application_still_waiting_for_its_image_is_reported_once():
     )
 
 
-@pytest.mark.parametrize("provider", ["garm-configurator-0", "other-app-1", "garm-configurator"])
+@pytest.mark.parametrize("provider", ["garm-configurator-0", "garm-configurator-7", "cfg"])
 def test_a_unit_naming_another_units_provider_is_refused_and_defines_nothing(provider):
     foreign = {**EXAMPLE_UNIT, "provider_name": provider, "openstack_username": "intruder"}
     state = relation_state(True, [(CFG0, EXAMPLE_UNIT), (CFG1, foreign)])
@@ -211,3 +211,14 @@ def test_zero_drain_deadline_means_never_force():
 def test_unusable_config_is_refused_naming_the_option(config, message):
     with pytest.raises(ConfigError, match=message):
         settings_from_config(config)
+
+
+def test_a_cross_model_unit_named_after_its_alias_defines_its_own_provider():
+    # Consumed as "ci-cfg", the configurator still derives names from its real app name.
+    unit = "ci-cfg/3"
+    state = relation_state(
+        True, [(unit, {**EXAMPLE_UNIT, "provider_name": "garm-configurator-3"})]
+    )
+    (spec,) = state.desired.specs
+    assert spec.provider_name == "ci-cfg-3"
+    assert [data.provider_name for _, data in state.units] == ["ci-cfg-3"]
