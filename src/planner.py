@@ -393,12 +393,17 @@ def _select(desired: Desired, observed: Observed, draft: _Draft) -> _Selection:
 
 
 def _one_per_application(specs: Iterable[ScalesetSpec], observed: Observed) -> list[ScalesetSpec]:
-    """Of the units of one application publishing one name, the one that defines it."""
+    """Of the units of one application publishing one name, the one that defines it.
+
+    Ranking looks at every observed scaleset, so only groups of several units are ranked.
+    """
     groups: dict[tuple[str, str], list[ScalesetSpec]] = defaultdict(list)
     for spec in specs:
         groups[(_unit_order(spec)[0], spec.name.lower())].append(spec)
     return [
-        min(
+        group[0]
+        if len(group) == 1
+        else min(
             group,
             key=lambda s: (
                 not _serving(s, observed),
@@ -419,11 +424,15 @@ def _unit_order(spec: ScalesetSpec) -> tuple[str, int, str]:
 def _serving(spec: ScalesetSpec, observed: Observed) -> bool:
     """Whether an enabled live scaleset already is the generation this spec asks for."""
     key = spec_key(spec)
+    logical = spec.name.lower()
     return any(
         s.enabled
         and observed_key(spec.name, s) == key
         and (generation_index(spec.name, s) is not None or is_legacy(spec.name, s))
         for s in observed.scalesets
+        # Cheap first: a generation carries its logical name as a label, a legacy one
+        # is named after it; nothing else can be this spec's.
+        if s.name.lower() == logical or logical in (label.lower() for label in s.labels)
     )
 
 
