@@ -20,6 +20,7 @@ from charm import GarmCharm
 from tests.clock import FakeClock
 from tests.databags import SECOND_UNIT
 from tests.garm_double import GarmDouble
+from tests.juju_events import self_departing
 from tests.sandbox import charm_state, sandboxed_machine
 
 CI = {**SECOND_UNIT, "name": "ci", "provider_name": "garm-configurator-0", "labels": "linux,x64"}
@@ -122,7 +123,22 @@ def main() -> int:
             and len(garm.scalesets()) == 1
         )
         print("converged" if converged else "NOT converged")
-        return 0 if converged else 1
+
+        # juju remove-unit garm/0: the leader sees itself depart from each relation,
+        # then -broken, stop, remove. Its view empties; nothing in GARM may go with it.
+        kept = garm.scalesets()
+        with self_departing("garm/0"):
+            relation = story.units()
+            story.run(
+                "relation-departed (garm/0 itself)",
+                story.ctx.on.relation_departed(relation, remote_unit=0),
+            )
+        story.run("relation-broken", story.ctx.on.relation_broken(relation))
+        story.run("stop", story.ctx.on.stop())
+        story.run("remove", story.ctx.on.remove())
+        untouched = garm.scalesets() == kept
+        print("nothing deleted by the leaving unit" if untouched else "DELETED on removal")
+        return 0 if converged and untouched else 1
 
 
 if __name__ == "__main__":
