@@ -20,6 +20,7 @@ import logging
 import os
 import secrets
 import string
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -90,9 +91,11 @@ class _NotReadyError(Exception):
 class GarmCharm(ops.CharmBase):
     """Runs GARM and keeps its scalesets in line with the related configurators."""
 
-    # Where GARM lives on the machine and who runs it; tests point these at a sandbox.
+    # Where GARM lives on the machine, who runs it and what time it is; tests point these
+    # at a sandbox and at a clock they move.
     paths = workload.Paths()
     service_user = workload.USER
+    now: Callable[[], datetime] = staticmethod(lambda: datetime.now(UTC))
 
     def __init__(self, framework: ops.Framework):
         super().__init__(framework)
@@ -190,7 +193,7 @@ class GarmCharm(ops.CharmBase):
         state = self.view.relation_state(None)
         try:
             with contextlib.closing(self._client()) as client:
-                planned = preview(client, state.desired, _now(), settings)
+                planned = preview(client, state.desired, self.now(), settings)
         except (GarmUnreachable, GarmApiError) as exc:
             event.fail(f"Could not read GARM: {exc}")
             return
@@ -250,7 +253,7 @@ class GarmCharm(ops.CharmBase):
                 self._outcome = reconcile(
                     client,
                     state.desired,
-                    _now(),
+                    self.now(),
                     settings,
                     budget=PASS_BUDGET_SECONDS,
                     observed=observed,
@@ -537,10 +540,6 @@ def _proxy_url(value: str) -> str:
     """
     value = value.strip()
     return value if not value or "://" in value else f"http://{value}"
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 if __name__ == "__main__":  # pragma: nocover

@@ -63,10 +63,11 @@ def assess(
 
     ``goal`` maps every app and unit name ``goal-state`` lists under the
     garm-configurator endpoint to its status (None: goal-state could not be read, so
-    nothing is known). Juju lists the units of local applications only, not those of a
-    cross-model one. ``emptied`` holds the relations this unit saw lose their last unit
-    through ``-departed``: for those, no units is what the operator did; for any other,
-    no units means its units have not joined here yet.
+    nothing is known). For an application in this model Juju lists every unit it has,
+    joined here or not, so the view is whole once all of them are seen. A cross-model
+    application is keyed by its offer URL and its units are not listed: there, no units
+    in view is taken as the operator's doing only if this unit saw the last one depart
+    (``emptied``); otherwise its units have not joined here yet.
     """
     relations = sorted(relations, key=lambda r: r.id)
     apps = frozenset(r.app for r in relations)
@@ -85,9 +86,10 @@ def assess(
             if name.startswith(f"{relation.app}/") and status != _DYING
         } - {departing}
         unseen = sorted(expected - relation.units, key=_unit_order)
+        local = relation.app in goal
         if unseen:
             gaps.append((relation.app, f"{unseen[0]} to join"))
-        elif not relation.units and relation.id not in emptied:
+        elif not relation.units and not local and relation.id not in emptied:
             gaps.append((relation.app, f"a unit of {relation.app} to join"))
     if not gaps:
         return View(True)

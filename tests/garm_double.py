@@ -898,6 +898,16 @@ class GarmDouble:
         with self._lock:
             self._providers.append(name)
 
+    def set_providers(self, names: list[str]) -> None:
+        """Replace the configured providers, as GARM re-reading its config at a restart does."""
+        with self._lock:
+            self._providers = list(names)
+
+    def providers(self) -> list[str]:
+        """The configured provider names, in config order."""
+        with self._lock:
+            return list(self._providers)
+
     def add_org(self, name: str, *, credentials: str | None = None) -> str:
         """Register a GitHub organization; returns its id.
 

@@ -159,11 +159,13 @@ def test_a_relation_whose_units_have_not_joined_here_retires_nothing(
 def test_a_relation_with_no_units_it_never_saw_leave_is_not_read_as_empty(
     ctx, world, resources, machine
 ):
-    # A cross-model relation whose units are not in scope: goal-state lists none either.
+    # A cross-model relation whose units are not in scope: goal-state keys the remote
+    # application by its offer URL and lists none of its units.
     relation = configurator(SOLE_UNIT)
     machine.systemctl.goal_state = goal_state(f"{APP}/0")
     ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
-    machine.systemctl.goal_state = goal_state()
+    offer = {"admin/ci.garm-configurator": goal("joined")}
+    machine.systemctl.goal_state = {"units": {"garm/0": goal("active")}, "relations": {APP: offer}}
     empty = dataclasses.replace(relation, remote_units_data={})
     state = ctx.run(ctx.on.update_status(), make_state(world, resources, empty))
     assert state.unit_status == ops.WaitingStatus(
@@ -485,3 +487,16 @@ def test_goal_state_failing_keeps_everything_and_raises_nothing(ctx, world, reso
     assert serving in world.scalesets() and len(world.scalesets()) == 2  # created, kept
     follower = make_state(world, resources, relation, leader=False)
     assert ctx.run(ctx.on.update_status(), follower).unit_status.name == "active"
+
+
+def test_an_application_of_this_model_scaled_to_zero_before_this_unit_led_is_intent(
+    ctx, world, resources, machine
+):
+    # A new leader never saw the units go, but Juju lists the application with none left.
+    relation = configurator(SOLE_UNIT)
+    machine.systemctl.goal_state = goal_state(f"{APP}/0")
+    ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
+    machine.systemctl.goal_state = goal_state()
+    empty = dataclasses.replace(relation, remote_units_data={})
+    ctx.run(ctx.on.leader_elected(), make_state(world, resources, empty))
+    assert world.scalesets() == []  # nothing asks for its labels: retired and deleted

@@ -46,12 +46,15 @@ def gap(missing: str, *apps: str) -> View:
         ([rel(0)], {f"{A}/0": "active", f"{A}/2": "dying"}, (), None, View(True)),
         # The unit departing in this very hook is not waited for.
         ([rel(0)], {f"{A}/0": "active", f"{A}/1": "active"}, (), "cfg/1", View(True)),
-        # -created before any -joined, or a cross-model relation (Juju lists no units of a
-        # remote application): no units is not "none wanted" ...
-        ([rel()], {A: "joining"}, (), None, gap("a unit of cfg to join", A)),
+        # -created before any -joined: Juju lists the units that have not joined here.
+        ([rel()], {A: "joining", f"{A}/0": "allocating"}, (), None, gap("cfg/0 to join", A)),
+        # An application of this model with no unit at all: nothing is unseen.
+        ([rel()], {A: "joined"}, (), None, View(True)),
+        # A cross-model application: Juju lists no units of it, keyed by its offer URL,
+        # so no units in view is not "none wanted" ...
         ([rel()], {"admin/other.cfg": "joined"}, (), None, gap("a unit of cfg to join", A)),
         # ... unless this unit saw the last one depart.
-        ([rel()], {A: "joined"}, (1,), None, View(True)),
+        ([rel()], {"admin/other.cfg": "joined"}, (1,), None, View(True)),
         # A relation being suspended, or suspended, even one already gone from the view:
         # which one it is cannot be told from an offer URL, so every application waits.
         (

@@ -1,0 +1,1061 @@
+"""Juju's event sequences through the real charm: two garm units, one GARM, random stories.
+
+Hypothesis tells stories the way a Juju model lives them (juju-lifecycle.md §1-§3):
+configurator applications integrated before their units join, units added, removed and
+scaled to zero, relations removed, configurator leaders changing, configs renamed and
+relabelled, the garm leader removed (its self-departing hooks, broken, stop, remove, then
+the other unit elected) or simply losing its lease, runners taking and finishing jobs,
+GARM's workers ticking, time passing. Every hook runs the real ``GarmCharm`` through
+``ops.testing`` on the unit's own sandboxed machine, with Juju's ``goal-state`` answered
+as the controller would at that moment, against one GARM double (one shared PostgreSQL).
+
+After every hook the design's invariants are checked on the double's ground truth (no
+label gap, no serving scaleset of a valid unit retired, no runner removed before its drain
+deadline, providers only as their unit published them, no write from a dying unit), and
+every story ends settled: all units joined, jobs done, then the leader converged with zero
+writes on one more update-status.
+
+``GARM_SOAK_STEPS`` / ``GARM_SOAK_EXAMPLES`` make the same machine run long (``tox -e soak``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import tomllib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import ops
+import pytest
+from charmlibs import passwd
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from ops import testing
+from scenario.state import _Event
+
+import workload
+from charm import GarmCharm
+from naming import normalise_labels
+from planner import read_retirement_stamp
+from tests.clock import FakeClock
+from tests.databags import EXAMPLE_UNIT
+from tests.garm_double import GarmDouble
+from tests.juju_events import self_departing
+from tests.machine import FakeSystemctl, goal
+from tests.unit.test_charm import make_state
+from tests.unit.test_database import (
+    PROVIDER_CONFIG,
+    PROVIDER_META,
+    REL_ID,
+    ProviderCharm,
+    provider_answers,
+    seen_by_requirer,
+)
+from tests.wire import T0
+
+CONFIGURATOR = "garm-configurator"
+PEERS = "garm-peers"
+PEER_ID = 1
+ORG = "example-org"
+# Each configurator app's own pool of logical names, so two apps never publish one name.
+NAMES = {"cfg-a": ("ci-a", "ci-a2"), "cfg-b": ("ci-b", "ci-b2")}
+LABEL_SETS = (("linux",), ("linux", "x64"), ("linux", "arm64"), ("self-hosted", "linux", "x64"))
+MAX_CONFIGURATOR_UNITS = 3
+DRAIN_DEADLINE = timedelta(minutes=420)  # the charm's default drain-deadline-minutes
+# update-status hooks the leader may take to settle once nothing else happens: pick up
+# a new provider after GARM's restart, create, hand over, retire, delete, see it gone.
+SETTLE_PASSES = 8
+PHASE_B_KEYS = tuple(k for k in EXAMPLE_UNIT if k.startswith(("openstack_", "github_")))
+# What the stories must reach, or they prove nothing.
+KINDS = (
+    "created-before-joined",
+    "joined",
+    "departed",
+    "scaled-to-0",
+    "scaled-back",
+    "broken",
+    "cfg-leader-change",
+    "rename",
+    "two-apps",
+    "garm-dying(self-departing)",
+    "stop",
+    "remove",
+    "garm-leader-change",
+    "job-started",
+    "job-finished",
+    "runner-force-removed",
+    "github-slow",
+    "time-passes-on-a-draining-job",
+    "foreign-provider",
+)
+# What the stories exercised, summed over all examples; the test asserts each happened.
+COVERAGE: Counter[str] = Counter()
+
+
+# --- the configurator side ---------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class CfgApp:
+    """One garm-configurator application as the model holds it: its config and units.
+
+    ``units`` maps each unit in the model to the unit databag it publishes now. Every unit
+    publishes Phase A; the leader also Phase B, which an old leader keeps (stale) after
+    losing leadership, because the configurator never deletes those keys.
+    """
+
+    name: str
+    logical: str
+    labels: tuple[str, ...]
+    min_idle: str
+    rev: int = 0  # bumped by a config change of the OpenStack settings
+    units: dict[int, dict[str, str]] = dataclasses.field(default_factory=dict)
+    leader: int | None = None
+    next_unit: int = 0
+    relation_id: int | None = None  # set while integrated with garm
+    emptied: bool = False  # scaled to 0 while integrated
+    impostor: bool = False  # its leader's data names another unit's provider
+
+    def provider(self, n: int) -> str:
+        return f"{self.name}-{n}"
+
+    def phase_a(self, n: int) -> dict[str, str]:
+        return {
+            "name": self.logical,
+            "provider_name": self.provider(n),
+            "flavor": "m1.small",
+            "os_arch": "amd64",
+            "max_runner": "2",
+            "min_idle_runner": self.min_idle,
+            "labels": ",".join(self.labels),
+            "org": ORG,
+            "image_id": f"image-of-{self.name}",
+            "ingress-address": f"10.1.2.{n + 10}",
+        }
+
+    def phase_b(self) -> dict[str, str]:
+        """The leader's credentials; username and network name the app and config rev."""
+        out = {key: EXAMPLE_UNIT[key] for key in PHASE_B_KEYS}
+        out["openstack_username"] = f"{self.name}-r{self.rev}"
+        out["openstack_network"] = f"{self.name}-net-r{self.rev}"
+        return out
+
+    def publish(self, n: int) -> None:
+        """Unit ``n`` runs its reconcile: Phase A always, Phase B if it leads."""
+        if n == self.leader:
+            self.impostor = False
+        data = {**self.units.get(n, {}), **self.phase_a(n)}
+        if n == self.leader:
+            data.update(self.phase_b())
+        self.units[n] = data
+
+    @property
+    def valid(self) -> bool:
+        """A current, valid logical scaleset: related, with a leader publishing Phase B."""
+        if self.relation_id is None or self.leader not in self.units or self.impostor:
+            return False
+        return "openstack_auth_url" in self.units[self.leader]
+
+    def wanted(self) -> frozenset[str]:
+        return frozenset(normalise_labels((*self.labels, self.logical)))
+
+
+# --- the garm side -----------------------------------------------------------------------
+
+
+class Machines:
+    """``subprocess.run`` for whichever unit's hook runs: every machine has its own."""
+
+    def __init__(self) -> None:
+        self.current = FakeSystemctl()
+
+    def __call__(self, cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        return self.current(cmd, **kwargs)
+
+
+@dataclasses.dataclass
+class GarmUnit:
+    """One garm unit: its machine, its chained State, and its own view of each relation.
+
+    ``view`` maps a configurator relation id to the remote units whose ``-joined`` this
+    unit has run and not yet departed: Juju's ``relation-list``, not the model.
+    """
+
+    id: int
+    ctx: testing.Context[GarmCharm]
+    paths: workload.Paths
+    systemctl: FakeSystemctl
+    state: testing.State
+    view: dict[int, set[int]] = dataclasses.field(default_factory=dict)
+    dying: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"garm/{self.id}"
+
+
+class Lifecycle(RuleBasedStateMachine):
+    """Garm units, configurator apps and one GARM, and what Juju does to them."""
+
+    def __init__(self, garm: GarmDouble, clock: FakeClock, machines: Machines):
+        super().__init__()
+        assert garm.unexpected == [], f"routes GARM does not have: {garm.unexpected}"
+        garm.reset()
+        clock.now = T0
+        garm.add_org(ORG)
+        self.garm, self.clock, self.machines = garm, clock, machines
+        self.root = Path(tempfile.mkdtemp(prefix="garm-lifecycle-"))
+        self.resources = self._resources()
+        self.apps = {
+            "cfg-a": CfgApp("cfg-a", "ci-a", ("linux", "x64"), "1"),
+            "cfg-b": CfgApp("cfg-b", "ci-b", ("linux",), "0"),
+        }
+        self.relation_app: dict[int, CfgApp] = {}
+        self.units: dict[int, GarmUnit] = {}
+        self.next_garm = 0
+        self.next_relation = 10
+        self.database = "postgresql"
+        self.db_answer: tuple[dict[str, str], list[testing.Secret]] | None = None
+        # Invariant bookkeeping.
+        self.published: dict[str, set[tuple[str, str]]] = {}
+        self.guaranteed: set[str] = set()
+        self.whole: set[tuple[str, frozenset[str]]] = set()
+        self.checked_removals = 0
+        self.trail: list[str] = []
+        self.healthy = True
+
+    # --- deployment ---------------------------------------------------------------------
+
+    @initialize(
+        database=st.sampled_from(("postgresql", "postgresql", "sqlite")),
+        units=st.integers(1, MAX_CONFIGURATOR_UNITS),
+        labels=st.sampled_from(LABEL_SETS),
+    )
+    def deploy(self, database: str, units: int, labels: tuple[str, ...]):
+        """garm deployed (two units on PostgreSQL, one on sqlite), then cfg-a integrated."""
+        self.database = database
+        for _ in range(2 if database == "postgresql" else 1):
+            self._new_unit(leader=not self.units)
+        for unit in self.alive():
+            self.hook(unit, "install", lambda _: _Event("install"))
+        for unit in self.alive():
+            kind = "leader_elected" if unit.state.leader else "leader_settings_changed"
+            self.hook(unit, kind, lambda _, kind=kind: _Event(kind))
+        for kind in ("config_changed", "start"):
+            for unit in self.alive():
+                self.hook(unit, kind, lambda _, kind=kind: _Event(kind))
+        if database == "postgresql":
+            self._relate_postgresql()
+        app = self.apps["cfg-a"]
+        app.labels = labels
+        for _ in range(units):
+            self._add_configurator_unit(app)
+        self._integrate(app)
+        for n in sorted(app.units):
+            self._join(app, n)
+
+    def _new_unit(self, *, leader: bool) -> GarmUnit:
+        """A garm unit's machine and its State before its first hook."""
+        uid = self.next_garm
+        self.next_garm += 1
+        relations: list[Any] = [
+            testing.PeerRelation(PEERS, id=PEER_ID, peers_data={u: {} for u in self.units})
+        ]
+        secrets: list[testing.Secret] = []
+        if self.db_answer is not None:
+            relations.append(self._db_relation_for_new_unit())
+            secrets = self.db_answer[1]
+        state = make_state(self.garm, self.resources, *relations, leader=leader)
+        state = dataclasses.replace(state, secrets=[*state.secrets, *secrets])
+        unit = GarmUnit(
+            id=uid,
+            ctx=testing.Context(GarmCharm, unit_id=uid, app_name="garm"),
+            paths=workload.Paths(self.root / f"machine-{uid}"),
+            systemctl=FakeSystemctl(),
+            state=state,
+        )
+        for other in self.alive():
+            peer = other.state.get_relation(PEER_ID)
+            assert isinstance(peer, testing.PeerRelation)
+            peers = {**peer.peers_data, uid: {}}
+            self._replace_relation(other, dataclasses.replace(peer, peers_data=peers))
+        self.units[uid] = unit
+        return unit
+
+    def _relate_postgresql(self) -> None:
+        """Integrate postgresql on every unit; its answer, built by the provider's charm."""
+        database = testing.Relation("postgresql", remote_app_name="postgresql", id=REL_ID)
+        for unit in self.alive():
+            unit.state = dataclasses.replace(
+                unit.state, relations=[*unit.state.relations, database]
+            )
+            self.hook(unit, "postgresql-relation-created", lambda s: _created(s, REL_ID))
+        request = self.leader().state.get_relation(REL_ID)
+        assert isinstance(request, testing.Relation)
+        provider = testing.Context(ProviderCharm, meta=PROVIDER_META, config=PROVIDER_CONFIG)
+        databag, granted = seen_by_requirer(provider_answers(provider, request, "db:5432"))
+        self.db_answer = (databag, sorted(granted, key=lambda s: s.id))
+        for unit in self.alive():
+            mine = unit.state.get_relation(REL_ID)
+            answered = dataclasses.replace(
+                mine, remote_app_data=databag, local_app_data=request.local_app_data
+            )
+            self._replace_relation(unit, answered)
+            unit.state = dataclasses.replace(
+                unit.state, secrets=[*unit.state.secrets, *self.db_answer[1]]
+            )
+            self.hook(unit, "postgresql-relation-changed", lambda s: _changed(s, REL_ID, 0))
+
+    def _db_relation_for_new_unit(self) -> testing.Relation:
+        assert self.db_answer is not None
+        leader = self.leader().state.get_relation(REL_ID)
+        return testing.Relation(
+            "postgresql",
+            remote_app_name="postgresql",
+            id=REL_ID,
+            remote_app_data=self.db_answer[0],
+            local_app_data=leader.local_app_data,
+        )
+
+    def _resources(self) -> list[testing.Resource]:
+        out = []
+        for name in ("garm", "garm-provider-openstack"):
+            path = self.root / name
+            path.write_bytes(b"\x7fELF binary")
+            out.append(testing.Resource(name=name, path=path))
+        return out
+
+    # --- what the configurators do ------------------------------------------------------
+
+    @precondition(lambda self: self._apps(lambda a: a.relation_id is None))
+    @rule(pick=st.integers(0, 9))
+    def integrate(self, pick: int):
+        """``juju integrate garm cfg-x``: relation-created everywhere, joins come later."""
+        self._integrate(self._pick(self._apps(lambda a: a.relation_id is None), pick))
+
+    @precondition(lambda self: self._pending())
+    @rule(pick=st.integers(0, 99))
+    def units_join(self, pick: int):
+        """A remote unit enters this relation's scope on every garm unit still lacking it."""
+        app, n = self._pick(self._pending(), pick)
+        self._join(app, n)
+
+    @precondition(lambda self: self._apps(lambda a: len(a.units) < MAX_CONFIGURATOR_UNITS))
+    @rule(pick=st.integers(0, 9), publish=st.booleans())
+    def add_configurator_unit(self, pick: int, publish: bool):
+        """``juju add-unit cfg-x``: the unit is in the model (and goal-state) before it joins.
+
+        It may join before its first reconcile published anything (only Juju's keys).
+        """
+        eligible = self._apps(lambda a: len(a.units) < MAX_CONFIGURATOR_UNITS)
+        self._add_configurator_unit(self._pick(eligible, pick), publish=publish)
+
+    @precondition(lambda self: self._quiet())
+    @rule(pick=st.integers(0, 99))
+    def configurator_unit_publishes(self, pick: int):
+        """A new configurator unit's first reconcile: relation-changed where it has joined."""
+        app, n = self._pick(self._quiet(), pick)
+        self._publish(app, n)
+        self._changed_everywhere(app, n)
+
+    @precondition(lambda self: self._apps(lambda a: bool(a.units)))
+    @rule(pick=st.integers(0, 99), heir=st.integers(0, 9))
+    def remove_configurator_unit(self, pick: int, heir: int):
+        """``juju remove-unit cfg-x/N``: departed on every garm unit that had it joined."""
+        units = [(a, n) for a in self._apps(lambda a: bool(a.units)) for n in sorted(a.units)]
+        app, n = self._pick(units, pick)
+        del app.units[n]
+        for unit in self.alive():
+            if app.relation_id in unit.view and n in unit.view[app.relation_id]:
+                self._depart(unit, app.relation_id, n)
+        if not app.units:
+            app.leader = None
+            if app.relation_id is not None:
+                COVERAGE["scaled-to-0"] += 1
+                app.emptied = True
+        elif n == app.leader:
+            self._new_configurator_leader(app, self._pick(sorted(app.units), heir))
+
+    @precondition(lambda self: self._apps(lambda a: len(a.units) > 1))
+    @rule(pick=st.integers(0, 9), heir=st.integers(0, 9))
+    def configurator_leader_changes(self, pick: int, heir: int):
+        """The configurator's lease moves: the new leader publishes Phase B, the old keeps its."""
+        app = self._pick(self._apps(lambda a: len(a.units) > 1), pick)
+        others = sorted(n for n in app.units if n != app.leader)
+        self._new_configurator_leader(app, self._pick(others, heir))
+
+    @precondition(lambda self: self._apps(lambda a: bool(a.units)))
+    @rule(
+        pick=st.integers(0, 9),
+        labels=st.sampled_from(LABEL_SETS),
+        rename=st.booleans(),
+        rotate=st.booleans(),
+    )
+    def configurator_config_changes(
+        self, pick: int, labels: tuple[str, ...], rename: bool, rotate: bool
+    ):
+        """``juju config cfg-x``: every unit republishes; relation-changed per unit."""
+        app = self._pick(self._apps(lambda a: bool(a.units)), pick)
+        app.labels = labels
+        if rename:
+            app.logical = next(n for n in NAMES[app.name] if n != app.logical)
+            COVERAGE["rename"] += 1
+        app.rev += rotate
+        for n in sorted(app.units):
+            self._publish(app, n)
+        for n in sorted(app.units):
+            self._changed_everywhere(app, n)
+
+    @precondition(lambda self: self._apps(lambda a: a.relation_id is not None))
+    @rule(pick=st.integers(0, 9))
+    def remove_relation(self, pick: int):
+        """``juju remove-relation``: departed per remote unit, then broken, on every unit."""
+        app = self._pick(self._apps(lambda a: a.relation_id is not None), pick)
+        rid = app.relation_id
+        assert rid is not None
+        app.relation_id = None  # the controller's goal: no such relation any more
+        app.emptied = False
+        for unit in self.alive():
+            for n in sorted(unit.view.get(rid, ())):
+                self._depart(unit, rid, n)
+            self._break(unit, rid)
+
+    # --- what happens to garm -----------------------------------------------------------
+
+    @precondition(lambda self: self.database == "postgresql" and len(self.units) == 2)
+    @rule(leader=st.booleans())
+    def garm_unit_removed(self, leader: bool):
+        """``juju remove-unit garm/N`` (mostly the leader): its teardown, then the other leads.
+
+        The dying unit departs every remote unit (itself the departing unit), breaks each
+        relation, departs its peers, stops and is removed; the other unit sees nothing
+        until it is gone, then its peer departs and, if the leader went, it is elected.
+        """
+        dying = self.leader() if leader else next(u for u in self.alive() if not u.state.leader)
+        (heir,) = [u for u in self.alive() if u is not dying]
+        dying.dying = True
+        for rid in sorted(dying.view):
+            for n in sorted(dying.view[rid]):
+                self._depart(dying, rid, n, itself=True)
+            self._break(dying, rid)
+        self._self_departs(dying, "postgresql/0", REL_ID, 0)
+        self.hook(dying, "postgresql broken", lambda s: _broken(s, REL_ID))
+        self._self_departs(dying, heir.name, PEER_ID, heir.id)
+        for kind in ("stop", "remove"):
+            self.hook(dying, kind, lambda _, kind=kind: _Event(kind))
+            COVERAGE[kind] += 1
+        del self.units[dying.id]
+        peer = heir.state.get_relation(PEER_ID)
+        assert isinstance(peer, testing.PeerRelation)
+        gone = {u: d for u, d in peer.peers_data.items() if u != dying.id}
+        self._replace_relation(heir, dataclasses.replace(peer, peers_data=gone))
+        self.hook(heir, f"{dying.name} departed", lambda s: _departed(s, PEER_ID, dying.id))
+        if leader:
+            heir.state = dataclasses.replace(heir.state, leader=True)
+            self.hook(heir, "leader_elected", lambda _: _Event("leader_elected"))
+            COVERAGE["garm-leader-change"] += 1
+
+    @precondition(lambda self: self.database == "postgresql" and len(self.units) == 2)
+    @rule(new_first=st.booleans())
+    def garm_leadership_moves(self, new_first: bool):
+        """The lease moves between live units: leader-elected and leader-settings-changed."""
+        old = self.leader()
+        (new,) = [u for u in self.alive() if u is not old]
+        old.state = dataclasses.replace(old.state, leader=False)
+        new.state = dataclasses.replace(new.state, leader=True)
+        order = [(new, "leader_elected"), (old, "leader_settings_changed")]
+        for unit, kind in order if new_first else order[::-1]:
+            self.hook(unit, kind, lambda _, kind=kind: _Event(kind))
+        COVERAGE["garm-leader-change"] += 1
+
+    @precondition(lambda self: self.database == "postgresql" and len(self.units) == 1)
+    @rule()
+    def add_garm_unit(self):
+        """``juju add-unit garm``: install, relation-created, config, start; joins come later."""
+        unit = self._new_unit(leader=False)
+        self.hook(unit, "install", lambda _: _Event("install"))
+        for rid in sorted(self.relation_app):
+            app = self.relation_app[rid]
+            if app.relation_id == rid:
+                self._create(unit, app)
+        self.hook(unit, "postgresql created", lambda s: _created(s, REL_ID))
+        for kind in ("leader_settings_changed", "config_changed", "start"):
+            self.hook(unit, kind, lambda _, kind=kind: _Event(kind))
+        for other in self.alive():
+            if other is not unit:
+                self.hook(other, "peer joined", lambda s: _joined(s, PEER_ID, unit.id))
+                self.hook(other, "peer changed", lambda s: _changed(s, PEER_ID, unit.id))
+
+    @rule()
+    def update_status(self):
+        for unit in self.alive():
+            self.hook(unit, "update_status", lambda _: _Event("update_status"))
+
+    # --- GitHub, GARM's workers and time ------------------------------------------------
+
+    @precondition(
+        lambda self: (
+            any(_serves(s) for s in self.garm.scalesets())
+            or any(i.get("runner_status") == "active" for i in self.garm.instances())
+        )
+    )
+    @rule(start=st.booleans(), pick=st.integers(0, 99))
+    def jobs(self, start: bool, pick: int):
+        """GitHub hands a job to a serving scaleset (a busy runner), or a job finishes."""
+        if start:
+            serving = [s for s in self.garm.scalesets() if _serves(s)]
+            if serving:
+                self.garm.add_runner(self._pick(serving, pick)["id"], runner_status="active")
+                COVERAGE["job-started"] += 1
+            return
+        busy = [i for i in self.garm.instances() if i.get("runner_status") == "active"]
+        if busy:
+            self.garm.finish_job(self._pick(busy, pick)["name"])
+            COVERAGE["job-finished"] += 1
+
+    @precondition(lambda self: self._impostors())
+    @rule(pick=st.integers(0, 99), victim=st.integers(0, 99))
+    def a_leader_names_another_units_provider(self, pick: int, victim: int):
+        """A configurator leader publishes OpenStack settings under another unit's provider.
+
+        Its data must be refused; the other unit's provider must stay as that unit made it.
+        """
+        app, others = self._pick(self._impostors(), pick)
+        data = app.units[app.leader]
+        app.units[app.leader] = {
+            **data,
+            "provider_name": self._pick(others, victim),
+            "openstack_username": "intruder",
+            "openstack_network": "intruder-net",
+        }
+        app.impostor = True
+        # Whatever the charm makes of it, these settings are the leader's own to give its
+        # own provider (a name differing only in the application part is taken as a
+        # cross-model alias); never the named unit's.
+        self.published.setdefault(app.provider(app.leader), set()).add(
+            ("intruder", "intruder-net")
+        )
+        self._changed_everywhere(app, app.leader)
+        COVERAGE["foreign-provider"] += 1
+
+    @precondition(lambda self: self._apps(lambda a: a.impostor))
+    @rule(pick=st.integers(0, 9))
+    def the_impostor_is_corrected(self, pick: int):
+        self._correct(self._pick(self._apps(lambda a: a.impostor), pick))
+
+    def _correct(self, app: CfgApp) -> None:
+        """The impostor's leader publishes its own provider again."""
+        assert app.leader is not None
+        self._publish(app, app.leader)
+        self._changed_everywhere(app, app.leader)
+
+    def _impostors(self) -> list[tuple[CfgApp, list[str]]]:
+        """Related apps whose leader publishes Phase B, and the providers it could name."""
+        providers = [a.provider(n) for a in self.apps.values() for n in a.units]
+        return [
+            (app, [p for p in providers if p != app.provider(app.leader)])
+            for app in self._apps(lambda a: a.valid and len(a.units) + len(providers) > 2)
+            if app.leader is not None
+        ]
+
+    @precondition(lambda self: self.garm.register_on_create)
+    @rule()
+    def github_slows_down(self):
+        """GitHub registers the next new scale sets only at GARM's next tick."""
+        self.garm.register_on_create = False
+        COVERAGE["github-slow"] += 1
+
+    @rule(minutes=st.sampled_from([0, 5, 45, 180, 480]))
+    def garm_works(self, minutes: int):
+        """GARM's workers tick (GitHub catches up); time moves, for GARM and the charm."""
+        self._github_catches_up()
+        self.garm.tick()
+        live = self.garm.scalesets()
+        retired = {s["id"] for s in live if not s.get("enabled")}
+        if minutes and any(
+            i["scale_set_id"] in retired and i.get("runner_status") == "active"
+            for i in self.garm.instances()
+        ):
+            COVERAGE["time-passes-on-a-draining-job"] += 1
+        self.clock.advance(timedelta(minutes=minutes))
+
+    def _github_catches_up(self) -> None:
+        self.garm.register_on_create = True
+        for scaleset in self.garm.scalesets():
+            if not scaleset.get("scale_set_id"):
+                self.garm.register(scaleset["id"])
+
+    # --- what must always hold ----------------------------------------------------------
+
+    @invariant()
+    def every_invariant(self):
+        self.check()
+        if sum(1 for a in self.apps.values() if a.valid) == 2:
+            COVERAGE["two-apps"] += 1
+        COVERAGE["steps checked"] += 1
+        # What the invariants had to guard at this step, for the soak report.
+        live = self.garm.scalesets()
+        COVERAGE["steps with labels guaranteed"] += bool(self.guaranteed)
+        COVERAGE["steps with a retired scaleset"] += any(not s.get("enabled") for s in live)
+        logical = [t for s in live for t in _tags(s) if t.startswith("ci-")]
+        COVERAGE["steps with a changeover"] += len(logical) != len(set(logical))
+
+    def check(self) -> None:
+        """The invariants on GARM's ground truth, after every hook and every step."""
+        self.no_label_gap()
+        self.no_valid_scaleset_retired()
+        self.no_runner_removed_before_its_deadline()
+        self.providers_only_as_their_unit_published()
+
+    def no_label_gap(self) -> None:
+        """Once a valid spec's labels were all served, each one still asked for stays so.
+
+        A label drops out of the guarantee only when no current valid spec asks for it
+        (a rename, a relabel, a departure); a new label set is guaranteed once served.
+        """
+        asked = self._asked()
+        live = self.garm.scalesets()
+        self.guaranteed &= set().union(*asked.values()) if asked else set()
+        served = set().union(*(_tags(s) for s in live if s.get("enabled")))
+        lost = self.guaranteed - served
+        assert not lost, self._explain(f"labels {sorted(lost)} no longer served")
+        for wanted in asked.values():
+            if any(_serves(s) and _tags(s) >= wanted for s in live):
+                self.guaranteed |= wanted
+
+    def no_valid_scaleset_retired(self) -> None:
+        """A valid, unchanged spec whose exact scaleset served keeps an enabled one.
+
+        Retiring is only right for a changeover (its labels, name or provider changed,
+        and then a replacement with the same labels serves first) or when the spec is no
+        longer valid (related, with a leader publishing Phase B).
+        """
+        asked = self._asked()
+        self.whole = {(app, wanted) for app, wanted in self.whole if asked.get(app) == wanted}
+        live = self.garm.scalesets()
+        for app, wanted in asked.items():
+            exact = [s for s in live if _serves(s) and _tags(s) == wanted]
+            if (app, wanted) in self.whole:
+                assert exact, self._explain(f"{app}'s scaleset {sorted(wanted)} retired")
+            elif exact:
+                self.whole.add((app, wanted))
+
+    def no_runner_removed_before_its_deadline(self) -> None:
+        """Every runner removal waits out the drain deadline since its scaleset's retirement.
+
+        Both records must agree: GARM's (since the scaleset was disabled) and the charm's
+        (the ``retired-at=`` stamp it wrote).
+        """
+        by_id = {s["id"]: s for s in self.garm.scalesets()}
+        for name, scaleset_id, at, force in self.garm.removals[self.checked_removals :]:
+            since = self.garm.disabled_since.get(scaleset_id)
+            what = f"runner {name} ({'forced' if force else 'plain'}) removed"
+            assert since is not None, self._explain(f"{what} from an enabled scaleset")
+            assert at - since >= DRAIN_DEADLINE, self._explain(f"{what} {at - since} after")
+            stamp = read_retirement_stamp(by_id.get(scaleset_id, {}).get("extended_state", ""))
+            assert stamp is not None, self._explain(f"{what}: scaleset has no retired-at stamp")
+            assert at >= stamp + DRAIN_DEADLINE, self._explain(
+                f"{what} before the charm's own deadline (stamped {stamp})"
+            )
+            COVERAGE["runner-force-removed"] += force
+        self.checked_removals = len(self.garm.removals)
+
+    def providers_only_as_their_unit_published(self) -> None:
+        """``providers/<name>.*`` hold only what unit ``<name>`` itself published."""
+        for unit in self.alive():
+            for name, settings_ in _provider_files(unit.paths):
+                published = self.published.get(name, set())
+                assert settings_ in published, self._explain(
+                    f"{unit.name} holds provider {name} as {settings_}; "
+                    f"that unit published {sorted(published)}"
+                )
+
+    def teardown(self):
+        """Every story ends settled: all joined, jobs done, the leader converged."""
+        try:
+            if self.healthy:
+                self.settle()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def settle(self) -> None:
+        for app in self._apps(lambda a: a.impostor):
+            self._correct(app)
+        for app, n in self._quiet():
+            self._publish(app, n)
+            self._changed_everywhere(app, n)
+        for app, n in self._pending():
+            self._join(app, n)
+        self._github_catches_up()
+        # Jobs on serving scalesets end; one on a retired scaleset is stuck for good, so
+        # the charm must force-remove it once the drain deadline has passed.
+        enabled = {s["id"] for s in self.garm.scalesets() if s.get("enabled")}
+        for instance in self.garm.instances():
+            if instance.get("runner_status") == "active" and instance["scale_set_id"] in enabled:
+                self.garm.finish_job(instance["name"])
+        self.clock.advance(DRAIN_DEADLINE + timedelta(hours=1))
+        leader = self.leader()
+        expected = self._expected_status()
+        for _ in range(SETTLE_PASSES):
+            self.garm.tick()
+            self.garm.tick()
+            self.hook(leader, "update_status", lambda _: _Event("update_status"))
+            if leader.state.unit_status == expected:
+                break
+        assert leader.state.unit_status == expected, self._explain(
+            f"not settled: {leader.state.unit_status!r}, expected {expected!r}"
+        )
+        writes = len(self.garm.writes())
+        self.hook(leader, "update_status", lambda _: _Event("update_status"))
+        extra = [f"{w.method} {w.path}" for w in self.garm.writes()[writes:]]
+        assert not extra, self._explain(f"a settled leader wrote {extra}")
+        for app in self.apps.values():
+            if app.valid:
+                assert any(
+                    _serves(s) and _tags(s) == app.wanted() for s in self.garm.scalesets()
+                ), self._explain(f"{app.name} settled without its scaleset")
+
+    # --- running hooks ------------------------------------------------------------------
+
+    def hook(
+        self,
+        unit: GarmUnit,
+        what: str,
+        event: Callable[[testing.State], Any],
+    ) -> None:
+        """Run one hook on ``unit`` as Juju would, then check the invariants.
+
+        The unit's relations show its own view with the data published now; goal-state
+        answers what the controller holds; the unit's machine is the one the charm sees.
+        """
+        self.healthy = False
+        self._refresh(unit)
+        GarmCharm.paths = unit.paths
+        self.machines.current = unit.systemctl
+        unit.systemctl.goal_state = self._goal_state()
+        writes, calls = len(self.garm.writes()), len(unit.systemctl.calls)
+        self.trail.append(f"{unit.name}{' (dying)' if unit.dying else ''}: {what}")
+        unit.state = unit.ctx.run(event(unit.state), unit.state)
+        if unit.dying:
+            made = [f"{w.method} {w.path}" for w in self.garm.writes()[writes:]]
+            assert not made, self._explain(f"dying {unit.name} wrote {made} in {what}")
+        if ["restart", "garm"] in unit.systemctl.calls[calls:]:
+            self.garm.set_providers(_configured_providers(unit.paths))
+        self._share_app_data(unit)
+        self.check()
+        self.healthy = True
+
+    def _refresh(self, unit: GarmUnit) -> None:
+        """The configurator relations as this unit sees them: its members, their data now."""
+        relations = []
+        for relation in unit.state.relations:
+            if relation.endpoint == CONFIGURATOR:
+                app = self.relation_app[relation.id]
+                members = sorted(unit.view.get(relation.id, ()))
+                data = {n: dict(app.units[n]) for n in members if n in app.units}
+                relation = dataclasses.replace(relation, remote_units_data=data)
+            relations.append(relation)
+        unit.state = dataclasses.replace(unit.state, relations=relations)
+
+    def _goal_state(self) -> dict[str, Any]:
+        """What ``goal-state`` answers now: the controller's model, not a unit's view."""
+        configurator: dict[str, Any] = {}
+        for app in self.apps.values():
+            if app.relation_id is not None:
+                configurator[app.name] = goal("joined")
+                configurator.update({f"{app.name}/{n}": goal("joined") for n in app.units})
+        relations: dict[str, Any] = {CONFIGURATOR: configurator} if configurator else {}
+        if self.database == "postgresql":
+            relations["postgresql"] = {
+                "postgresql": goal("joined"),
+                "postgresql/0": goal("joined"),
+            }
+        units = {u.name: goal("dying" if u.dying else "active") for u in self.alive()}
+        return {"units": units, "relations": relations}
+
+    def _share_app_data(self, unit: GarmUnit) -> None:
+        """Juju propagates app data from the leader, and unit data to the peers."""
+        for other in self.alive():
+            if other is unit:
+                continue
+            for relation in unit.state.relations:
+                try:
+                    theirs = other.state.get_relation(relation.id)
+                except KeyError:
+                    continue
+                if unit.state.leader:
+                    theirs = dataclasses.replace(theirs, local_app_data=relation.local_app_data)
+                if isinstance(relation, testing.PeerRelation):
+                    assert isinstance(theirs, testing.PeerRelation)
+                    peers = {**theirs.peers_data, unit.id: relation.local_unit_data}
+                    theirs = dataclasses.replace(theirs, peers_data=peers)
+                self._replace_relation(other, theirs)
+
+    def _replace_relation(self, unit: GarmUnit, new: Any) -> None:
+        relations = [new if r.id == new.id else r for r in unit.state.relations]
+        unit.state = dataclasses.replace(unit.state, relations=relations)
+
+    # --- relation verbs, one hook each --------------------------------------------------
+
+    def _integrate(self, app: CfgApp) -> None:
+        rid = app.relation_id = self.next_relation
+        self.next_relation += 1
+        self.relation_app[rid] = app
+        app.emptied = False
+        for unit in self.alive():
+            self._create(unit, app)
+
+    def _create(self, unit: GarmUnit, app: CfgApp) -> None:
+        rid = app.relation_id
+        assert rid is not None
+        relation = testing.Relation(
+            CONFIGURATOR, remote_app_name=app.name, id=rid, remote_units_data={}
+        )
+        unit.state = dataclasses.replace(unit.state, relations=[*unit.state.relations, relation])
+        unit.view[rid] = set()
+        self.hook(unit, f"{app.name} created", lambda s: _created(s, rid))
+        COVERAGE["created-before-joined"] += 1
+
+    def _join(self, app: CfgApp, n: int) -> None:
+        rid = app.relation_id
+        assert rid is not None
+        for unit in self.alive():
+            if rid in unit.view and n not in unit.view[rid] and n in app.units:
+                unit.view[rid].add(n)
+                self.hook(unit, f"{app.name}/{n} joined", lambda s: _joined(s, rid, n))
+                self.hook(unit, f"{app.name}/{n} changed", lambda s: _changed(s, rid, n))
+                COVERAGE["joined"] += 1
+
+    def _depart(self, unit: GarmUnit, rid: int, n: int, *, itself: bool = False) -> None:
+        """Remote unit ``n`` leaves ``unit``'s view: it departs, or ``unit`` itself does."""
+        unit.view[rid].discard(n)
+        remote = f"{self.relation_app[rid].name}/{n}"
+        if itself:
+            self._self_departs(unit, remote, rid, n)
+            COVERAGE["garm-dying(self-departing)"] += 1
+            return
+        self.hook(unit, f"{remote} departed", lambda s: _departed(s, rid, n))
+        COVERAGE["departed"] += 1
+
+    def _self_departs(self, unit: GarmUnit, remote: str, rid: int, n: int) -> None:
+        """relation-departed on a dying unit: JUJU_DEPARTING_UNIT is the unit itself."""
+        with self_departing(unit.name):
+            what = f"{remote} departed (departing {unit.name})"
+            self.hook(unit, what, lambda s: _departed(s, rid, n))
+
+    def _break(self, unit: GarmUnit, rid: int) -> None:
+        self.hook(unit, f"{self.relation_app[rid].name} broken", lambda s: _broken(s, rid))
+        unit.state = dataclasses.replace(
+            unit.state, relations=[r for r in unit.state.relations if r.id != rid]
+        )
+        unit.view.pop(rid, None)
+        COVERAGE["broken"] += 1
+
+    def _changed_everywhere(self, app: CfgApp, n: int) -> None:
+        rid = app.relation_id
+        if rid is None:
+            return
+        for unit in self.alive():
+            if rid in unit.view and n in unit.view[rid]:
+                self.hook(unit, f"{app.name}/{n} changed", lambda s: _changed(s, rid, n))
+
+    def _add_configurator_unit(self, app: CfgApp, *, publish: bool = True) -> None:
+        n = app.next_unit
+        app.next_unit += 1
+        if app.leader is None:
+            app.leader = n
+            if app.emptied:
+                COVERAGE["scaled-back"] += 1
+                app.emptied = False
+        if publish:
+            self._publish(app, n)
+        else:
+            app.units[n] = {"ingress-address": f"10.1.2.{n + 10}"}
+
+    def _new_configurator_leader(self, app: CfgApp, n: int) -> None:
+        app.leader = n
+        self._publish(app, n)
+        self._changed_everywhere(app, n)
+        COVERAGE["cfg-leader-change"] += 1
+
+    def _publish(self, app: CfgApp, n: int) -> None:
+        app.publish(n)
+        if n == app.leader:
+            data = app.units[n]
+            settings_ = (data["openstack_username"], data["openstack_network"])
+            self.published.setdefault(app.provider(n), set()).add(settings_)
+
+    # --- looking at the world -----------------------------------------------------------
+
+    def alive(self) -> list[GarmUnit]:
+        return [self.units[u] for u in sorted(self.units)]
+
+    def leader(self) -> GarmUnit:
+        (leader,) = [u for u in self.alive() if u.state.leader]
+        return leader
+
+    def _apps(self, keep: Callable[[CfgApp], bool]) -> list[CfgApp]:
+        return [a for a in self.apps.values() if keep(a)]
+
+    def _quiet(self) -> list[tuple[CfgApp, int]]:
+        """Configurator units that have not published their scaleset yet."""
+        return [
+            (a, n) for a in self.apps.values() for n in sorted(a.units) if "name" not in a.units[n]
+        ]
+
+    def _pending(self) -> list[tuple[CfgApp, int]]:
+        """Units in the model and the relation that some live garm unit has not joined."""
+        out = []
+        for app in self.apps.values():
+            rid = app.relation_id
+            for n in sorted(app.units):
+                if any(rid in u.view and n not in u.view[rid] for u in self.alive()):
+                    out.append((app, n))
+        return out
+
+    def _asked(self) -> dict[str, frozenset[str]]:
+        return {a.name: a.wanted() for a in self.apps.values() if a.valid}
+
+    def _expected_status(self) -> ops.StatusBase:
+        if not self._apps(lambda a: a.relation_id is not None):
+            return ops.BlockedStatus(
+                "Integrate with garm-configurator: juju integrate garm garm-configurator"
+            )
+        count = len(self._apps(lambda a: a.valid))
+        return ops.ActiveStatus(f"{count} scaleset{'' if count == 1 else 's'} in sync")
+
+    @staticmethod
+    def _pick(options: list[Any], index: int) -> Any:
+        return options[index % len(options)]
+
+    def _explain(self, message: str) -> str:
+        hooks = "\n  ".join(self.trail[-25:])
+        live = "\n  ".join(
+            f"{s['name']} enabled={s.get('enabled', False)} provider={s['provider_name']} "
+            f"tags={sorted(_tags(s))} state={s.get('extended_state', '')!r}"
+            for s in self.garm.scalesets()
+        )
+        return f"{message}\nlast hooks:\n  {hooks}\nGARM's scalesets:\n  {live}"
+
+
+# --- small helpers ---------------------------------------------------------------------
+
+
+ON = testing.CharmEvents()
+
+
+def _created(state: testing.State, rid: int) -> Any:
+    return ON.relation_created(_rel(state, rid))
+
+
+def _joined(state: testing.State, rid: int, n: int) -> Any:
+    return ON.relation_joined(_rel(state, rid), remote_unit=n)
+
+
+def _changed(state: testing.State, rid: int, n: int) -> Any:
+    return ON.relation_changed(_rel(state, rid), remote_unit=n)
+
+
+def _departed(state: testing.State, rid: int, n: int) -> Any:
+    """Remote unit ``n`` departs; the departing unit is ``n`` unless self-departing is set."""
+    return ON.relation_departed(_rel(state, rid), remote_unit=n, departing_unit=n)
+
+
+def _broken(state: testing.State, rid: int) -> Any:
+    return ON.relation_broken(_rel(state, rid))
+
+
+def _rel(state: testing.State, rid: int) -> Any:
+    return state.get_relation(rid)
+
+
+def _tags(scaleset: dict[str, Any]) -> frozenset[str]:
+    return frozenset(t["name"].lower() for t in scaleset.get("tags", []))
+
+
+def _serves(scaleset: dict[str, Any]) -> bool:
+    """Enabled and registered on GitHub: runners can be handed jobs."""
+    return bool(scaleset.get("enabled") and scaleset.get("scale_set_id"))
+
+
+def _configured_providers(paths: workload.Paths) -> list[str]:
+    """The ``[[provider]]`` names GARM reads from this machine's config at its restart."""
+    config = tomllib.loads(paths.config_file.read_text())
+    return [p["name"] for p in config.get("provider", [])]
+
+
+def _provider_files(paths: workload.Paths) -> Iterator[tuple[str, tuple[str, str]]]:
+    """(provider, (username, network)) for every provider file pair on a machine."""
+    providers = paths.config_dir / "providers"
+    if not providers.is_dir():
+        return
+    for toml in sorted(providers.glob("*.toml")):
+        name = toml.name.removesuffix(".toml")
+        network = tomllib.loads(toml.read_text())["network_id"]
+        clouds = json.loads((providers / f"{name}-clouds.yaml").read_text())
+        yield name, (clouds["clouds"][name]["auth"]["username"], network)
+
+
+# --- the test ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def machines(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> Machines:
+    """Every unit's machine sandboxed, on the test's clock; the charm is not patched."""
+    routed = Machines()
+    monkeypatch.setattr(subprocess, "run", routed)
+    monkeypatch.setattr(passwd, "add_user", lambda *_, **__: None)
+    monkeypatch.setattr(GarmCharm, "service_user", pwd.getpwuid(os.getuid()).pw_name)
+    monkeypatch.setattr(GarmCharm, "paths", GarmCharm.paths)  # restored; set per hook
+    monkeypatch.setattr(GarmCharm, "now", clock)
+    return routed
+
+
+def test_juju_lifecycles_keep_every_invariant(
+    garm: GarmDouble, clock: FakeClock, machines: Machines
+):
+    steps = int(os.environ.get("GARM_SOAK_STEPS", "40"))
+    examples = int(os.environ.get("GARM_SOAK_EXAMPLES", "20"))
+
+    class OnThisGarm(Lifecycle):
+        def __init__(self):
+            super().__init__(garm, clock, machines)
+
+    soak = bool(os.environ.get("GARM_SOAK_STEPS"))
+    COVERAGE.clear()
+    run_state_machine_as_test(
+        OnThisGarm,
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=steps,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+            derandomize=not soak,
+            # Shrinking a story of charm hooks takes minutes: the unit run reports the
+            # story as found (its last hooks are in the message); the soak shrinks it.
+            phases=tuple(Phase) if soak else (Phase.explicit, Phase.reuse, Phase.generate),
+        ),
+    )
+    missing = [kind for kind in KINDS if not COVERAGE[kind]]
+    assert not missing, f"stories never reached {missing}: {dict(COVERAGE)}"
+    report = os.environ.get("GARM_SOAK_REPORT")
+    if report:
+        path = Path(report).with_name("soak-lifecycle-report.json")
+        path.write_text(json.dumps(dict(sorted(COVERAGE.items())), indent=2) + "\n")
