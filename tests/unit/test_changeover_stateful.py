@@ -17,7 +17,6 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -33,6 +32,7 @@ from reconciler import Outcome, preview, reconcile
 from spec import Desired, ScalesetSpec, Settings
 from tests.clock import FakeClock
 from tests.garm_double import GarmDouble
+from tests.soak import soak_settings
 from tests.wire import T0
 
 PROVIDER = "garm-configurator-0"
@@ -273,24 +273,12 @@ class Changeover(RuleBasedStateMachine):
 
 
 def test_changeovers_keep_every_invariant(garm: GarmDouble, clock: FakeClock):
-    steps = int(os.environ.get("GARM_SOAK_STEPS", "50"))
-    examples = int(os.environ.get("GARM_SOAK_EXAMPLES", "60"))
-
     class OnThisGarm(Changeover):
         def __init__(self):
             super().__init__(garm, clock)
 
     COVERAGE.clear()
-    run_state_machine_as_test(
-        OnThisGarm,
-        settings=settings(
-            max_examples=examples,
-            stateful_step_count=steps,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-            derandomize=not os.environ.get("GARM_SOAK_STEPS"),
-        ),
-    )
+    run_state_machine_as_test(OnThisGarm, settings=soak_settings(50, 60))
     # The stories must have reached what the invariants guard, or they prove nothing.
     for seen in ("faulted POST", "faulted PUT", "faulted DELETE", "force removals", "flip-flops"):
         assert COVERAGE[seen] > 0, COVERAGE

@@ -37,7 +37,6 @@ from typing import Any
 import ops
 import pytest
 from charmlibs import passwd
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -59,6 +58,7 @@ from tests.databags import EXAMPLE_UNIT
 from tests.garm_double import GarmDouble
 from tests.juju_events import self_departing
 from tests.machine import FakeSystemctl, goal
+from tests.soak import soak_settings
 from tests.unit.test_charm import make_state
 from tests.unit.test_database import (
     PROVIDER_CONFIG,
@@ -1031,28 +1031,14 @@ def machines(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> Machines:
 def test_juju_lifecycles_keep_every_invariant(
     garm: GarmDouble, clock: FakeClock, machines: Machines
 ):
-    steps = int(os.environ.get("GARM_SOAK_STEPS", "40"))
-    examples = int(os.environ.get("GARM_SOAK_EXAMPLES", "20"))
-
     class OnThisGarm(Lifecycle):
         def __init__(self):
             super().__init__(garm, clock, machines)
 
-    soak = bool(os.environ.get("GARM_SOAK_STEPS"))
     COVERAGE.clear()
-    run_state_machine_as_test(
-        OnThisGarm,
-        settings=settings(
-            max_examples=examples,
-            stateful_step_count=steps,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-            derandomize=not soak,
-            # Shrinking a story of charm hooks takes minutes: the unit run reports the
-            # story as found (its last hooks are in the message); the soak shrinks it.
-            phases=tuple(Phase) if soak else (Phase.explicit, Phase.reuse, Phase.generate),
-        ),
-    )
+    # Shrinking a story of charm hooks takes minutes: the unit run reports the story as
+    # found (its last hooks are in the message); the soak shrinks it.
+    run_state_machine_as_test(OnThisGarm, settings=soak_settings(40, 20, shrink=False))
     missing = [kind for kind in KINDS if not COVERAGE[kind]]
     assert not missing, f"stories never reached {missing}: {dict(COVERAGE)}"
     report = os.environ.get("GARM_SOAK_REPORT")
