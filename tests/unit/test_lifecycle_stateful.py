@@ -131,7 +131,7 @@ class CfgApp:
     next_unit: int = 0
     relation_id: int | None = None  # set while integrated with garm
     emptied: bool = False  # scaled to 0 while integrated
-    impostor: bool = False  # its leader's data names another unit's provider
+    impostor: int | None = None  # a unit whose data names another unit's provider
 
     def provider(self, n: int) -> str:
         return f"{self.name}-{n}"
@@ -159,8 +159,8 @@ class CfgApp:
 
     def publish(self, n: int) -> None:
         """Unit ``n`` runs its reconcile: Phase A always, Phase B if it leads."""
-        if n == self.leader:
-            self.impostor = False
+        if n == self.impostor:
+            self.impostor = None
         data = {**self.units.get(n, {}), **self.phase_a(n)}
         if n == self.leader:
             data.update(self.phase_b())
@@ -169,7 +169,9 @@ class CfgApp:
     @property
     def valid(self) -> bool:
         """A current, valid logical scaleset: related, with a leader publishing Phase B."""
-        if self.relation_id is None or self.leader not in self.units or self.impostor:
+        if self.relation_id is None or self.leader not in self.units:
+            return False
+        if self.impostor is not None:
             return False
         return "openstack_auth_url" in self.units[self.leader]
 
@@ -382,6 +384,8 @@ class Lifecycle(RuleBasedStateMachine):
         units = [(a, n) for a in self._apps(lambda a: bool(a.units)) for n in sorted(a.units)]
         app, n = self._pick(units, pick)
         del app.units[n]
+        if app.impostor == n:
+            app.impostor = None
         for unit in self.alive():
             if app.relation_id in unit.view and n in unit.view[app.relation_id]:
                 self._depart(unit, app.relation_id, n)
@@ -545,7 +549,7 @@ class Lifecycle(RuleBasedStateMachine):
             "openstack_username": "intruder",
             "openstack_network": "intruder-net",
         }
-        app.impostor = True
+        app.impostor = app.leader
         # Whatever the charm makes of it, these settings are the leader's own to give its
         # own provider (a name differing only in the application part is taken as a
         # cross-model alias); never the named unit's.
@@ -555,16 +559,17 @@ class Lifecycle(RuleBasedStateMachine):
         self._changed_everywhere(app, app.leader)
         COVERAGE["foreign-provider"] += 1
 
-    @precondition(lambda self: self._apps(lambda a: a.impostor))
+    @precondition(lambda self: self._apps(lambda a: a.impostor is not None))
     @rule(pick=st.integers(0, 9))
     def the_impostor_is_corrected(self, pick: int):
-        self._correct(self._pick(self._apps(lambda a: a.impostor), pick))
+        self._correct(self._pick(self._apps(lambda a: a.impostor is not None), pick))
 
     def _correct(self, app: CfgApp) -> None:
-        """The impostor's leader publishes its own provider again."""
-        assert app.leader is not None
-        self._publish(app, app.leader)
-        self._changed_everywhere(app, app.leader)
+        """The unit that named another's provider runs its reconcile again."""
+        assert app.impostor is not None
+        n = app.impostor
+        self._publish(app, n)
+        self._changed_everywhere(app, n)
 
     def _impostors(self) -> list[tuple[CfgApp, list[str]]]:
         """Related apps whose leader publishes Phase B, and the providers it could name."""
@@ -696,7 +701,7 @@ class Lifecycle(RuleBasedStateMachine):
             shutil.rmtree(self.root, ignore_errors=True)
 
     def settle(self) -> None:
-        for app in self._apps(lambda a: a.impostor):
+        for app in self._apps(lambda a: a.impostor is not None):
             self._correct(app)
         for app, n in self._quiet():
             self._publish(app, n)
