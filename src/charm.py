@@ -140,7 +140,7 @@ class GarmCharm(ops.CharmBase):
 
     def _on_change(self, event: ops.EventBase) -> None:
         self.view.note(event)
-        self.sqlite_home.note_data(self.paths.sqlite_file.exists())
+        self.sqlite_home.note_data(self._holds_sqlite_data())
         self._summary = self._reconcile(event)
 
     def _on_stop(self, event: ops.StopEvent) -> None:
@@ -281,13 +281,19 @@ class GarmCharm(ops.CharmBase):
             sources["garm-provider-openstack"], paths.provider_binary
         )
         workload.ensure_directory(paths.data_dir, user)
+        had_config = paths.config_file.exists()
         database, problems = self._database()
-        if isinstance(database, SqliteDatabase):
-            tenancy = self.sqlite_home.tenancy()
+        on_sqlite = isinstance(database, SqliteDatabase)
+        # A unit that never ran GARM must not start one, on sqlite or on a database that
+        # is new to it, while another unit's sqlite data holds the scalesets.
+        if on_sqlite or not had_config:
+            tenancy = self.sqlite_home.tenancy(claim=on_sqlite)
             if not tenancy.may_run:
                 raise _NotReadyError(Summary("blocked", tenancy.problem))
-            if tenancy.problem:
+            if on_sqlite and tenancy.problem:
                 problems.append(UnitProblem(self.unit.name, tenancy.problem, True))
+        if not on_sqlite:
+            self.sqlite_home.forget()
         files = render_files(self._garm_config(self._providers(inputs), database))
         changed |= workload.write_files(paths.config_dir, files, user)
         unit = render_unit(str(paths.binary), str(paths.config_file), str(paths.data_dir), user)
@@ -331,6 +337,12 @@ class GarmCharm(ops.CharmBase):
         if related and current is None:
             raise _NotReadyError(Summary("waiting", "Waiting for PostgreSQL to answer"))
         return SqliteDatabase(str(self.paths.sqlite_file)), []
+
+    def _holds_sqlite_data(self) -> bool:
+        """Whether GARM's data is the sqlite file on this machine (not moved elsewhere)."""
+        path = self.paths.config_file
+        current = read_database(path.read_text()) if path.exists() else None
+        return isinstance(current, SqliteDatabase) and self.paths.sqlite_file.exists()
 
     def _on_sqlite(self) -> bool:
         """Whether GARM's data is (or would be) a local sqlite file, as any unit can tell."""

@@ -163,7 +163,8 @@ def plan_setup(
     them. An entity is removed only when no unit names it (``published``: (kind,
     lower-cased name)) and no scaleset lives under it: GARM would refuse otherwise, and a
     draining scaleset keeps its entity. On an incomplete view of Juju (``complete``
-    False) nothing is deleted: a unit not seen yet may name it (ADR 0002).
+    False) nothing is deleted or re-bound: a unit not seen yet may name it, or name it
+    with its own credential (ADR 0002).
     """
     wanted_credentials = {c.name: c for c in credentials}
     have_credentials = {c.name: c for c in observed_credentials}
@@ -186,7 +187,8 @@ def plan_setup(
         if name in managed and name not in wanted_credentials and name not in used:
             actions.append(DeleteCredential(have.id, name))
     if not complete:
-        return [a for a in actions if not isinstance(a, DeleteEntity | DeleteCredential)]
+        held = DeleteEntity | DeleteCredential | RebindEntity
+        return [a for a in actions if not isinstance(a, held)]
     return actions
 
 

@@ -45,12 +45,15 @@ class View:
 
     ``complete`` False means a scaleset no visible unit publishes may still be wanted.
     ``partial`` names the related applications that may have units this unit does not
-    see: what their visible units publish must not be retired either.
+    see: what their visible units publish must not be retired either. ``cross_model``
+    names the related applications goal-state shows as another model's (keyed by an
+    offer URL): there, unit names follow the offer, not the application's own name.
     """
 
     complete: bool
     missing: str = ""
     partial: frozenset[str] = frozenset()
+    cross_model: frozenset[str] = frozenset()
 
 
 def assess(
@@ -73,17 +76,19 @@ def assess(
     apps = frozenset(r.app for r in relations)
     if goal is None:
         return View(False, "Juju's goal-state to answer", apps)
+    cross_model = frozenset(app for app in apps if app not in goal)
     suspended = sorted(name for name, status in goal.items() if status in _SUSPENDED)
     if suspended:
         # A cross-model relation is keyed by its offer URL: which relation it is cannot
         # be told, so everything is held while it is suspended.
-        return View(False, f"the suspended relation with {suspended[0]} to resume", apps)
+        missing = f"the suspended relation with {suspended[0]} to resume"
+        return View(False, missing, apps, cross_model)
     gaps: list[tuple[str, str]] = []
     for relation in relations:
         expected = {
             name
             for name, status in goal.items()
-            if name.startswith(f"{relation.app}/") and status != _DYING
+            if _is_unit_of(name, relation.app) and status != _DYING
         } - {departing}
         unseen = sorted(expected - relation.units, key=_unit_order)
         local = relation.app in goal
@@ -92,8 +97,14 @@ def assess(
         elif not relation.units and not local and relation.id not in emptied:
             gaps.append((relation.app, f"a unit of {relation.app} to join"))
     if not gaps:
-        return View(True)
-    return View(False, gaps[0][1], frozenset(app for app, _ in gaps))
+        return View(True, cross_model=cross_model)
+    return View(False, gaps[0][1], frozenset(app for app, _ in gaps), cross_model)
+
+
+def _is_unit_of(name: str, app: str) -> bool:
+    """``app/N``, and not an offer URL such as ``admin/model.app`` that starts alike."""
+    owner, _, number = name.rpartition("/")
+    return owner == app and number.isdigit()
 
 
 def unit_dying(units: Mapping[str, str] | None, unit: str) -> bool:

@@ -315,7 +315,8 @@ class _Cover:
         """
         entity, labels = _entity_of(leaving), frozenset(_served_by(leaving))
         needs = {
-            (jobs, shared)
+            # The jobs both take: the repository's, when either side is one.
+            (entity if entity[0] == "repository" else jobs, shared)
             for jobs, asked in self.asked
             if _related(entity, jobs) and (shared := labels & asked)
         }

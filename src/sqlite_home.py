@@ -44,8 +44,12 @@ class SqliteHome(ops.Object):
         elif not has_data and DATA_KEY in bag:
             del bag[DATA_KEY]
 
-    def tenancy(self) -> SqliteTenancy:
-        """Whether this leader may run GARM on sqlite; the first to run it is recorded."""
+    def tenancy(self, *, claim: bool) -> SqliteTenancy:
+        """Whether this leader may start GARM; the first to run it on sqlite is recorded.
+
+        ``claim`` False checks only: a leader starting GARM on PostgreSQL must not do so
+        while another unit's sqlite data holds the scalesets, but it holds no sqlite data.
+        """
         relation = self.model.get_relation(PEERS)
         holders = (
             {u.name for u in relation.units if relation.data[u].get(DATA_KEY)}
@@ -55,9 +59,15 @@ class SqliteHome(ops.Object):
         tenancy = lifecycle.sqlite_tenancy(
             self._home(), self.model.unit.name, holders, self._alive()
         )
-        if tenancy.claim and relation is not None:
+        if claim and tenancy.claim and relation is not None:
             relation.data[self.model.app][HOME_KEY] = self.model.unit.name
         return tenancy
+
+    def forget(self) -> None:
+        """Drop this unit's record as the data's home: GARM's data moved to PostgreSQL."""
+        relation = self.model.get_relation(PEERS)
+        if relation is not None and self._home() == self.model.unit.name:
+            del relation.data[self.model.app][HOME_KEY]
 
     def _home(self) -> str | None:
         relation = self.model.get_relation(PEERS)

@@ -127,7 +127,12 @@ def relation_state(
             silent.append(unit)
             continue
         try:
-            parsed = _owned(unit, ConfiguratorUnitData.from_databag(data), others)
+            parsed = _owned(
+                unit,
+                ConfiguratorUnitData.from_databag(data),
+                others,
+                application_of(unit) in view.cross_model,
+            )
         except DatabagError as exc:
             logger.error("garm-configurator unit %s published invalid data: %s", unit, exc)
             held.append(HeldSpec(unit, _raw_name(data), f"invalid {exc}"))
@@ -161,22 +166,25 @@ def own_provider(unit: str) -> str:
     return unit.replace("/", "-")
 
 
-def _owned(unit: str, data: ConfiguratorUnitData, names: set[str]) -> ConfiguratorUnitData:
+def _owned(
+    unit: str, data: ConfiguratorUnitData, names: set[str], cross_model: bool
+) -> ConfiguratorUnitData:
     """The unit's data with its provider named after the unit itself, or a refusal.
 
     The configurator derives ``provider_name`` from its own unit name, so a provider can
     only ever be defined by the unit named after it: one unit's OpenStack settings can
     never replace another's, whose runners would then boot in a foreign project. A
-    cross-model configurator is named here by its offer or alias, so its derived name
-    may differ from the local one in the application part but never in the unit
-    number; such a name is accepted and the provider named after the local unit.
-    ``names`` are the providers the related units own.
+    cross-model configurator is named here after its offer or alias, so its derived name
+    may differ from the local one in the application part but never in the unit number;
+    for such a unit only, that name is accepted and the provider named after the local
+    unit. ``names`` are the providers the related units own.
     """
     own = own_provider(unit)
     published = data.provider_name
     if published == own:
         return data
-    if published in names or not published.endswith(f"-{unit.rpartition('/')[2]}"):
+    number = unit.rpartition("/")[2]
+    if not cross_model or published in names or not published.endswith(f"-{number}"):
         raise DatabagError(
             "provider_name",
             f"{published!r} is not this unit's own provider ({own!r}); "

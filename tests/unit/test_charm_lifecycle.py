@@ -330,10 +330,10 @@ def test_the_first_sqlite_leader_records_itself_as_the_datas_home(ctx, world, re
 
 
 def test_a_unit_whose_machine_holds_the_sqlite_file_says_so(ctx, world, resources, machine):
-    machine.paths.sqlite_file.parent.mkdir(parents=True)
-    machine.paths.sqlite_file.write_bytes(b"SQLite format 3\x00")
     relation = peers("garm/0", 1)
-    state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation, leader=False))
+    state = ctx.run(ctx.on.install(), make_state(world, resources, relation))  # on sqlite
+    machine.paths.sqlite_file.write_bytes(b"SQLite format 3\x00")  # as GARM would
+    state = ctx.run(ctx.on.update_status(), dataclasses.replace(state, leader=False))
     written = state.get_relation(relation.id)
     assert isinstance(written, testing.PeerRelation)
     assert written.local_unit_data[DATA_KEY] == "true"
@@ -500,3 +500,19 @@ def test_an_application_of_this_model_scaled_to_zero_before_this_unit_led_is_int
     empty = dataclasses.replace(relation, remote_units_data={})
     ctx.run(ctx.on.leader_elected(), make_state(world, resources, empty))
     assert world.scalesets() == []  # nothing asks for its labels: retired and deleted
+
+
+def test_a_new_leader_on_postgresql_never_starts_beside_sqlite_data_that_was_not_moved(
+    ctx, world, resources, machine
+):
+    # garm/1 holds scalesets in sqlite and refused to move them to PostgreSQL; garm/0,
+    # added later, becomes leader with the PostgreSQL answer in hand.
+    garm_units(machine, 1)
+    state = ctx.run(
+        ctx.on.install(), make_state(world, resources, peers("garm/1", 1), leader=False)
+    )
+    state, _ = relate_postgresql(ctx, dataclasses.replace(state, leader=True))
+    assert state.unit_status == ops.BlockedStatus(
+        "GARM's sqlite data is on garm/1: scale to one unit so that it leads"
+    )
+    assert not machine.paths.config_file.exists() and world.writes() == []

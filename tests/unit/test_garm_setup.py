@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from garm_client import GarmApiError, GarmClient
@@ -72,6 +74,8 @@ def test_nothing_is_deleted_on_an_incomplete_view_of_juju():
     assert actions == []
     missing = plan_setup([APP], [ORG], set(), [], [], [], complete=False)
     assert [type(a) for a in missing] == [CreateCredential, CreateEntity]
+    other = dataclasses.replace(LIVE_ORG, credentials_name="someone-elses")
+    assert plan_setup([APP], [ORG], set(), [have(APP)], [other], [], complete=False) == []
 
 
 def test_an_org_with_a_scaleset_under_it_is_kept_and_so_is_its_credential():

@@ -17,8 +17,8 @@ B = "other"
 BOTH = frozenset({A, B})
 
 
-def gap(missing: str, *apps: str) -> View:
-    return View(False, missing, frozenset(apps))
+def gap(missing: str, *apps: str, cross_model: frozenset[str] = frozenset()) -> View:
+    return View(False, missing, frozenset(apps), cross_model)
 
 
 @pytest.mark.parametrize(
@@ -35,38 +35,70 @@ def gap(missing: str, *apps: str) -> View:
         # A unit Juju lists that has not joined here yet holds its application only.
         (
             [rel(0), rel(0, id=2, app=B)],
-            {f"{A}/0": "active", f"{A}/1": "allocating", f"{B}/0": "active"},
+            {
+                A: "joined",
+                f"{A}/0": "active",
+                f"{A}/1": "allocating",
+                B: "joined",
+                f"{B}/0": "active",
+            },
             (),
             None,
             gap("cfg/1 to join", A),
         ),
         # The lowest unit number is named first, numerically.
-        ([rel()], {f"{A}/10": "active", f"{A}/9": "active"}, (), None, gap("cfg/9 to join", A)),
+        (
+            [rel()],
+            {A: "joined", f"{A}/10": "active", f"{A}/9": "active"},
+            (),
+            None,
+            gap("cfg/9 to join", A),
+        ),
         # Dying units are not waited for; dead ones are not listed at all.
-        ([rel(0)], {f"{A}/0": "active", f"{A}/2": "dying"}, (), None, View(True)),
+        ([rel(0)], {A: "joined", f"{A}/0": "active", f"{A}/2": "dying"}, (), None, View(True)),
         # The unit departing in this very hook is not waited for.
-        ([rel(0)], {f"{A}/0": "active", f"{A}/1": "active"}, (), "cfg/1", View(True)),
+        ([rel(0)], {A: "joined", f"{A}/0": "active", f"{A}/1": "active"}, (), "cfg/1", View(True)),
         # -created before any -joined: Juju lists the units that have not joined here.
         ([rel()], {A: "joining", f"{A}/0": "allocating"}, (), None, gap("cfg/0 to join", A)),
         # An application of this model with no unit at all: nothing is unseen.
         ([rel()], {A: "joined"}, (), None, View(True)),
         # A cross-model application: Juju lists no units of it, keyed by its offer URL,
         # so no units in view is not "none wanted" ...
-        ([rel()], {"admin/other.cfg": "joined"}, (), None, gap("a unit of cfg to join", A)),
+        (
+            [rel()],
+            {"admin/other.cfg": "joined"},
+            (),
+            None,
+            gap("a unit of cfg to join", A, cross_model=frozenset({A})),
+        ),
         # ... unless this unit saw the last one depart.
-        ([rel()], {"admin/other.cfg": "joined"}, (1,), None, View(True)),
+        (
+            [rel()],
+            {"admin/other.cfg": "joined"},
+            (1,),
+            None,
+            View(True, cross_model=frozenset({A})),
+        ),
         # A relation being suspended, or suspended, even one already gone from the view:
         # which one it is cannot be told from an offer URL, so every application waits.
         (
             [rel(0), rel(0, id=2, app=B)],
-            {"admin/m.cfg": "suspending", f"{B}/0": "active"},
+            {"admin/m.cfg": "suspending", B: "joined", f"{B}/0": "active"},
             (),
             None,
-            View(False, "the suspended relation with admin/m.cfg to resume", BOTH),
+            View(False, "the suspended relation with admin/m.cfg to resume", BOTH, frozenset({A})),
         ),
         ([], {A: "suspended"}, (), None, gap("the suspended relation with cfg to resume")),
+        # An offer URL is not a unit, even of an application whose name it starts with.
+        (
+            [rel(0, app="admin")],
+            {"admin": "joined", "admin/0": "active", "admin/m.cfg": "joined"},
+            (),
+            None,
+            View(True),
+        ),
         # Other applications' units are not this relation's.
-        ([rel(0)], {f"{A}/0": "active", "cfgx/1": "active"}, (), None, View(True)),
+        ([rel(0)], {A: "joined", f"{A}/0": "active", "cfgx/1": "active"}, (), None, View(True)),
         # goal-state unreadable: nothing is known.
         (
             [rel(0), rel(id=2, app=B)],

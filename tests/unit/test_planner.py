@@ -826,3 +826,16 @@ def test_another_organisations_repository_does_not_hold_a_leaving_scaleset():
     old = generation(make_spec(name="org-ci"), 1)
     result = run(elsewhere, observed=observe(old))
     assert (UpdateScaleset, 1) in [(type(a), getattr(a, "scaleset_id", 0)) for a in writes(result)]
+
+
+def test_a_leaving_repository_scaleset_needs_only_its_own_jobs_served():
+    # An org-wide spec asks for "linux" too but is not live; the repository's own
+    # successor serving "linux" covers every job the leaving scaleset took.
+    app = Entity("repository", "app-uuid", "example-org/app")
+    before = make_spec(name="app", entity_kind="repository", entity_name="example-org/app")
+    after = make_spec(name="app2", entity_kind="repository", entity_name="example-org/app")
+    org_wide = make_spec(name="org-ci", labels=("linux",), provider_name="not-yet")
+    repo = {"org": None, "repo": ("app-uuid", "example-org/app")}
+    old, new = generation(before, 1, **repo), generation(after, 2, **repo)
+    result = run(after, org_wide, observed=observe(old, new, entities=(ORG, app)))
+    assert [(type(a), a.scaleset_id) for a in writes(result)] == [(UpdateScaleset, 1)]

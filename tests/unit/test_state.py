@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
 
+from lifecycle import View
 from spec import HeldSpec, ScalesetSpec, Settings
 from state import ConfigError, relation_state, settings_from_config, spec_from_unit
 from tests.databags import EXAMPLE_UNIT, SECOND_UNIT
@@ -215,10 +216,12 @@ def test_unusable_config_is_refused_naming_the_option(config, message):
 
 def test_a_cross_model_unit_named_after_its_alias_defines_its_own_provider():
     # Consumed as "ci-cfg", the configurator still derives names from its real app name.
-    unit = "ci-cfg/3"
-    state = relation_state(
-        True, [(unit, {**EXAMPLE_UNIT, "provider_name": "garm-configurator-3"})]
-    )
+    unit, data = "ci-cfg/3", {**EXAMPLE_UNIT, "provider_name": "garm-configurator-3"}
+    state = relation_state(True, [(unit, data)], View(True, cross_model=frozenset({"ci-cfg"})))
     (spec,) = state.desired.specs
     assert spec.provider_name == "ci-cfg-3"
     assert [data.provider_name for _, data in state.units] == ["ci-cfg-3"]
+    # The same name from an application of this model is another unit's: refused.
+    local = relation_state(True, [(unit, data)])
+    assert local.desired.specs == () and local.units == ()
+    assert local.desired.held[0].reason.startswith("invalid provider_name")
