@@ -102,7 +102,7 @@ class GarmCharm(ops.CharmBase):
         self._summary: Summary | None = None
         self._outcome: Outcome | None = None
         self.view = JujuView(self, CONFIGURATOR)
-        self.sqlite_home = SqliteHome(self, self.view.alive)
+        self.sqlite_home = SqliteHome(self, self.view.alive, self.paths)
         # Writes the database request and tracks the provider's answer; the events it
         # would add all come inside hooks observed below, so none is observed twice.
         self.database = GarmDatabase(self, "postgresql")
@@ -140,7 +140,7 @@ class GarmCharm(ops.CharmBase):
 
     def _on_change(self, event: ops.EventBase) -> None:
         self.view.note(event)
-        self.sqlite_home.note_data(self._holds_sqlite_data())
+        self.sqlite_home.note_data()
         self._summary = self._reconcile(event)
 
     def _on_stop(self, event: ops.StopEvent) -> None:
@@ -231,8 +231,7 @@ class GarmCharm(ops.CharmBase):
         if not self.unit.is_leader():
             if workload.stop(self.paths.unit_file):
                 logger.info("not the leader any more: GARM stopped on this unit")
-            alive = self.view.alive()
-            if self._on_sqlite() and alive is not None and len(alive) > 1:
+            if self.sqlite_home.crowded():
                 return Summary("blocked", lifecycle.SQLITE_MULTI_UNIT)
             return Summary("active", STANDING_BY)
         try:
@@ -337,20 +336,6 @@ class GarmCharm(ops.CharmBase):
         if related and current is None:
             raise _NotReadyError(Summary("waiting", "Waiting for PostgreSQL to answer"))
         return SqliteDatabase(str(self.paths.sqlite_file)), []
-
-    def _holds_sqlite_data(self) -> bool:
-        """Whether GARM's data is the sqlite file on this machine (not moved elsewhere)."""
-        path = self.paths.config_file
-        current = read_database(path.read_text()) if path.exists() else None
-        return isinstance(current, SqliteDatabase) and self.paths.sqlite_file.exists()
-
-    def _on_sqlite(self) -> bool:
-        """Whether GARM's data is (or would be) a local sqlite file, as any unit can tell."""
-        if self.model.get_relation("postgresql") is not None:
-            return False
-        path = self.paths.config_file
-        current = read_database(path.read_text()) if path.exists() else None
-        return not isinstance(current, PostgresqlDatabase)
 
     def _providers(self, inputs: GarmInputs) -> tuple[OpenstackProvider, ...]:
         """The related units' providers, plus every earlier one a live scaleset still uses.

@@ -16,6 +16,8 @@ from collections.abc import Collection
 import ops
 
 import lifecycle
+import workload
+from garm_config import Database, PostgresqlDatabase, SqliteDatabase, read_database
 from lifecycle import SqliteTenancy
 
 logger = logging.getLogger(__name__)
@@ -28,16 +30,24 @@ DATA_KEY = "sqlite-data"
 class SqliteHome(ops.Object):
     """The records of GARM's sqlite data's unit, and the action that gives it up."""
 
-    def __init__(self, charm: ops.CharmBase, alive: lifecycle.Alive):
+    def __init__(self, charm: ops.CharmBase, alive: lifecycle.Alive, paths: workload.Paths):
         super().__init__(charm, PEERS)
         self._alive = alive
+        self._paths = paths
         charm.framework.observe(charm.on.start_empty_garm_action, self._on_start_empty_garm)
 
-    def note_data(self, has_data: bool) -> None:
-        """Say in this unit's peer data whether its machine holds GARM's sqlite file."""
+    def note_data(self) -> None:
+        """Say in this unit's peer data whether its machine holds GARM's sqlite data.
+
+        GARM's configuration says where its data is: a sqlite file left behind after a
+        move to PostgreSQL is no data.
+        """
         relation = self.model.get_relation(PEERS)
         if relation is None:
             return
+        has_data = (
+            isinstance(self._configured(), SqliteDatabase) and self._paths.sqlite_file.exists()
+        )
         bag = relation.data[self.model.unit]
         if has_data and DATA_KEY not in bag:
             bag[DATA_KEY] = "true"
@@ -68,6 +78,20 @@ class SqliteHome(ops.Object):
         relation = self.model.get_relation(PEERS)
         if relation is not None and self._home() == self.model.unit.name:
             del relation.data[self.model.app][HOME_KEY]
+
+    def crowded(self) -> bool:
+        """Whether more than one unit would share GARM's sqlite data, as any unit can tell."""
+        if self.model.get_relation("postgresql") is not None:
+            return False
+        if isinstance(self._configured(), PostgresqlDatabase):
+            return False
+        alive = self._alive()
+        return alive is not None and len(alive) > 1
+
+    def _configured(self) -> Database | None:
+        """The database GARM's configuration on this machine names, if any."""
+        path = self._paths.config_file
+        return read_database(path.read_text()) if path.exists() else None
 
     def _home(self) -> str | None:
         relation = self.model.get_relation(PEERS)
