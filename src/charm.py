@@ -37,7 +37,6 @@ from garm_config import (
     PostgresqlDatabase,
     Proxy,
     SqliteDatabase,
-    read_database,
     read_provider,
     render_files,
     render_unit,
@@ -315,8 +314,7 @@ class GarmCharm(ops.CharmBase):
         database GARM uses, losing the relation while GARM is on PostgreSQL asks the
         operator, and GARM moves from sqlite only while it holds no scaleset.
         """
-        path = self.paths.config_file
-        current = read_database(path.read_text()) if path.exists() else None
+        current = workload.configured_database(self.paths.config_file)
         related = self.model.get_relation("postgresql") is not None
         answer = self.database.postgresql() if related else None
         if answer is not None:

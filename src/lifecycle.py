@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+from spec import unit_order
+
 # goal-state gives each related unit its workload status, or "dying" once its removal
 # began (dead units are left out); each related application, the relation's status.
 _DYING = "dying"
@@ -90,7 +92,7 @@ def assess(
             for name, status in goal.items()
             if _is_unit_of(name, relation.app) and status != _DYING
         } - {departing}
-        unseen = sorted(expected - relation.units, key=_unit_order)
+        unseen = sorted(expected - relation.units, key=unit_order)
         local = relation.app in goal
         if unseen:
             gaps.append((relation.app, f"{unseen[0]} to join"))
@@ -152,8 +154,3 @@ def sqlite_tenancy(
         return SqliteTenancy(False, problem=problem)
     problem = SQLITE_MULTI_UNIT if alive is not None and len(alive) > 1 else ""
     return SqliteTenancy(True, claim=home is None, problem=problem)
-
-
-def _unit_order(unit: str) -> tuple[str, int]:
-    app, _, number = unit.rpartition("/")
-    return (app, int(number) if number.isdigit() else -1)

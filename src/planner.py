@@ -41,7 +41,7 @@ from naming import (
     observed_key,
     spec_key,
 )
-from spec import Desired, ScalesetSpec, Settings
+from spec import Desired, ScalesetSpec, Settings, application_of, unit_order
 
 RETIRED_STAMP_PREFIX = "retired-at="
 ENABLED_STAMP_PREFIX = "enabled-at="
@@ -400,7 +400,7 @@ def _one_per_application(specs: Iterable[ScalesetSpec], observed: Observed) -> l
     """
     groups: dict[tuple[str, str], list[ScalesetSpec]] = defaultdict(list)
     for spec in specs:
-        groups[(_unit_order(spec)[0], spec.name.lower())].append(spec)
+        groups[(application_of(spec.source), spec.name.lower())].append(spec)
     return [
         group[0]
         if len(group) == 1
@@ -417,9 +417,8 @@ def _one_per_application(specs: Iterable[ScalesetSpec], observed: Observed) -> l
 
 
 def _unit_order(spec: ScalesetSpec) -> tuple[str, int, str]:
-    """Sources like ``app/3`` in application, then numeric unit, order."""
-    app, _, number = spec.source.rpartition("/")
-    return (app, int(number), spec.name) if number.isdigit() else (spec.source, -1, spec.name)
+    """Specs by their source unit, in application, then numeric unit, order."""
+    return (*unit_order(spec.source), spec.name)
 
 
 def _serving(spec: ScalesetSpec, observed: Observed) -> bool:

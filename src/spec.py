@@ -13,6 +13,17 @@ from typing import Any, Literal
 SpecEntityKind = Literal["organization", "repository"]
 
 
+def application_of(unit: str) -> str:
+    """The application a unit name belongs to (``garm-configurator/3`` → its app)."""
+    return unit.rpartition("/")[0] or unit
+
+
+def unit_order(unit: str) -> tuple[str, int]:
+    """Unit names like ``app/3`` in application, then numeric unit, order."""
+    app, _, number = unit.rpartition("/")
+    return (app, int(number)) if number.isdigit() else (unit, -1)
+
+
 @dataclass(frozen=True)
 class ScalesetSpec:
     """One logical scaleset as a garm-configurator unit publishes it.

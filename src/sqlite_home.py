@@ -17,7 +17,7 @@ import ops
 
 import lifecycle
 import workload
-from garm_config import Database, PostgresqlDatabase, SqliteDatabase, read_database
+from garm_config import PostgresqlDatabase, SqliteDatabase
 from lifecycle import SqliteTenancy
 
 logger = logging.getLogger(__name__)
@@ -46,7 +46,8 @@ class SqliteHome(ops.Object):
         if relation is None:
             return
         has_data = (
-            isinstance(self._configured(), SqliteDatabase) and self._paths.sqlite_file.exists()
+            isinstance(workload.configured_database(self._paths.config_file), SqliteDatabase)
+            and self._paths.sqlite_file.exists()
         )
         bag = relation.data[self.model.unit]
         if has_data and DATA_KEY not in bag:
@@ -83,15 +84,10 @@ class SqliteHome(ops.Object):
         """Whether more than one unit would share GARM's sqlite data, as any unit can tell."""
         if self.model.get_relation("postgresql") is not None:
             return False
-        if isinstance(self._configured(), PostgresqlDatabase):
+        if isinstance(workload.configured_database(self._paths.config_file), PostgresqlDatabase):
             return False
         alive = self._alive()
         return alive is not None and len(alive) > 1
-
-    def _configured(self) -> Database | None:
-        """The database GARM's configuration on this machine names, if any."""
-        path = self._paths.config_file
-        return read_database(path.read_text()) if path.exists() else None
 
     def _home(self) -> str | None:
         relation = self.model.get_relation(PEERS)

@@ -19,7 +19,7 @@ from garm_config import OpenstackProvider
 from garm_setup import AppCredential, EntitySpec
 from lifecycle import View
 from naming import MIN_NAME_BUDGET
-from spec import Desired, HeldSpec, ScalesetSpec, Settings
+from spec import Desired, HeldSpec, ScalesetSpec, Settings, application_of
 
 logger = logging.getLogger(__name__)
 
@@ -154,11 +154,6 @@ def relation_state(
         tuple(parsed_units),
         view.missing,
     )
-
-
-def application_of(unit: str) -> str:
-    """The application a unit name belongs to (``garm-configurator/3`` → its app)."""
-    return unit.rpartition("/")[0] or unit
 
 
 def own_provider(unit: str) -> str:

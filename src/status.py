@@ -12,8 +12,8 @@ from typing import Literal
 
 from planner import Phase, Progress, Skipped
 from reconciler import Outcome
-from spec import HeldSpec, ScalesetSpec
-from state import RelationState, UnitProblem, application_of
+from spec import HeldSpec, ScalesetSpec, application_of
+from state import RelationState, UnitProblem
 
 StatusKind = Literal["active", "maintenance", "waiting", "blocked"]
 # Past this many named problems the rest are counted, to keep the line readable.

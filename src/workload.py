@@ -22,6 +22,8 @@ from pathlib import Path
 import requests
 from charmlibs import passwd, systemd
 
+from garm_config import Database, read_database
+
 SERVICE = "garm"
 USER = "garm"
 
@@ -155,6 +157,11 @@ def write_files(directory: Path, files: dict[str, str], owner: str) -> bool:
                 path.unlink()
                 changed = True
     return changed
+
+
+def configured_database(config_file: Path) -> Database | None:
+    """The database GARM's configuration on this machine names; None if none is written."""
+    return read_database(config_file.read_text()) if config_file.exists() else None
 
 
 def read_provider_files(config_dir: Path) -> dict[str, str]:
