@@ -49,3 +49,12 @@ SECOND_UNIT = {
 }
 # SECOND_UNIT's scaleset as the only unit (garm-configurator/0) of its application.
 SOLE_UNIT = {**SECOND_UNIT, "provider_name": "garm-configurator-0"}
+
+
+def follower(unit: str, data: dict[str, str], *, image: bool = True) -> dict[str, str]:
+    """What a configurator unit that does not lead publishes: Phase A only, under its
+    own provider (relation-contract.md §1)."""
+    keys = {k: v for k, v in data.items() if not k.startswith(("openstack_", "github_"))}
+    if not image:
+        keys.pop("image_id")
+    return {**keys, "provider_name": unit.replace("/", "-")}

@@ -20,7 +20,7 @@ from charm import BEING_REMOVED, GarmCharm
 from lifecycle import SQLITE_MULTI_UNIT
 from sqlite_home import DATA_KEY, PEERS
 from sqlite_home import HOME_KEY as SQLITE_HOME_KEY
-from tests.databags import EXAMPLE_UNIT, SOLE_UNIT
+from tests.databags import EXAMPLE_UNIT, SOLE_UNIT, follower
 from tests.juju_events import leader_settings_changed, self_departing
 from tests.machine import Machine, goal
 from tests.unit.test_charm import (
@@ -54,9 +54,8 @@ def goal_state(
 
 
 def phase_a(unit: int, data: dict[str, str]) -> dict[str, str]:
-    """What a configurator follower publishes: no OpenStack or GitHub keys of its own."""
-    keys = {k: v for k, v in data.items() if not k.startswith(("openstack_", "github_"))}
-    return {**keys, "provider_name": f"{APP}-{unit}"}
+    """What configurator follower ``unit`` publishes."""
+    return follower(f"{APP}/{unit}", data)
 
 
 def phase_b(unit: int, data: dict[str, str]) -> dict[str, str]:

@@ -11,7 +11,7 @@ from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
 from lifecycle import View
 from spec import HeldSpec, ScalesetSpec, Settings
 from state import ConfigError, relation_state, settings_from_config, spec_from_unit
-from tests.databags import EXAMPLE_UNIT, SECOND_UNIT
+from tests.databags import EXAMPLE_UNIT, SECOND_UNIT, follower
 
 CFG0, CFG1 = "garm-configurator/0", "garm-configurator/1"
 
@@ -139,18 +139,10 @@ def test_unit_without_image_is_not_ready_rather_than_gone():
     )
 
 
-def phase_a_of(unit: str, data: dict[str, str], *, image: bool = True) -> dict[str, str]:
-    """What a configurator follower publishes: its scaleset under its own provider."""
-    keys = {k: v for k, v in data.items() if not k.startswith(("openstack_", "github_"))}
-    if not image:
-        keys.pop("image_id")
-    return {**keys, "provider_name": unit.replace("/", "-")}
-
-
 def test_followers_waiting_for_their_image_are_no_news_once_the_leader_defines_it():
     followers = [(f"garm-configurator/{n}", False) for n in (1, 2)]
     units = [(CFG0, EXAMPLE_UNIT)] + [
-        (unit, phase_a_of(unit, EXAMPLE_UNIT, image=image)) for unit, image in followers
+        (unit, follower(unit, EXAMPLE_UNIT, image=image)) for unit, image in followers
     ]
     state = relation_state(True, units)
     assert [s.source for s in state.desired.specs] == [CFG0]
@@ -160,7 +152,7 @@ def test_followers_waiting_for_their_image_are_no_news_once_the_leader_defines_i
 def test_an_application_still_waiting_for_its_image_is_reported_once():
     units = [(f"garm-configurator/{n}", None) for n in range(3)]
     state = relation_state(
-        True, [(unit, phase_a_of(unit, SECOND_UNIT, image=False)) for unit, _ in units]
+        True, [(unit, follower(unit, SECOND_UNIT, image=False)) for unit, _ in units]
     )
     assert state.desired.held == (
         HeldSpec(CFG0, "sm-x64", "image_id not published yet", blocking=False),
