@@ -10,6 +10,24 @@ faults can be injected so tests can assert on what the client sent and how it co
 GARM keeps but never returns (credential secrets, webhook secrets, stored controller
 settings) is readable through ``credentials()``, ``entities()`` and ``controller()``.
 
+Beyond the wire, the double plays the timing a client meets on a real GARM (observed on
+GARM afda4e76, garm-api.md section 8), on the double's clock (``clock=``) and its ``tick``:
+
+- a scale set's GitHub listener (message session) opens ``LISTENER_DELAY`` (4.5 s) after
+  the create or re-enable returns; a disabled scale set has none. GitHub's job messages
+  (``assign_jobs``, job completions) reach only a listening scale set;
+- a new runner is ``running``/``pending`` until the runner itself reports through GARM's
+  callback URL (a later tick, or ``report``), only then ``idle``;
+- a job that finishes while its scale set is not listening goes unseen: the row stays as
+  it was until GARM's consolidation against GitHub, every ``CONSOLIDATION_INTERVAL``
+  (5 min), moves it to ``pending_delete``;
+- removing a runner whose job still runs is refused by GitHub (400,
+  ``JobStillRunningException``);
+- organizations and repositories read ``pool manager is starting up`` for
+  ``POOL_MANAGER_STARTUP`` (5 s) after their pool manager starts;
+- scale-set ``tags`` come back in a seeded random order (``seed=``), since GARM's order
+  is not stable.
+
 Run it standalone with ``python -m tests.garm_double --port 9997 --seed``.
 """
 
@@ -20,6 +38,7 @@ import base64
 import contextlib
 import json
 import posixpath
+import random
 import re
 import secrets
 import socket
@@ -29,7 +48,7 @@ import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.message import Message
 from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -61,9 +80,25 @@ _EMAIL_RE = re.compile(
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _CREDENTIALS_NAME = "github-credentials"
 _ENTITY_KINDS = {"organizations": "organization", "repositories": "repository"}
-_GITHUB_ACTIONS_URL = (
-    "https://pipelines.actions.githubusercontent.com/_apis/runtime/runnerscalesets"
+_ACTIONS_SERVICE = "https://pipelines.actions.githubusercontent.com"
+_GITHUB_ACTIONS_URL = _ACTIONS_SERVICE + "/_apis/runtime/runnerscalesets"
+# GitHub's Actions service refuses to remove a runner whose job still runs. GARM passes
+# the refusal on (util/github/scalesets/client.go Do: a 400 becomes a BadRequestError
+# quoting the body). The exception type is observed; the message and the other keys are
+# the Actions service's usual exception body, inferred, not observed.
+_JOB_STILL_RUNNING = (
+    '{"$id":"1","innerException":null,'
+    '"message":"The runner cannot be removed while it is running a job.",'
+    '"typeName":"GitHub.DistributedTask.WebApi.JobStillRunningException, '
+    'GitHub.DistributedTask.WebApi","typeKey":"JobStillRunningException",'
+    '"errorCode":0,"eventId":3000}'
 )
+
+# Timings observed on a running GARM (garm-api.md section 8); the double plays them on its
+# clock so tests can step over them deterministically.
+LISTENER_DELAY = timedelta(seconds=4.5)  # create / re-enable -> GitHub message session open
+CONSOLIDATION_INTERVAL = timedelta(minutes=5)  # GARM's periodic check against GitHub
+POOL_MANAGER_STARTUP = timedelta(seconds=5)  # "pool manager is starting up" window
 
 # Request bodies, as the Go structs decode them: "*" marks a pointer (null resets it),
 # "raw" a json.RawMessage (kept byte for byte; a JSON null becomes the text "null").
@@ -790,9 +825,14 @@ class GarmDouble:
         initialised: bool = True,
         urls_set: bool = True,
         port: int = 0,
+        seed: int = 0,
     ):
+        """``clock`` drives every timestamp and timing (listener, consolidation, pool
+        manager start-up); ``seed`` fixes the order tags come back in, so a run that a
+        client's order-dependence breaks can be replayed."""
         self._clock = clock or (lambda: datetime.now(UTC))
         self._initial = (username, password, initialised, urls_set)
+        self._seed = seed
         self._lock = threading.RLock()
         self._server = _Server(("127.0.0.1", port), self)
         self._thread: threading.Thread | None = None
@@ -831,7 +871,9 @@ class GarmDouble:
 
     def reset(self) -> None:
         """Return to the constructor's state (same server and port): no data, no records,
-        no faults, no tokens, default switches."""
+        no faults, no tokens, default switches, the tag shuffle re-seeded. GARM counts as
+        (re)started now: the first consolidation against GitHub is due
+        ``CONSOLIDATION_INTERVAL`` later."""
         with self._lock:
             username, password, initialised, urls_set = self._initial
             now = self._now()
@@ -839,6 +881,16 @@ class GarmDouble:
             self.password = password
             self.register_on_create = True
             self.delete_keeps_record = False
+            self.auto_report = True
+            self._random = random.Random(self._seed)
+            self._started_at = now
+            self._last_consolidation = now
+            # GitHub-side facts GARM has not (yet) heard: scale set id -> listener start,
+            # scale set id -> assigned-job total waiting for a listener, and runners whose
+            # job ended while no listener was there to read it.
+            self._listener_from: dict[int, datetime] = {}
+            self._queued_jobs: dict[int, int] = {}
+            self._finished_unseen: set[str] = set()
             self.requests: list[Recorded] = []
             self.unexpected: list[str] = []
             self.disabled_since: dict[int, datetime] = {}
@@ -951,20 +1003,60 @@ class GarmDouble:
             return self._new_credential(name, description, found.name, auth_type, auth).id
 
     def register(self, scaleset_id: int) -> None:
-        """Give a scale set created with ``register_on_create = False`` its GitHub id."""
+        """Give a scale set created with ``register_on_create = False`` its GitHub id.
+
+        A listener needs the GitHub scale set, so an enabled scale set starts listening
+        ``LISTENER_DELAY`` after this, not after its create."""
         with self._lock:
             scaleset = self._scalesets[scaleset_id]
             if scaleset.scale_set_id:
                 raise ValueError(f"scale set {scaleset_id} is already registered")
             scaleset.scale_set_id = self._take_github_id()
             scaleset.updated_at = self._now()
+            if scaleset.enabled:
+                self._listener_from[scaleset.id] = scaleset.updated_at + LISTENER_DELAY
+
+    # ------------------------------------------------------------------ GitHub listener
+
+    def listening(self, scaleset_id: int) -> bool:
+        """Whether GARM's GitHub listener (message session) for the scale set is open now.
+
+        It opens ``LISTENER_DELAY`` after the scale set is created enabled, re-enabled or
+        (enabled) registered, and closes when it is disabled. Only a listening scale set
+        hears GitHub: assigned jobs (``assign_jobs``) and finished jobs (``finish_job``)."""
+        with self._lock:
+            return self._listening(self._scalesets.get(scaleset_id))
+
+    def assign_jobs(self, scaleset_id: int, total: int) -> bool:
+        """GitHub now counts ``total`` jobs assigned to the scale set (its
+        ``TotalAssignedJobs`` statistic, which GARM stores as ``desired_runner_count``).
+
+        Returns whether GARM heard it: a listening scale set records it at once; any other
+        keeps it queued on GitHub's side (``queued_jobs``) until a tick finds the listener
+        open. Before that nothing acquires jobs for the scale set's labels."""
+        with self._lock:
+            scaleset = self._scalesets[scaleset_id]
+            if self._listening(scaleset):
+                self._queued_jobs.pop(scaleset_id, None)
+                self._record_desired(scaleset, total)
+                return True
+            self._queued_jobs[scaleset_id] = total
+            return False
+
+    def queued_jobs(self, scaleset_id: int) -> int | None:
+        """The assigned-job total GitHub holds for a scale set whose listener has not read
+        it yet, or None when nothing is waiting."""
+        with self._lock:
+            return self._queued_jobs.get(scaleset_id)
 
     # ------------------------------------------------------------------ runners
 
     def add_runner(
         self, scaleset_id: int, *, status: str = "running", runner_status: str = "idle"
     ) -> str:
-        """Create a runner row in a scale set; returns its name."""
+        """Create a runner row in a scale set; returns its name. The default is a runner
+        that has already reported (``idle``); pass ``runner_status="pending"`` for one
+        that has not."""
         with self._lock:
             return self._new_instance(self._scalesets[scaleset_id], status, runner_status).name
 
@@ -982,39 +1074,80 @@ class GarmDouble:
                 instance.runner_status = runner_status
             instance.updated_at = self._now()
 
+    def report(self, name: str) -> None:
+        """The runner reports through GARM's callback URL that it is up: ``idle``.
+
+        Ticks do this for every ``running``/``pending`` runner (one tick after the provider
+        reported it running) unless ``auto_report`` is False; this moves one by hand.
+        Only a runner that has not reported yet (``pending``/``installing``) can."""
+        with self._lock:
+            instance = self._instances[name]
+            if instance.runner_status not in ("pending", "installing"):
+                raise ValueError(f"runner {name} is {instance.runner_status}, not pending")
+            instance.runner_status = "idle"
+            instance.updated_at = self._now()
+
     def start_job(self, name: str) -> None:
-        """GitHub handed the runner a job: it is busy (``runner_status`` active)."""
+        """GitHub handed the runner a job: it is busy (``runner_status`` active).
+
+        The double assumes GARM heard it (it does not check the listener here)."""
         self.set_runner(name, runner_status="active")
 
-    def finish_job(self, name: str) -> None:
-        """The ephemeral runner finished its job and is on its way out."""
-        self.set_runner(name, status="pending_delete", runner_status="terminated")
+    def finish_job(self, name: str) -> bool:
+        """The ephemeral runner finished its job and left GitHub; returns whether GARM saw.
+
+        With the scale set listening, GARM reads ``JobCompleted`` at once: the row goes
+        ``pending_delete``/``terminated``. Otherwise nothing reaches GARM and the row stays
+        as it was (typically ``running``/``active``) until the next consolidation against
+        GitHub (a tick ``CONSOLIDATION_INTERVAL`` after the last) moves it to
+        ``pending_delete``; a later tick reaps it."""
+        with self._lock:
+            instance = self._instances[name]
+            if self._listening(self._scalesets.get(instance.scaleset_id)):
+                self.set_runner(name, status="pending_delete", runner_status="terminated")
+                return True
+            self._finished_unseen.add(name)
+            return False
 
     def set_desired_runner_count(self, scaleset_id: int, n: int) -> None:
-        """What GitHub last reported as assigned jobs; GARM's write re-stamps updated_at."""
+        """Force what GARM last recorded as GitHub's assigned jobs, listener or not (set-up
+        shortcut; ``assign_jobs`` plays the message). The write re-stamps updated_at."""
         with self._lock:
-            scaleset = self._scalesets[scaleset_id]
-            scaleset.desired_runner_count = n
-            scaleset.updated_at = self._now()
+            self._record_desired(self._scalesets[scaleset_id], n)
 
     def tick(self) -> None:
-        """One pass of GARM's workers: reap deleted rows, finish provisioning, then scale
-        every scale set towards ``min(min_idle + desired_runner_count, max_runners)``.
+        """One pass of GARM's workers, in this order: reap deleted rows; consolidate against
+        GitHub when ``CONSOLIDATION_INTERVAL`` has passed since the last check; let runners
+        the provider reported running on an earlier tick report ``idle`` (``auto_report``);
+        finish provisioning (``creating`` -> ``running``/``pending``); then per scale set
+        hand a now-listening one its queued jobs and scale it towards
+        ``min(min_idle + desired_runner_count, max_runners)``.
 
         Scale-up needs the scale set enabled and registered on GitHub (a JIT config needs
-        the GitHub id); scale-down runs regardless and only takes running runners that are
-        neither busy nor terminated. Runners are considered in creation order.
+        the GitHub id), not its listener; scale-down runs regardless and only takes running
+        runners that are neither busy nor terminated. Runners are considered in creation
+        order.
         """
         with self._lock:
+            now = self._now()
             for name in [n for n, i in self._instances.items() if i.status in _REAPED_BY_TICK]:
                 del self._instances[name]
-            now = self._now()
+                self._finished_unseen.discard(name)
+            if now - self._last_consolidation >= CONSOLIDATION_INTERVAL:
+                self._consolidate(now)
+            if self.auto_report:
+                for instance in self._instances.values():
+                    if instance.status == "running" and instance.runner_status == "pending":
+                        instance.runner_status = "idle"
+                        instance.updated_at = now
             for instance in self._instances.values():
                 if instance.status == "creating":
-                    instance.status, instance.runner_status = "running", "idle"
+                    instance.status, instance.runner_status = "running", "pending"
                     instance.provider_id = instance.provider_id or str(uuid.uuid4())
                     instance.updated_at = now
             for scaleset in self._scalesets.values():
+                if scaleset.id in self._queued_jobs and self._listening(scaleset):
+                    self._record_desired(scaleset, self._queued_jobs.pop(scaleset.id))
                 self._scale(scaleset, now)
 
     # ------------------------------------------------------------------ faults
@@ -1077,10 +1210,12 @@ class GarmDouble:
             ]
 
     def scalesets(self) -> list[dict[str, Any]]:
-        """Every scale set as ``GET /scalesets/{id}`` would return it."""
+        """Every scale set as ``GET /scalesets/{id}`` would return it, but with ``tags`` in
+        the order the labels were first sent: the ground truth stays comparable between
+        calls and reading it does not move the seeded shuffle of the HTTP answers."""
         with self._lock:
             return [
-                json.loads(_encode(self._scaleset_json(s, "detail")))
+                json.loads(_encode(self._scaleset_json(s, "detail", shuffle=False)))
                 for s in self._scalesets.values()
             ]
 
@@ -1216,6 +1351,29 @@ class GarmDouble:
         self._instances[name] = instance
         return instance
 
+    def _listening(self, scaleset: _ScaleSet | None) -> bool:
+        if scaleset is None or not scaleset.enabled or not scaleset.scale_set_id:
+            return False
+        opens = self._listener_from.get(scaleset.id)
+        return opens is not None and self._now() >= opens
+
+    def _record_desired(self, scaleset: _ScaleSet, total: int) -> None:
+        """GARM's SetDesiredRunnerCount: a column write, so updated_at is re-stamped."""
+        scaleset.desired_runner_count = total
+        scaleset.updated_at = self._now()
+
+    def _consolidate(self, now: datetime) -> None:
+        """consolidateRunnerState: a runner row GitHub no longer lists (its job ended
+        unseen) goes ``pending_delete``, its runner_status untouched; rows already on the
+        deletion lane or still being created are left alone."""
+        self._last_consolidation = now
+        for instance in self._instances.values():
+            if instance.name in self._finished_unseen and instance.status not in (
+                _DELETION_LANE | {"creating"}
+            ):
+                instance.status = "pending_delete"  # stays in _finished_unseen until reaped
+                instance.updated_at = now
+
     def _scale(self, scaleset: _ScaleSet, now: datetime) -> None:
         live = [
             i
@@ -1338,7 +1496,9 @@ class GarmDouble:
         """An Organization or Repository in one of GARM's shapes: ``detail`` (lists,
         GET-by-id, PUT), ``created`` (the POST answer: read back before the pool manager
         started, so ``pool_manager_status`` is still empty) or ``shallow`` (inside
-        ``GET /github/credentials/{id}``: credentials and endpoint not loaded)."""
+        ``GET /github/credentials/{id}``: credentials and endpoint not loaded).
+        ``pool_manager_status`` reads "starting up" until ``POOL_MANAGER_STARTUP`` after
+        the entity's pool manager started (GARM's start, or the entity's creation)."""
         credential = (
             self._credentials.get(entity.credentials_id) if entity.credentials_id else None
         )
@@ -1351,7 +1511,7 @@ class GarmDouble:
             cred_json = self._credential_json(None if shape == "shallow" else credential)
         if shape == "shallow":
             endpoint = None
-        status = {} if shape == "created" else {"running": True}
+        status = {} if shape == "created" else self._pool_manager_status(entity)
         balancer = entity.pool_balancer_type or "roundrobin"
         created, updated = go_time(entity.created_at), go_time(entity.updated_at)
         if entity.kind == "organization":
@@ -1391,6 +1551,16 @@ class GarmDouble:
             ]
         )
 
+    def _pool_manager_status(self, entity: _Entity) -> dict[str, object]:
+        """params.PoolManagerStatus (both keys omitempty). basePoolManager.Start sets
+        "pool manager is starting up" and only the first tools update sets it running."""
+        started = max(self._started_at, entity.created_at)
+        if self._now() < started + POOL_MANAGER_STARTUP:
+            return _obj(
+                [("running", False, True), ("failure_reason", "pool manager is starting up", True)]
+            )
+        return _obj([("running", True, True), ("failure_reason", "", True)])
+
     def _instance_json(self, instance: _Instance, *, embedded: bool = False) -> dict[str, object]:
         """An Instance; embedded in ``GET /scalesets/{id}`` its scale set is not loaded, so
         ``provider_name`` is empty there."""
@@ -1424,9 +1594,13 @@ class GarmDouble:
             ]
         )
 
-    def _scaleset_json(self, scaleset: _ScaleSet, shape: str) -> dict[str, object]:
+    def _scaleset_json(
+        self, scaleset: _ScaleSet, shape: str, *, shuffle: bool = True
+    ) -> dict[str, object]:
         """A ScaleSet in one of GARM's three read shapes: ``detail`` (GET-by-id, create,
-        update), ``list`` (GET /scalesets) or ``entity`` (GET /{entity}/{id}/scalesets)."""
+        update), ``list`` (GET /scalesets) or ``entity`` (GET /{entity}/{id}/scalesets).
+        ``tags`` are shuffled afresh for every answer (unless ``shuffle`` is False), so no
+        client can lean on an order."""
         detail = shape == "detail"
         entity = scaleset.entity
         is_org = entity.kind == "organization"
@@ -1442,6 +1616,9 @@ class GarmDouble:
         extra = (
             None if scaleset.extra_specs is None else _RawJSON(_go_compact(scaleset.extra_specs))
         )
+        tags = [{"id": t.id, "name": t.name} for t in scaleset.tags]
+        if shuffle:
+            self._random.shuffle(tags)  # GARM's tag order is not stable between runs
         return _obj(
             [
                 ("runner_prefix", scaleset.runner_prefix, True),
@@ -1475,7 +1652,7 @@ class GarmDouble:
                 ("runner_bootstrap_timeout", scaleset.runner_bootstrap_timeout, True),
                 ("extra_specs", extra, True),
                 ("github-runner-group", scaleset.runner_group, True),
-                ("tags", [{"id": t.id, "name": t.name} for t in scaleset.tags], True),
+                ("tags", tags, True),
                 ("status_messages", None, False),
                 ("repo_id", "" if is_org else entity.id, True),
                 ("repo_name", "" if is_org else f"{entity.owner}/{entity.name}", True),
@@ -1773,6 +1950,8 @@ class GarmDouble:
         self._scalesets[scaleset.id] = scaleset
         if not scaleset.enabled:
             self.disabled_since[scaleset.id] = now
+        elif scaleset.scale_set_id:
+            self._listener_from[scaleset.id] = now + LISTENER_DELAY
         return _json_response(self._scaleset_json(scaleset, "detail"))
 
     def _name_taken(
@@ -1831,12 +2010,17 @@ class GarmDouble:
         return _json_response(self._scaleset_json(scaleset, "detail"))
 
     def _apply(self, scaleset: _ScaleSet, changes: dict[str, Any], bump: bool) -> None:
-        """Write a PUT's changes: one gorm Updates call, so updated_at is re-stamped."""
+        """Write a PUT's changes: one gorm Updates call, so updated_at is re-stamped.
+        Disabling stops the GitHub listener; enabling starts a new one, which opens
+        ``LISTENER_DELAY`` later (once the scale set has its GitHub id)."""
         now = self._now()
         if changes.get("enabled") is False:
             self.disabled_since[scaleset.id] = now
+            self._listener_from.pop(scaleset.id, None)
         elif changes.get("enabled"):
             self.disabled_since.pop(scaleset.id, None)
+            if scaleset.scale_set_id:
+                self._listener_from[scaleset.id] = now + LISTENER_DELAY
         for key, value in changes.items():
             setattr(scaleset, key, value)
         scaleset.updated_at = now
@@ -1853,6 +2037,7 @@ class GarmDouble:
         if not self.delete_keeps_record:
             del self._scalesets[scaleset.id]
             self.disabled_since.pop(scaleset.id, None)
+            self._queued_jobs.pop(scaleset.id, None)
             self.deletions.append((scaleset.id, scaleset.name, self._now()))
         return _Response(200)
 
@@ -1902,13 +2087,31 @@ class GarmDouble:
         return _json_response(self._instance_json(self._instance_or_404(req.args[0])))
 
     def _delete_instance(self, req: _Request) -> _Response:
-        """runner.DeleteRunner: only from the statuses it lists; a non-forced delete of a
-        runner already pending_force_delete is a silent success (the transition GARM's DB
-        refuses is swallowed because the runner is already on the deletion lane)."""
+        """runner.DeleteRunner: only from the statuses it lists; then GARM removes the
+        runner from GitHub (forced or not), which GitHub refuses while the runner's job
+        still runs (400, ``JobStillRunningException`` in the details) unless
+        ``bypassGHUnauthorized`` is true (GARM then ignores every GitHub error but
+        not-found). A runner whose job ended is already gone from GitHub: GARM ignores
+        that not-found. A non-forced delete of a runner already pending_force_delete is a
+        silent success (the transition GARM's DB refuses is swallowed because the runner
+        is already on the deletion lane)."""
         instance = self._instance_or_404(req.args[0])
         if instance.status not in _DELETABLE:
             raise _bad_request(
                 'runner must be in one of the following states: "' + ", ".join(_DELETABLE) + '"'
+            )
+        bypass = _parse_bool(req.query.get("bypassGHUnauthorized", ""))
+        job_runs = (
+            instance.runner_status == "active" and instance.name not in self._finished_unseen
+        )
+        if job_runs and not bypass:
+            url = (
+                f"{_ACTIONS_SERVICE}/_apis/distributedtask/pools/0/agents/"
+                f"{instance.agent_id}?api-version=6.0-preview"
+            )
+            raise _bad_request(
+                f"error removing runner from github: request failed for {url}: "
+                f"bad request while calling {url}: {_go_quote(_JOB_STILL_RUNNING)}"
             )
         force = _parse_bool(req.query.get("forceRemove", ""))
         now = self._now()
@@ -2299,6 +2502,11 @@ def _secrets(auth_type: str, body: dict[str, Any]) -> dict[str, Any]:
         "installation_id": app["installation_id"],
         "private_key": app["private_key_bytes"],
     }
+
+
+def _go_quote(text: str) -> str:
+    """Go's ``%q`` (strconv.Quote) of printable text: backslashes and quotes escaped."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _duplicate(name: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.garm_double import GarmDouble, go_time
+from tests.garm_double import LISTENER_DELAY, GarmDouble, go_time
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 AUTH_FAILED = {"error": "Authentication failed", "details": ""}
@@ -515,11 +515,14 @@ def test_repo_scaleset_carries_repo_keys(api: Api, double: GarmDouble) -> None:
 
 def test_labels_link_tags_case_insensitively(api: Api, org: str) -> None:
     # §2.3 Labels: global case-insensitive tag table, first spelling wins, no name tag.
+    # (§8: tags come back in no fixed order, so compare them as sets.)
     first = create(api, org, name="a", labels=["Linux", "GPU"])
     second = create(api, org, name="b", labels=["linux", "gpu", "gpu", "x64"])
-    assert [t["name"] for t in first["tags"]] == ["Linux", "GPU"]
-    assert [t["name"] for t in second["tags"]] == ["Linux", "GPU", "x64"]
-    assert second["tags"][0]["id"] == first["tags"][0]["id"]
+    assert {t["name"] for t in first["tags"]} == {"Linux", "GPU"}
+    assert sorted(t["name"] for t in second["tags"]) == ["GPU", "Linux", "x64"]
+    first_ids = {t["name"]: t["id"] for t in first["tags"]}
+    second_ids = {t["name"]: t["id"] for t in second["tags"]}
+    assert second_ids["Linux"] == first_ids["Linux"] and second_ids["GPU"] == first_ids["GPU"]
     assert list(second["tags"][0]) == ["id", "name"]
 
 
@@ -763,7 +766,9 @@ def test_tick_scales_up_only_when_enabled(api: Api, org: str, double: GarmDouble
         ("creating", "pending")
     ] * 2
     double.tick()
-    assert {(i["status"], i["runner_status"]) for i in double.instances()} == {("running", "idle")}
+    assert {(i["status"], i["runner_status"]) for i in double.instances()} == {
+        ("running", "pending")
+    }
 
 
 def test_tick_target_counts_desired_runners_capped_by_max(
@@ -778,7 +783,7 @@ def test_tick_target_counts_desired_runners_capped_by_max(
 
 
 def test_tick_scale_down_spares_busy_runners_even_when_disabled(
-    api: Api, org: str, double: GarmDouble
+    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
 ) -> None:
     # §2.8: scale-down runs while disabled and takes only running, non-busy runners.
     created = create(api, org, min_idle_runners=2)
@@ -796,9 +801,222 @@ def test_tick_scale_down_spares_busy_runners_even_when_disabled(
     statuses = {i["name"]: i["status"] for i in double.instances()}
     assert statuses[busy] == "running"
     assert [statuses.get(name) for name in idle] == [None, "pending_delete"]
-    double.finish_job(busy)
+    assert double.finish_job(busy) is False  # disabled: no listener hears it (§8)
+    fake_clock.advance(300)
+    double.tick()  # reaps the idle runner; consolidation marks the busy one
     double.tick()
     assert double.instances() == []
+
+
+# --------------------------------------------------------------------------- §8 observed
+
+
+def listening_scaleset(api: Api, org: str, fake_clock: FakeClock, **overrides: Any) -> int:
+    """An enabled scale set whose GitHub listener is already open; returns its id."""
+    created = create(api, org, enabled=True, **overrides)
+    fake_clock.advance(LISTENER_DELAY.total_seconds())
+    return created["id"]
+
+
+def test_new_runner_is_pending_until_it_reports(
+    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
+) -> None:
+    # §3 / §8: running but runner_status pending until the runner calls back, then idle.
+    scaleset = listening_scaleset(api, org, fake_clock, min_idle_runners=1)
+    double.tick()
+    double.tick()  # the provider reports the instance running
+    [runner] = double.instances()
+    assert (runner["status"], runner["runner_status"]) == ("running", "pending")
+    double.tick()  # the runner reports through the callback URL
+    assert double.instances()[0]["runner_status"] == "idle"
+    # By hand: with auto_report off, only report() moves a runner.
+    double.auto_report = False
+    pending = double.add_runner(scaleset, runner_status="pending")
+    double.tick()
+    assert {i["name"]: i["runner_status"] for i in double.instances()}[pending] == "pending"
+    double.report(pending)
+    fetched = api.call("GET", f"/instances/{pending}").json()
+    assert (fetched["status"], fetched["runner_status"]) == ("running", "idle")
+    with pytest.raises(ValueError):
+        double.report(pending)
+
+
+def test_listener_opens_after_create_and_re_enable(
+    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
+) -> None:
+    # §2.8 / §8: the GitHub listener opens 4-4.5 s after create and after re-enable; a
+    # disabled scale set has none.
+    created = create(api, org, enabled=True)["id"]
+    disabled = create(api, org, name="off")["id"]
+    fake_clock.advance(4.4)
+    assert not double.listening(created)
+    fake_clock.advance(0.1)
+    assert double.listening(created) and not double.listening(disabled)
+    api.call("PUT", f"/scalesets/{created}", {"enabled": False})
+    assert not double.listening(created)
+    fake_clock.advance(60)
+    api.call("PUT", f"/scalesets/{created}", {"enabled": True})
+    fake_clock.advance(4.4)
+    assert not double.listening(created)
+    fake_clock.advance(0.1)
+    assert double.listening(created) and not double.listening(disabled)
+    assert not double.listening(999)
+    # Without its GitHub scale set there is nothing to listen on: the clock starts at
+    # registration.
+    double.register_on_create = False
+    late = create(api, org, name="late", enabled=True)["id"]
+    fake_clock.advance(10)
+    assert not double.listening(late)
+    double.register(late)
+    fake_clock.advance(4.5)
+    assert double.listening(late)
+
+
+def test_assigned_jobs_reach_only_a_listening_scale_set(
+    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
+) -> None:
+    # §2.8 / §8: GitHub's assigned-job count reaches GARM through the listener; before the
+    # listener opens it waits on GitHub's side and nothing scales for it.
+    created = create(api, org, enabled=True)["id"]
+    assert double.assign_jobs(created, 2) is False
+    assert double.queued_jobs(created) == 2
+    double.tick()
+    assert double.instances() == []
+    assert "desired_runner_count" not in api.call("GET", f"/scalesets/{created}").json()
+    fake_clock.advance(4.5)
+    double.tick()  # the listener is open: the queued count arrives, runners follow
+    assert double.queued_jobs(created) is None
+    fetched = api.call("GET", f"/scalesets/{created}").json()
+    assert fetched["desired_runner_count"] == 2
+    assert fetched["updated_at"] == go_time(fake_clock.now)
+    assert len(double.instances()) == 2
+    assert double.assign_jobs(created, 3) is True  # heard at once while listening
+    assert double.scalesets()[0]["desired_runner_count"] == 3
+    api.call("PUT", f"/scalesets/{created}", {"enabled": False})
+    assert double.assign_jobs(created, 0) is False
+    assert double.scalesets()[0]["desired_runner_count"] == 3  # frozen while disabled
+
+
+def test_job_finished_while_disabled_is_seen_at_consolidation(
+    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
+) -> None:
+    # §2.8 / §8: a finished job on a listening scale set is seen at once; on a disabled
+    # one the row stays until GARM's 5-minute check against GitHub, the first 300 s after
+    # GARM started; a later tick reaps it.
+    scaleset = listening_scaleset(api, org, fake_clock)
+    seen = double.add_runner(scaleset)
+    double.start_job(seen)
+    assert double.finish_job(seen) is True
+    assert [(i["status"], i["runner_status"]) for i in double.instances()] == [
+        ("pending_delete", "terminated")
+    ]
+    double.tick()
+    unseen = double.add_runner(scaleset)
+    double.start_job(unseen)
+    api.call("PUT", f"/scalesets/{scaleset}", {"enabled": False})
+    assert double.finish_job(unseen) is False
+    fake_clock.now = T0 + timedelta(seconds=299)
+    double.tick()
+    [row] = double.instances()
+    assert (row["status"], row["runner_status"]) == ("running", "active")
+    fake_clock.now = T0 + timedelta(seconds=300)
+    double.tick()
+    [row] = double.instances()
+    assert (row["status"], row["runner_status"]) == ("pending_delete", "active")
+    assert row["updated_at"] == go_time(fake_clock.now)
+    double.tick()
+    assert double.instances() == []
+    # The next check is 300 s after this one, not on every later tick.
+    again = double.add_runner(scaleset)
+    double.start_job(again)
+    double.finish_job(again)
+    fake_clock.now = T0 + timedelta(seconds=599)
+    double.tick()
+    assert double.instances()[0]["status"] == "running"
+    fake_clock.now = T0 + timedelta(seconds=600)
+    double.tick()
+    assert double.instances()[0]["status"] == "pending_delete"
+
+
+def test_removing_a_runner_whose_job_runs_is_refused(
+    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
+) -> None:
+    # §3 / §8: GARM removes the runner from GitHub first (forced or not); GitHub refuses
+    # while its job runs and GARM answers 400 with JobStillRunningException.
+    scaleset = listening_scaleset(api, org, fake_clock)
+    busy = double.add_runner(scaleset)
+    double.start_job(busy)
+    agent_id = api.call("GET", f"/instances/{busy}").json()["agent_id"]
+    url = (
+        "https://pipelines.actions.githubusercontent.com/_apis/distributedtask/pools/0/"
+        f"agents/{agent_id}?api-version=6.0-preview"
+    )
+    for params in ({"forceRemove": "true"}, None):
+        status, body = error(api.call("DELETE", f"/instances/{busy}", params=params))
+        assert (status, body["error"]) == (400, "Bad Request")
+        assert body["details"].startswith(
+            f"error removing runner from github: request failed for {url}: "
+            f'bad request while calling {url}: "{{\\"$id\\":\\"1\\"'
+        )
+        assert '\\"typeKey\\":\\"JobStillRunningException\\"' in body["details"]
+    assert double.instances()[0]["status"] == "running" and double.removals == []
+    # Once the job has ended GitHub no longer has the runner, and GARM ignores that.
+    api.call("PUT", f"/scalesets/{scaleset}", {"enabled": False})
+    double.finish_job(busy)
+    assert api.call("DELETE", f"/instances/{busy}", params={"forceRemove": "1"}).ok
+    assert double.instances()[0]["status"] == "pending_force_delete"
+    # bypassGHUnauthorized makes GARM ignore any GitHub error but not-found.
+    other = double.add_runner(scaleset)
+    double.start_job(other)
+    bypass = {"forceRemove": "true", "bypassGHUnauthorized": "true"}
+    assert api.call("DELETE", f"/instances/{other}", params=bypass).status_code == 200
+
+
+def test_pool_manager_is_starting_up_right_after_start(
+    api: Api, double: GarmDouble, fake_clock: FakeClock
+) -> None:
+    # §5.2 / §8: for the first seconds the pool manager reports that it is starting up
+    # (failure_reason set, no running key), then running.
+    org = double.add_org("example-org")
+    repo = double.add_repo("example", "repo")
+    starting = b'"pool_manager_status":{"failure_reason":"pool manager is starting up"}'
+    for path in (f"/organizations/{org}", f"/repositories/{repo}", "/organizations"):
+        assert starting in api.call("GET", path).content
+    fake_clock.advance(4.9)
+    assert starting in api.call("GET", f"/organizations/{org}").content
+    fake_clock.advance(0.1)
+    for path in (f"/organizations/{org}", f"/repositories/{repo}", "/repositories"):
+        assert b'"pool_manager_status":{"running":true}' in api.call("GET", path).content
+    double.reset()  # a restarted GARM starts its pool managers again
+    org = double.add_org("example-org")
+    assert starting in Api(double).call("GET", f"/organizations/{org}").content
+
+
+def test_tags_come_back_in_a_seeded_random_order(api: Api, org: str, double: GarmDouble) -> None:
+    # §8: GARM's tag order is not stable; the double shuffles every answer with a seeded
+    # generator, so a run can be replayed.
+    labels = [f"label-{n}" for n in range(8)]
+
+    def orders(client: Api, org_id: str) -> list[list[str]]:
+        """Tag names of the create answer, then of three GET-by-id and list answers."""
+        created = create(client, org_id, labels=labels)
+        answers: list[dict[str, Any]] = [created]
+        for _ in range(3):
+            answers.append(client.call("GET", f"/scalesets/{created['id']}").json())
+            answers.extend(client.call("GET", "/scalesets").json())
+        return [[t["name"] for t in answer["tags"]] for answer in answers]
+
+    first = orders(api, org)
+    assert all(sorted(names) == labels for names in first)
+    assert len({tuple(names) for names in first}) > 1
+    # The ground-truth view keeps the order the labels were sent in.
+    assert [t["name"] for t in double.scalesets()[0]["tags"]] == labels
+    double.reset()
+    double.add_provider("openstack")
+    assert orders(Api(double), double.add_org("example-org")) == first
+    with GarmDouble(seed=1) as other:
+        other.add_provider("openstack")
+        assert orders(Api(other), other.add_org("example-org")) != first
 
 
 # --------------------------------------------------------------------------- §5.3, §5.4 GitHub
@@ -1047,7 +1265,7 @@ def test_credential_get_by_id_lists_its_users_shallowly(api: Api) -> None:
 # --------------------------------------------------------------------------- §5.2 orgs, repos
 
 
-def test_org_create_shape(api: Api, double: GarmDouble) -> None:
+def test_org_create_shape(api: Api, double: GarmDouble, fake_clock: FakeClock) -> None:
     # §5.2: response keys in params.Organization order; pool_balancing_type defaults to
     # roundrobin; agent_mode always present; the webhook secret never comes back.
     credential = add_credential(api)
@@ -1070,6 +1288,7 @@ def test_org_create_shape(api: Api, double: GarmDouble) -> None:
     assert created["pool_balancing_type"] == "roundrobin" and created["agent_mode"] is False
     assert created["pool_manager_status"] == {}  # read back before the pool manager starts
     assert b"s3cret" not in api.call("GET", "/organizations").content
+    fake_clock.advance(5)  # past the pool manager's start-up (§8)
     fetched = api.call("GET", f"/organizations/{created['id']}/").json()
     assert fetched == {**created, "pool_manager_status": {"running": True}}
     [stored] = double.entities()
