@@ -20,14 +20,18 @@ import logging
 import os
 import secrets
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 import ops
 
 import lifecycle
+import reconcile_timer
 import workload
+from charm_config import FIRST_UNPRIVILEGED_PORT, CharmConfig, ConfigError, read_config
+from create_refusals import KEY as REFUSALS_KEY
+from create_refusals import CreateRefusal, read_refusals, write_refusals
 from database import GarmDatabase
 from garm_client import GarmApiError, GarmClient, GarmUnreachable
 from garm_config import (
@@ -53,13 +57,7 @@ from juju_view import JujuView
 from planner import Observed
 from reconciler import Outcome, describe_action, observe, preview, reconcile
 from sqlite_home import PEERS, SqliteHome
-from state import (
-    ConfigError,
-    GarmInputs,
-    UnitProblem,
-    garm_inputs,
-    settings_from_config,
-)
+from state import GarmInputs, UnitProblem, garm_inputs
 from status import Summary, summarise
 
 logger = logging.getLogger(__name__)
@@ -87,8 +85,20 @@ class _NotReadyError(Exception):
         self.summary = summary
 
 
+class ReconcileTickEvent(ops.EventBase):
+    """The leader's reconcile timer fired (``reconcile_timer``): run a pass now."""
+
+
+class GarmEvents(ops.CharmEvents):
+    """Juju's events, and the one the reconcile timer dispatches with juju-exec."""
+
+    reconcile_tick = ops.EventSource(ReconcileTickEvent)
+
+
 class GarmCharm(ops.CharmBase):
     """Runs GARM and keeps its scalesets in line with the related configurators."""
+
+    on = GarmEvents()  # type: ignore[reportIncompatibleVariableOverride]
 
     # Where GARM lives on the machine, who runs it and what time it is; tests point these
     # at a sandbox and at a clock they move.
@@ -126,6 +136,7 @@ class GarmCharm(ops.CharmBase):
             on["postgresql"].relation_broken,
             on[PEERS].relation_changed,
             on[PEERS].relation_departed,
+            on.reconcile_tick,
         ):
             framework.observe(event, self._on_change)
         framework.observe(on.stop, self._on_stop)
@@ -145,12 +156,14 @@ class GarmCharm(ops.CharmBase):
     def _on_stop(self, event: ops.StopEvent) -> None:
         """The unit is going: GARM stops with it (relations were torn down before)."""
         self.view.note(event)
+        reconcile_timer.remove(self.paths)
         if workload.stop(self.paths.unit_file):
             logger.info("unit stopping: GARM stopped")
         self._summary = Summary("maintenance", BEING_REMOVED)
 
     def _on_remove(self, _: ops.RemoveEvent) -> None:
         """Take GARM's configuration, secrets and data off the machine."""
+        reconcile_timer.remove(self.paths)
         workload.stop(self.paths.unit_file)
         workload.remove(self.paths)
         logger.info("GARM's files removed from this machine")
@@ -185,14 +198,16 @@ class GarmCharm(ops.CharmBase):
             event.fail(BEING_REMOVED)
             return
         try:
-            settings = settings_from_config(self.config)
+            config = read_config(self.config)
         except ConfigError as exc:
             event.fail(f"Invalid config: {exc}")
             return
         state = self.view.relation_state(None)
         try:
-            with contextlib.closing(self._client()) as client:
-                planned = preview(client, state.desired, self.now(), settings)
+            with contextlib.closing(self._client(config)) as client:
+                planned = preview(
+                    client, state.desired, self.now(), config.settings, self._refusals()
+                )
         except (GarmUnreachable, GarmApiError) as exc:
             event.fail(f"Could not read GARM: {exc}")
             return
@@ -226,41 +241,58 @@ class GarmCharm(ops.CharmBase):
         """One holistic pass: GARM on the machine, GARM's setup, then its scalesets."""
         self._outcome = None
         if self.view.dying():
+            reconcile_timer.remove(self.paths)
             return Summary("maintenance", BEING_REMOVED)
         if not self.unit.is_leader():
+            reconcile_timer.remove(self.paths)
             if workload.stop(self.paths.unit_file):
                 logger.info("not the leader any more: GARM stopped on this unit")
             if self.sqlite_home.crowded():
                 return Summary("blocked", lifecycle.SQLITE_MULTI_UNIT)
             return Summary("active", STANDING_BY)
         try:
-            settings = settings_from_config(self.config)
+            config = read_config(self.config)
         except ConfigError as exc:
+            logger.error("invalid config: %s", exc)
             return Summary("blocked", f"Invalid config: {exc}")
         if self._ensure_secrets():
             return Summary("waiting", "Secrets created; GARM is set up on the next hook")
         state = self.view.relation_state(event)
         inputs = garm_inputs(state.units, self._read_secret)
         try:
-            problems = self._ensure_running(inputs)
-            with contextlib.closing(self._client()) as client:
+            problems = self._ensure_running(inputs, config)
+            self._keep_timer(config)
+            with contextlib.closing(self._client(config)) as client:
                 setup_problems, observed = self._ensure_setup(
-                    client, inputs, state.desired.complete
+                    client, inputs, state.desired.complete, config
                 )
                 problems += setup_problems
                 self._outcome = reconcile(
                     client,
                     state.desired,
                     self.now(),
-                    settings,
+                    config.settings,
                     budget=PASS_BUDGET_SECONDS,
                     observed=observed,
+                    refusals=self._refusals(),
                 )
+            self._remember_refusals(self._outcome.create_refusals)
         except _NotReadyError as exc:
             return exc.summary
         return summarise(self._outcome, state, problems)
 
-    def _ensure_running(self, inputs: GarmInputs) -> list[UnitProblem]:
+    def _keep_timer(self, config: CharmConfig) -> None:
+        """Run passes every ``reconcile-interval`` seconds while GARM runs on this leader."""
+        if config.reconcile_interval:
+            units = reconcile_timer.render_timer(
+                self.unit.name, config.reconcile_interval, reconcile_timer.TIMEOUT_SECONDS
+            )
+            if reconcile_timer.ensure(self.paths, units):
+                logger.info("reconcile timer set to every %ss", config.reconcile_interval)
+        elif reconcile_timer.remove(self.paths):
+            logger.info("reconcile timer removed (reconcile-interval is 0)")
+
+    def _ensure_running(self, inputs: GarmInputs, config: CharmConfig) -> list[UnitProblem]:
         """Install, configure and (re)start GARM as needed, then wait for it to answer.
 
         Returns the problems with GARM's database to report.
@@ -280,7 +312,7 @@ class GarmCharm(ops.CharmBase):
         )
         workload.ensure_directory(paths.data_dir, user)
         had_config = paths.config_file.exists()
-        database, problems = self._database()
+        database, problems = self._database(config)
         on_sqlite = isinstance(database, SqliteDatabase)
         # A unit that never ran GARM must not start one, on sqlite or on a database that
         # is new to it, while another unit's sqlite data holds the scalesets.
@@ -292,9 +324,15 @@ class GarmCharm(ops.CharmBase):
                 problems.append(UnitProblem(self.unit.name, tenancy.problem, True))
         if not on_sqlite:
             self.sqlite_home.forget()
-        files = render_files(self._garm_config(self._providers(inputs), database))
+        files = render_files(self._garm_config(self._providers(inputs, config), database, config))
         changed |= workload.write_files(paths.config_dir, files, user)
-        unit = render_unit(str(paths.binary), str(paths.config_file), str(paths.data_dir), user)
+        unit = render_unit(
+            str(paths.binary),
+            str(paths.config_file),
+            str(paths.data_dir),
+            user,
+            privileged_port=config.api_port < FIRST_UNPRIVILEGED_PORT,
+        )
         changed |= workload.ensure_service(paths.unit_file, unit)
         if changed or not workload.is_active():
             logger.info("starting GARM (configuration or binaries changed)")
@@ -302,11 +340,11 @@ class GarmCharm(ops.CharmBase):
             timeout = START_TIMEOUT_SECONDS
         else:
             timeout = RUNNING_TIMEOUT_SECONDS
-        if not workload.wait_until_answering(self._api_url(), timeout):
+        if not workload.wait_until_answering(_api_url(config), timeout):
             raise _NotReadyError(Summary("waiting", "Waiting for GARM to answer on its API port"))
         return problems
 
-    def _database(self) -> tuple[Database, list[UnitProblem]]:
+    def _database(self, config: CharmConfig) -> tuple[Database, list[UnitProblem]]:
         """Where GARM keeps its data, never switched on a guess.
 
         An empty database would make the reconciler build every scaleset again beside
@@ -318,7 +356,7 @@ class GarmCharm(ops.CharmBase):
         related = self.model.get_relation("postgresql") is not None
         answer = self.database.postgresql() if related else None
         if answer is not None:
-            if isinstance(current, SqliteDatabase) and self._live_scalesets() != []:
+            if isinstance(current, SqliteDatabase) and self._live_scalesets(config) != []:
                 reason = (
                     "GARM keeps scalesets in its local sqlite database, which is not moved "
                     "to PostgreSQL: remove the postgresql relation, or the scalesets first"
@@ -335,7 +373,7 @@ class GarmCharm(ops.CharmBase):
             raise _NotReadyError(Summary("waiting", "Waiting for PostgreSQL to answer"))
         return SqliteDatabase(str(self.paths.sqlite_file)), []
 
-    def _providers(self, inputs: GarmInputs) -> tuple[OpenstackProvider, ...]:
+    def _providers(self, inputs: GarmInputs, config: CharmConfig) -> tuple[OpenstackProvider, ...]:
         """The related units' providers, plus every earlier one a live scaleset still uses.
 
         A unit that departed, or whose data or secret cannot be read now, must not take
@@ -349,7 +387,7 @@ class GarmCharm(ops.CharmBase):
             for name in files
             if name.endswith(".toml")
         } - set(providers)
-        in_use = self._providers_in_use() if earlier else set()
+        in_use = self._providers_in_use(config) if earlier else set()
         for name in sorted(earlier):
             kept = read_provider(name, files)
             if kept is not None and (in_use is None or name in in_use):
@@ -358,21 +396,21 @@ class GarmCharm(ops.CharmBase):
                 logger.info("provider %s is no longer used: removed from GARM", name)
         return tuple(providers.values())
 
-    def _providers_in_use(self) -> set[str] | None:
+    def _providers_in_use(self, config: CharmConfig) -> set[str] | None:
         """Providers of GARM's scalesets, or None when GARM cannot tell (not running)."""
-        live = self._live_scalesets()
+        live = self._live_scalesets(config)
         return None if live is None else {s.provider_name for s in live}
 
-    def _live_scalesets(self) -> list[ScaleSet] | None:
+    def _live_scalesets(self, config: CharmConfig) -> list[ScaleSet] | None:
         """GARM's scalesets before it is reconfigured, or None when it cannot tell."""
         try:
-            with contextlib.closing(self._client()) as client:
+            with contextlib.closing(self._client(config)) as client:
                 return client.list_scalesets()
         except (GarmUnreachable, GarmApiError):
             return None
 
     def _ensure_setup(
-        self, client: GarmClient, inputs: GarmInputs, complete: bool
+        self, client: GarmClient, inputs: GarmInputs, complete: bool, config: CharmConfig
     ) -> tuple[list[UnitProblem], Observed]:
         """Admin, controller URLs, credentials and orgs/repos.
 
@@ -381,7 +419,7 @@ class GarmCharm(ops.CharmBase):
         """
         try:
             ensure_admin_and_urls(
-                client, self._admin(), ControllerUrls.from_base(self._base_url())
+                client, self._admin(), ControllerUrls.from_base(self._base_url(config))
             )
             observed = observe(client)
             actions = plan_setup(
@@ -408,8 +446,9 @@ class GarmCharm(ops.CharmBase):
                 raise _NotReadyError(
                     Summary("blocked", "GARM refused the admin login kept by the charm")
                 ) from None
+            logger.error("GARM setup failed: %s", exc)
             raise _NotReadyError(
-                Summary("waiting", f"GARM setup failed, will retry: {exc}")
+                Summary("waiting", f"GARM setup failed, will retry: {exc.cause}")
             ) from None
         problems = [*inputs.problems, *(UnitProblem("garm", e, False) for e in setup.errors)]
         return problems, observed
@@ -472,11 +511,11 @@ class GarmCharm(ops.CharmBase):
         return AdminLogin(content["username"], content["email"], content["password"])
 
     def _garm_config(
-        self, providers: tuple[OpenstackProvider, ...], database: Database
+        self, providers: tuple[OpenstackProvider, ...], database: Database, config: CharmConfig
     ) -> GarmConfig:
         internal = self._secret(INTERNAL_SECRET_LABEL)
         return GarmConfig(
-            port=self._port(),
+            port=config.api_port,
             jwt_secret=internal["jwt-secret"],
             db_passphrase=internal["db-passphrase"],
             database=database,
@@ -490,24 +529,32 @@ class GarmCharm(ops.CharmBase):
             config_dir=str(self.paths.config_dir),
         )
 
-    def _port(self) -> int:
-        return int(self.config["api-port"])
-
-    def _api_url(self) -> str:
-        return f"http://127.0.0.1:{self._port()}"
-
-    def _base_url(self) -> str:
+    def _base_url(self, config: CharmConfig) -> str:
         """The URL runners reach GARM at: configured, or this unit's address."""
-        configured = str(self.config.get("external-url") or "").strip()
-        if configured:
-            return configured
+        if config.external_url:
+            return config.external_url
         binding = self.model.get_binding(CONFIGURATOR)
         address = binding.network.ingress_address if binding else None
-        return f"http://{address or '127.0.0.1'}:{self._port()}"
+        return f"http://{address or '127.0.0.1'}:{config.api_port}"
 
-    def _client(self) -> GarmClient:
+    def _client(self, config: CharmConfig) -> GarmClient:
         admin = self._admin()
-        return GarmClient(self._api_url(), admin.username, admin.password)
+        return GarmClient(_api_url(config), admin.username, admin.password)
+
+    def _refusals(self) -> dict[str, CreateRefusal]:
+        """The creates refused before, as the application remembers them (any leader's)."""
+        relation = self.model.get_relation(PEERS)
+        return read_refusals(relation.data[self.app].get(REFUSALS_KEY)) if relation else {}
+
+    def _remember_refusals(self, refusals: Mapping[str, CreateRefusal] | None) -> None:
+        """Keep a pass's refused creates where the next leader finds them too."""
+        relation = self.model.get_relation(PEERS)
+        if refusals is None or relation is None:
+            return
+        if refusals:
+            relation.data[self.app][REFUSALS_KEY] = write_refusals(refusals)
+        else:
+            relation.data[self.app].pop(REFUSALS_KEY, None)
 
 
 def strong_secret(length: int) -> str:
@@ -525,6 +572,10 @@ def strong_secret(length: int) -> str:
 
 _SECRET_CLASSES = (string.ascii_lowercase, string.ascii_uppercase, string.digits, "!#%+-.:=@^_~")
 _SECRET_ALPHABET = "".join(_SECRET_CLASSES)
+
+
+def _api_url(config: CharmConfig) -> str:
+    return f"http://127.0.0.1:{config.api_port}"
 
 
 def _proxy_url(value: str) -> str:

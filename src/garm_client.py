@@ -9,6 +9,7 @@ Neither ever carries a credential or token.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import requests
@@ -16,6 +17,9 @@ import requests
 from garm_models import ControllerInfo, Credential, Entity, Instance, ScaleSet
 
 API_PREFIX = "/api/v1"
+_GITHUB_MESSAGE = re.compile(r'\\?"message\\?"\s*:\s*\\?"((?:[^"\\]|\\[^"])*)')
+_URL = re.compile(r"\bhttps?://[^\s\"]*[^\s\":,.]")
+_CAUSE_LENGTH = 120
 _ENTITY_ROUTES = {"organization": "organizations", "repository": "repositories"}
 
 
@@ -38,6 +42,31 @@ class GarmApiError(GarmError):
         self.details = details
         text = f"{method} {path}: {status} {error}"
         super().__init__(f"{text}: {details}" if details else text)
+
+    @property
+    def cause(self) -> str:
+        """The refusal in one short line, for a status message.
+
+        GARM wraps GitHub's answer whole: call chains, the URL called and GitHub's JSON,
+        easily 600 characters. GitHub's own ``message`` says it best when there is one;
+        otherwise the text without URLs, cut to a length ``juju status`` can show.
+        """
+        text = self.details or self.error or str(self.status)
+        found = _GITHUB_MESSAGE.search(text)
+        if found:
+            text = found.group(1)
+        text = " ".join(_URL.sub("", text.replace('\\"', '"')).split())
+        # Go wraps errors outside in: the innermost, most specific cause comes last.
+        parts = [p.strip(' "') for p in text.split(": ") if p.strip(' "')]
+        if len(parts) > 1:
+            text = parts[-1] if len(parts[-1]) >= 12 else ": ".join(parts[-2:])
+        text = text.strip(' :"')
+        return text if len(text) <= _CAUSE_LENGTH else text[: _CAUSE_LENGTH - 1] + "…"
+
+    @property
+    def name_taken(self) -> bool:
+        """GitHub already holds a scale set of this name (GARM passes on its 400)."""
+        return self.status == 400 and "already exists" in self.details
 
 
 class GarmClient:
@@ -178,6 +207,15 @@ class GarmClient:
     def update_scaleset(self, scaleset_id: int, changes: dict[str, Any]) -> ScaleSet:
         """Change the given fields of a scale set; every key is sent, zero values too."""
         return ScaleSet.from_json(self._send("PUT", f"/scalesets/{scaleset_id}", changes))
+
+    def get_scaleset(self, scaleset_id: int) -> ScaleSet | None:
+        """One scale set as GARM holds it now, or None when GARM has no such scale set."""
+        try:
+            return ScaleSet.from_json(self._send("GET", f"/scalesets/{scaleset_id}"))
+        except GarmApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def delete_scaleset(self, scaleset_id: int) -> None:
         """Ask GARM to delete a scale set.

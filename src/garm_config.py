@@ -152,7 +152,9 @@ def render_files(config: GarmConfig) -> dict[str, str]:
     return files
 
 
-def render_unit(binary: str, config_file: str, data_dir: str, user: str) -> str:
+def render_unit(
+    binary: str, config_file: str, data_dir: str, user: str, *, privileged_port: bool = False
+) -> str:
     """The systemd unit that runs GARM as ``user``, able to write only to ``data_dir``.
 
     GARM writes nothing but its database (and the sqlite WAL and blob files beside it),
@@ -160,6 +162,13 @@ def render_unit(binary: str, config_file: str, data_dir: str, user: str) -> str:
     not set here: GARM takes them from ``[proxy]`` in its 0600 config and passes them to
     providers itself, whereas ``Environment=`` lines are readable by every local user
     through ``systemctl show``, and proxy URLs may carry credentials.
+
+    GARM needs no capability, so it gets none, unless ``privileged_port`` says its API
+    port is below 1024, which ``user`` could otherwise never bind. It then gets
+    CAP_NET_BIND_SERVICE and nothing else: systemd puts it in the ambient set before
+    starting GARM, which ``NoNewPrivileges`` leaves alone (that only stops an exec from
+    gaining more), and the bounding set keeps GARM and the providers it runs from ever
+    holding any other.
     """
     for path in (binary, config_file, data_dir):
         _require_absolute("a path in the unit", path)
@@ -191,11 +200,21 @@ def render_unit(binary: str, config_file: str, data_dir: str, user: str) -> str:
         "ProtectControlGroups=true",
         "RestrictSUIDSGID=true",
         "LockPersonality=true",
+        *_capability_lines(privileged_port),
         "",
         "[Install]",
         "WantedBy=multi-user.target",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _capability_lines(privileged_port: bool) -> list[str]:
+    if not privileged_port:
+        return ["CapabilityBoundingSet="]
+    return [
+        "CapabilityBoundingSet=CAP_NET_BIND_SERVICE",
+        "AmbientCapabilities=CAP_NET_BIND_SERVICE",
+    ]
 
 
 def _provider_file(provider: OpenstackProvider) -> str:

@@ -162,6 +162,7 @@ class Instance:
     status: str = ""
     runner_status: str = ""
     created_at: datetime = GO_ZERO_TIME
+    updated_at: datetime = GO_ZERO_TIME
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Instance:
@@ -172,6 +173,7 @@ class Instance:
             status=_str(data, "status"),
             runner_status=_str(data, "runner_status"),
             created_at=parse_time(data.get("created_at")),
+            updated_at=parse_time(data.get("updated_at")),
         )
 
     @property

@@ -274,7 +274,7 @@ def apply_setup(client: GarmClient, actions: Iterable[SetupAction]) -> SetupOutc
             _apply(client, action)
         except GarmApiError as exc:
             logger.error("GARM refused to %s: %s", text, exc)
-            errors.append(f"{text}: {exc}")
+            errors.append(f"{text}: {exc.cause}")
             continue
         logger.info("done: %s", text)
         done.append(text)

@@ -24,13 +24,14 @@ asked for loses its runners. A partial view of Juju is not intent (ADR 0002): wh
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from garm_models import Entity, Instance, ScaleSet, format_time, parse_time
+from create_refusals import CreateRefusal, request_digest
+from garm_models import Entity, Instance, ScaleSet
 from naming import (
     MAX_CANDIDATES,
     GenerationKey,
@@ -41,53 +42,44 @@ from naming import (
     observed_key,
     spec_key,
 )
+from scaleset_notes import REFUSALS_BEFORE_BLOCKED, Notes, specs_digest
 from spec import Desired, ScalesetSpec, Settings, application_of, unit_order
 
-RETIRED_STAMP_PREFIX = "retired-at="
-ENABLED_STAMP_PREFIX = "enabled-at="
 # GARM accepts a client delete only from these statuses (garm-api.md §3); the others
 # are either already going away or cannot be removed yet.
 _REMOVABLE_STATUSES = frozenset({"running", "error", "pending_delete"})
-
-
-def retirement_stamp(at: datetime) -> str:
-    """The ``extended_state`` written at retirement: when the drain clock started.
-
-    GARM never writes ``extended_state`` itself, and keeps no "disabled since" of its
-    own (``updated_at`` moves with GARM's bookkeeping), so the stamp lives here.
-    """
-    return f"{RETIRED_STAMP_PREFIX}{format_time(at)}"
-
-
-def enabled_stamp(at: datetime) -> str:
-    """The ``extended_state`` written when a scaleset is enabled again (a flip-flop).
-
-    Its ``created_at`` may be days old; the hand-over timeout counts from this instead,
-    so re-enabling an old generation does not count as having waited for warm capacity.
-    """
-    return f"{ENABLED_STAMP_PREFIX}{format_time(at)}"
-
-
-def read_retirement_stamp(extended_state: str) -> datetime | None:
-    """When a scaleset was retired, or None when it carries no readable stamp."""
-    return _read_stamp(extended_state, RETIRED_STAMP_PREFIX)
-
-
-def _read_stamp(extended_state: str, prefix: str) -> datetime | None:
-    if not extended_state.startswith(prefix):
-        return None
-    at = parse_time(extended_state[len(prefix) :])
-    return None if at.year == 1 else at
+# GARM opens a new (or re-enabled) scale set's GitHub listener 4-4.5 s after the call
+# returns (garm-api.md §8); before that no job for its labels is acquired by anyone.
+LISTENER_STARTUP = timedelta(seconds=10)
+# A scale set deleted before GARM started its worker for it is re-created on GitHub by
+# that late worker and left there (garm-api.md §8); see ADR 0003 for the figure.
+YOUNGEST_DELETE = timedelta(seconds=30)
+# A runner of a retired scaleset in a status GARM will not remove, unchanged this long
+# past the drain deadline, is named to the operator: GARM's own bootstrap timeout
+# (20 minutes, checked every 5) has had its chance to move it.
+STUCK_RUNNER = timedelta(minutes=30)
 
 
 @dataclass(frozen=True)
 class Observed:
-    """What GARM holds, from a constant number of list calls."""
+    """What GARM holds, from a constant number of list calls, and what a pass learnt.
+
+    The last three are GARM's answers to this pass's writes, folded in by the
+    reconciler so the planner can act on them: ``kept``, scalesets whose delete was
+    answered but not done; ``refused``, scalesets one of whose runners GARM would not
+    force-remove; ``taken``, names GitHub already holds (lower-cased).
+    ``create_refusals`` are the creates refused earlier, by logical name, remembered
+    with the application (``create_refusals``).
+    """
 
     scalesets: tuple[ScaleSet, ...] = ()
     instances: tuple[Instance, ...] = ()
     providers: frozenset[str] = frozenset()
     entities: tuple[Entity, ...] = ()
+    kept: frozenset[int] = frozenset()
+    refused: frozenset[int] = frozenset()
+    taken: frozenset[str] = frozenset()
+    create_refusals: Mapping[str, CreateRefusal] = field(default_factory=dict)
 
 
 class Phase(StrEnum):
@@ -104,12 +96,16 @@ class Phase(StrEnum):
 
 @dataclass(frozen=True)
 class Progress:
-    """A changeover still under way; ``logical_name`` is None for an orphan."""
+    """A changeover still under way; ``logical_name`` is None for an orphan.
+
+    ``blocked`` is set when it will not move on by itself: the cause and what to do.
+    """
 
     logical_name: str | None
     scaleset: str
     phase: Phase
     runners: int = 0
+    blocked: str = ""
 
     def describe(self) -> str:
         """The phase as an operator reads it, e.g. ``draining 3 runners``."""
@@ -203,6 +199,8 @@ class _Draft:
     actions: list[Action] = field(default_factory=list)
     progress: list[Progress] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    # What will not move on by itself, per scaleset id: the cause and what to do.
+    blocked: dict[int, str] = field(default_factory=dict)
 
 
 def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings) -> Plan:
@@ -218,7 +216,7 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
     )
     instances = _instances_by_scaleset(observed.instances)
     taken = {s.name.lower() for s in observed.scalesets}
-    ctx = _Context(instances, now, settings, desired.unsettled, draft)
+    ctx = _Context(instances, now, settings, desired.unsettled, draft, observed)
     planned = [
         _plan_current(
             _Family(spec, families[spec.name.lower()], spec.name.lower() in selection.contested),
@@ -240,7 +238,9 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
         _plan_predecessors(current, cover, ctx)
     for orphan in orphans if selection.sweep and desired.complete else ():
         phase = _plan_retirement(orphan, cover.covers(orphan), False, ctx)
-        draft.progress.append(Progress(None, orphan.name, phase, len(instances[orphan.id])))
+        runners = len(instances[orphan.id])
+        blocked = draft.blocked.get(orphan.id, "")
+        draft.progress.append(Progress(None, orphan.name, phase, runners, blocked))
     return Plan(tuple(draft.actions), tuple(draft.progress), tuple(draft.skipped))
 
 
@@ -249,6 +249,7 @@ class _Context:
     """What every step of one plan reads: runners, time, limits, and the view's state.
 
     ``unsettled``: families whose units may not all be seen; none of theirs is retired.
+    ``observed`` also carries what this pass's writes were answered (``Observed``).
     """
 
     instances: dict[int, list[Instance]]
@@ -256,6 +257,7 @@ class _Context:
     settings: Settings
     unsettled: frozenset[str]
     draft: _Draft
+    observed: Observed
 
 
 EntityKey = tuple[str, str]
@@ -529,7 +531,7 @@ def _plan_current(family: _Family, observed: Observed, taken: set[str], ctx: _Co
     key = spec_key(spec)
     current = _pick_current(spec, family.members, key, ctx.settings)
     if current is None:
-        _plan_create(spec, key, observed, taken, ctx.settings, ctx.draft)
+        _plan_create(spec, key, observed, taken, ctx)
         return _Current(family, None, False)
     changes = _update_changes(spec, current, ctx.now)
     if changes:
@@ -554,7 +556,9 @@ def _plan_predecessors(current: _Current, cover: _Cover, ctx: _Context) -> None:
     phase = _family_phase(serving, bool(predecessors), phases)
     if phase is not None and not family.contested:
         name = serving.name if serving else ""
-        ctx.draft.progress.append(Progress(family.spec.name, name, phase, runners))
+        causes = [ctx.draft.blocked[p.id] for p in predecessors if p.id in ctx.draft.blocked]
+        blocked = causes[0] if causes else ""
+        ctx.draft.progress.append(Progress(family.spec.name, name, phase, runners, blocked))
 
 
 def _plan_create(
@@ -562,29 +566,36 @@ def _plan_create(
     key: GenerationKey,
     observed: Observed,
     taken: set[str],
-    settings: Settings,
-    draft: _Draft,
+    ctx: _Context,
 ) -> None:
-    """Create the generation under the first candidate name nobody else holds."""
+    """Create the generation under the first candidate name nobody else holds.
+
+    Names GitHub was found to hold this pass count as taken too, so a name another
+    manager (or a late GARM worker) left on GitHub moves the create on to the next
+    candidate. A create refused earlier for the same request waits out its back-off.
+    """
     name = next(
         (
             candidate
             for candidate in (
-                generation_name(key, i, settings.name_budget) for i in range(MAX_CANDIDATES)
+                generation_name(key, i, ctx.settings.name_budget) for i in range(MAX_CANDIDATES)
             )
-            if candidate.lower() not in taken
+            if candidate.lower() not in taken and candidate.lower() not in observed.taken
         ),
         None,
     )
     if name is None:
-        draft.skipped.append(
-            Skipped(
-                spec.source,
-                spec.name,
-                "every candidate scaleset name is taken in GARM",
-                blocking=True,
-            )
-        )
+        reason = "every candidate scaleset name is taken in GARM or on GitHub"
+        ctx.draft.skipped.append(Skipped(spec.source, spec.name, reason, blocking=True))
+        return
+    body = create_body(spec, name, key)
+    refusal = observed.create_refusals.get(spec.name.lower())
+    if (
+        refusal is not None
+        and refusal.digest == request_digest(body)
+        and ctx.now < refusal.retry_at
+    ):
+        _report_refusal(spec, refusal, ctx.draft)
         return
     taken.add(name.lower())
     entity = next(
@@ -592,7 +603,14 @@ def _plan_create(
         for e in observed.entities
         if e.kind == spec.entity_kind and e.name.lower() == spec.entity_name.lower()
     )
-    draft.actions.append(CreateScaleset(spec.name, entity, create_body(spec, name, key)))
+    ctx.draft.actions.append(CreateScaleset(spec.name, entity, body))
+
+
+def _report_refusal(spec: ScalesetSpec, refusal: CreateRefusal, draft: _Draft) -> None:
+    """A create waiting out its back-off: the operator hears of it once it needs them."""
+    times = "once" if refusal.refusals == 1 else f"{refusal.refusals} times"
+    reason = f"its create was refused ({times}): {refusal.cause}"
+    draft.skipped.append(Skipped(spec.source, spec.name, reason, blocking=refusal.blocked))
 
 
 def create_body(spec: ScalesetSpec, name: str, key: GenerationKey) -> dict[str, Any]:
@@ -626,7 +644,12 @@ def _update_changes(spec: ScalesetSpec, current: ScaleSet, now: datetime) -> dic
     Values are compared, never key presence: GARM leaves ``min_idle_runners: 0`` and
     ``enabled: false`` off the wire, and ``from_json`` has already read them as zero.
     The runner group is ``runner_group`` on update (the hyphenated key is ignored there).
-    Enabling a generation again replaces its retirement stamp with an enabled stamp.
+    Enabling a generation again replaces its retirement notes with an enabled stamp.
+
+    ``extra_specs`` absent from GARM's list is unknown, not empty: GARM means to leave
+    it out of lists and only a gorm quirk puts it in (garm-api.md §2.5). The digest of
+    what the charm last set, kept in the notes, stands in for it then, so a GARM that
+    fixes the quirk costs no PUT per pass (and no outdated runners).
     """
     wanted: dict[str, Any] = {
         "enabled": True,
@@ -647,10 +670,20 @@ def _update_changes(spec: ScalesetSpec, current: ScaleSet, now: datetime) -> dic
         "runner_group": current.runner_group or "Default",
     }
     changes = {k: v for k, v in wanted.items() if have[k] != v}
-    if (spec.extra_specs or {}) != (current.extra_specs or {}):
+    notes = Notes.read(current.extended_state)
+    # No extra_specs at all is noted as no digest, so such a scaleset's notes stay empty.
+    digest = specs_digest(spec.extra_specs) if spec.extra_specs else ""
+    if current.extra_specs is None:
+        differs = notes.specs != digest
+    else:
+        differs = (spec.extra_specs or {}) != current.extra_specs
+    if differs:
         changes["extra_specs"] = spec.extra_specs or {}
-    if not current.enabled or read_retirement_stamp(current.extended_state) is not None:
-        changes["extended_state"] = enabled_stamp(now)
+    if not current.enabled or notes.retired_at is not None:
+        notes = notes.enabled(now)
+    notes = replace(notes, specs=digest)
+    if changes and notes.text() != current.extended_state:
+        changes["extended_state"] = notes.text()
     return changes
 
 
@@ -663,17 +696,27 @@ def _is_live(
 ) -> bool:
     """Whether the current generation can take over from its predecessors.
 
-    Registered on GitHub and enabled; with warm capacity asked for, also holding an idle
-    runner, unless the hand-over timeout has passed since it was created or last enabled
-    (a quota too small for both generations must not stall the changeover).
+    Registered on GitHub, enabled, and listening: GARM opens a scale set's GitHub
+    listener seconds after the create (or re-enable) returns, and until then nothing
+    takes its labels' jobs, so the predecessor keeps them. With warm capacity asked
+    for, it must also hold an idle runner, unless the hand-over timeout has passed since
+    it was created or last enabled (a quota too small for both generations must not
+    stall the changeover).
     """
     if not current.scale_set_id or not current.enabled:
         return False
+    age = now - _enabled_since(current)
+    if age < LISTENER_STARTUP:
+        return False
     if spec.min_idle_runners == 0 or any(i.is_idle for i in instances):
         return True
-    enabled_at = _read_stamp(current.extended_state, ENABLED_STAMP_PREFIX)
-    since = max(current.created_at, enabled_at or current.created_at)
-    return now - since >= settings.handover_timeout
+    return age >= settings.handover_timeout
+
+
+def _enabled_since(scaleset: ScaleSet) -> datetime:
+    """When a scaleset was created or, later, enabled again (its listener's start)."""
+    enabled_at = Notes.read(scaleset.extended_state).enabled_at
+    return max(scaleset.created_at, enabled_at or scaleset.created_at)
 
 
 def _plan_retirement(scaleset: ScaleSet, may_retire: bool, hold: bool, ctx: _Context) -> Phase:
@@ -689,7 +732,7 @@ def _plan_retirement(scaleset: ScaleSet, may_retire: bool, hold: bool, ctx: _Con
         return Phase.HANDING_OVER
     if hold:
         return Phase.DRAINING if instances else Phase.AWAITING_DELETION
-    retired_at = read_retirement_stamp(scaleset.extended_state)
+    notes = Notes.read(scaleset.extended_state)
     changes: dict[str, Any] = {}
     if scaleset.enabled:
         changes["enabled"] = False
@@ -697,38 +740,80 @@ def _plan_retirement(scaleset: ScaleSet, may_retire: bool, hold: bool, ctx: _Con
         changes["min_idle_runners"] = 0
     if scaleset.max_runners:
         changes["max_runners"] = 0
-    if retired_at is None or scaleset.enabled:
+    if notes.retired_at is None or scaleset.enabled:
         # Found enabled again (by hand, say), it may have taken new jobs: a fresh stamp.
-        changes["extended_state"] = retirement_stamp(now)
-    if changes or retired_at is None:
+        changes["extended_state"] = notes.retired(now).text()
+    if changes or notes.retired_at is None:
         ctx.draft.actions.append(UpdateScaleset(scaleset.id, scaleset.name, changes, "retire"))
         return Phase.RETIRING
-    return _plan_drain(scaleset, retired_at, instances, now, ctx.settings, ctx.draft)
+    return _plan_drain(scaleset, notes, ctx)
 
 
-def _plan_drain(
-    scaleset: ScaleSet,
-    retired_at: datetime,
-    instances: list[Instance],
-    now: datetime,
-    settings: Settings,
-    draft: _Draft,
-) -> Phase:
-    """Delete a retired scaleset once empty; past the deadline, unpin its stuck runners.
+def _plan_drain(scaleset: ScaleSet, notes: Notes, ctx: _Context) -> Phase:
+    """Delete a retired scaleset once empty; remove the runners that hold it for nothing.
 
     GARM refuses to delete a scaleset while any instance row exists, so a deadline that
-    only retried the delete could never free one held by a stuck runner.
+    only retried the delete could never free one held by a stuck runner. Runners that
+    failed (``error``, or a runner that failed to start) never take a job, so they go at
+    once; past the deadline every removable runner goes. What GARM or GitHub refused is
+    noted on the scaleset and retried with back-off; a refusal that keeps coming, or a
+    runner GARM will not remove, is put to the operator (ADR 0003).
     """
+    now, instances = ctx.now, ctx.instances[scaleset.id]
+    if scaleset.id in ctx.observed.kept or scaleset.id in ctx.observed.refused:
+        noted = (
+            notes.delete_kept(now)
+            if scaleset.id in ctx.observed.kept
+            else notes.removal_refused(now)
+        )
+        changes = {"extended_state": noted.text()}
+        ctx.draft.actions.append(UpdateScaleset(scaleset.id, scaleset.name, changes, "back off"))
+        notes = noted
+    waiting = notes.waiting(now)
     if not instances:
-        draft.actions.append(DeleteScaleset(scaleset.id, scaleset.name))
+        if notes.kept >= REFUSALS_BEFORE_BLOCKED:
+            ctx.draft.blocked[scaleset.id] = (
+                f"GARM kept scaleset {scaleset.name} after {notes.kept} deletes: GitHub "
+                "refused (GARM logs no reason); check the GitHub App's permissions, or "
+                "delete it on GitHub"
+            )
+        if not waiting and now - _enabled_since(scaleset) >= YOUNGEST_DELETE:
+            ctx.draft.actions.append(DeleteScaleset(scaleset.id, scaleset.name))
         return Phase.AWAITING_DELETION
-    deadline = settings.drain_deadline
-    if not deadline or now < retired_at + deadline:
-        return Phase.DRAINING
-    for instance in instances:
-        if instance.status in _REMOVABLE_STATUSES:
-            draft.actions.append(RemoveInstance(instance.name, scaleset.id, scaleset.name))
-    return Phase.FORCE_REMOVING
+    deadline, retired_at = ctx.settings.drain_deadline, notes.retired_at
+    past_deadline = bool(deadline) and retired_at is not None and now >= retired_at + deadline
+    removing = [
+        i for i in instances if i.status in _REMOVABLE_STATUSES and (past_deadline or _failed(i))
+    ]
+    if not waiting:
+        for instance in removing:
+            ctx.draft.actions.append(RemoveInstance(instance.name, scaleset.id, scaleset.name))
+    stuck = [
+        i
+        for i in instances
+        if past_deadline
+        and i.status not in _REMOVABLE_STATUSES
+        and now - i.updated_at >= STUCK_RUNNER
+    ]
+    if notes.refused >= REFUSALS_BEFORE_BLOCKED:
+        ctx.draft.blocked[scaleset.id] = (
+            f"GARM refused {notes.refused} times to remove runners of {scaleset.name} past "
+            "the drain deadline (a job still running?): end the job, or raise "
+            "drain-deadline-minutes"
+        )
+    elif stuck:
+        ctx.draft.blocked[scaleset.id] = (
+            f"GARM will not remove runner {stuck[0].name} ({stuck[0].status}) of "
+            f"{scaleset.name}: check its provider (journalctl -u garm)"
+        )
+    if past_deadline:
+        return Phase.FORCE_REMOVING
+    return Phase.FORCE_REMOVING if removing else Phase.DRAINING
+
+
+def _failed(instance: Instance) -> bool:
+    """A runner that will never take a job: its VM errored or the runner failed to start."""
+    return instance.status == "error" or instance.runner_status == "failed"
 
 
 def _family_phase(

@@ -5,6 +5,12 @@ calls whatever the number of scalesets. Each write's answer is folded back into 
 observation and the planner is asked again, so a pass goes as far as GARM's answers
 allow. Failures are contained as design.md says: an API error is kept against its
 scaleset and the pass goes on; an unreachable GARM ends the pass at once.
+
+Some answers are facts the planner acts on rather than errors: a delete answered 200
+is confirmed with one read, and a scaleset GARM kept is noted on it; a force-removal
+GARM refused is noted the same way; a name GitHub already holds moves the create on to
+the next candidate; a refused create is remembered (``create_refusals``), so none of
+them is re-sent on every pass (ADR 0003).
 """
 
 from __future__ import annotations
@@ -12,9 +18,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from create_refusals import CreateRefusal, first_refusal, request_digest
 from garm_client import GarmApiError, GarmClient, GarmUnreachable
 from planner import (
     Action,
@@ -39,7 +47,10 @@ MAX_ROUNDS = 8
 
 @dataclass(frozen=True)
 class ActionError:
-    """A call GARM refused; ``action`` is None when it was one of the observing reads."""
+    """A call GARM refused; ``action`` is None when it was one of the observing reads.
+
+    ``error`` is the refusal's short cause, fit for a status line; the log has it whole.
+    """
 
     action: Action | None
     error: str
@@ -55,6 +66,8 @@ class Outcome:
     errors: tuple[ActionError, ...] = ()
     unreachable: str | None = None
     cut_short: bool = False
+    # The refused creates to remember, when this pass changed them (else None).
+    create_refusals: Mapping[str, CreateRefusal] | None = None
 
     @property
     def ok(self) -> bool:
@@ -72,9 +85,16 @@ def observe(client: GarmClient) -> Observed:
     )
 
 
-def preview(client: GarmClient, desired: Desired, now: datetime, settings: Settings) -> Plan:
+def preview(
+    client: GarmClient,
+    desired: Desired,
+    now: datetime,
+    settings: Settings,
+    refusals: Mapping[str, CreateRefusal] | None = None,
+) -> Plan:
     """Observe and plan without writing anything: what the next pass would start with."""
-    return plan(desired, observe(client), now, settings)
+    observed = dataclasses.replace(observe(client), create_refusals=dict(refusals or {}))
+    return plan(desired, observed, now, settings)
 
 
 def reconcile(
@@ -85,12 +105,14 @@ def reconcile(
     *,
     budget: float | None = None,
     observed: Observed | None = None,
+    refusals: Mapping[str, CreateRefusal] | None = None,
 ) -> Outcome:
     """Run one pass towards ``desired`` and return its outcome; never raises for GARM.
 
     ``budget`` bounds the pass in seconds so a hook never hangs on a slow GARM: past it
     no further write is started, and the next hook carries on from what it observes.
-    ``observed`` saves the reads when the caller has just made them.
+    ``observed`` saves the reads when the caller has just made them. ``refusals`` are
+    the creates refused before (``create_refusals``); the outcome says when they change.
     """
     started = time.monotonic()
     try:
@@ -100,8 +122,12 @@ def reconcile(
         return Outcome(unreachable=str(exc))
     except GarmApiError as exc:
         # Without a full observation nothing can be decided safely, so nothing is done.
-        return Outcome(errors=(ActionError(None, str(exc)),))
-    ledger = _Ledger()
+        logger.error("GARM refused a read: %s", exc)
+        return Outcome(errors=(ActionError(None, exc.cause),))
+    wanted = {spec.name.lower() for spec in desired.specs}
+    kept = {name: r for name, r in (refusals or {}).items() if name in wanted}
+    observed = dataclasses.replace(observed, create_refusals=kept)
+    ledger = _Ledger(now, dict(kept), refusals_changed=kept != dict(refusals or {}))
     current = plan(desired, observed, now, settings)
     _log_refused(desired, current)
     try:
@@ -137,9 +163,12 @@ def _log_refused(desired: Desired, current: Plan) -> None:
 class _Ledger:
     """What a pass has done so far, and what it must not try again."""
 
+    now: datetime
+    refusals: dict[str, CreateRefusal]
     done: list[Action] = field(default_factory=list)
     errors: list[ActionError] = field(default_factory=list)
     closed: set[tuple[str, object]] = field(default_factory=set)
+    refusals_changed: bool = False
 
     def apply(self, client: GarmClient, action: Action, observed: Observed) -> Observed:
         """Do one write and keep its result; an unreachable GARM propagates."""
@@ -149,17 +178,41 @@ class _Ledger:
             logger.error("GARM unreachable during %s: %s", describe_action(action), exc)
             raise
         except GarmApiError as exc:
-            self.closed.add(_target(action))
-            if isinstance(action, RemoveInstance) and exc.status == 404:
-                return observed  # reaped between observing and removing: done
-            logger.error("GARM refused %s: %s", describe_action(action), exc)
-            self.errors.append(ActionError(action, str(exc)))
-            return observed
+            return self._refused(action, exc, observed)
         logger.info("done: %s", describe_action(action))
         self.done.append(action)
         if isinstance(action, DeleteScaleset):
-            # Requested, not proven: the next pass's observation confirms it.
+            # Asked once per pass: a kept scaleset is noted and retried after back-off.
             self.closed.add(_target(action))
+        created = isinstance(action, CreateScaleset)
+        if created and self.refusals.pop(action.logical_name.lower(), None):
+            self.refusals_changed = True
+            observed = dataclasses.replace(observed, create_refusals=dict(self.refusals))
+        return observed
+
+    def _refused(self, action: Action, exc: GarmApiError, observed: Observed) -> Observed:
+        """Keep a refusal, and fold what it tells the planner into the observation."""
+        self.closed.add(_target(action))
+        if isinstance(action, RemoveInstance) and exc.status == 404:
+            return observed  # reaped between observing and removing: done
+        if isinstance(action, CreateScaleset) and exc.name_taken:
+            logger.warning("GitHub already holds scaleset name %s: %s", action.name, exc.cause)
+            return dataclasses.replace(observed, taken=observed.taken | {action.name.lower()})
+        logger.error("GARM refused %s: %s", describe_action(action), exc)
+        self.errors.append(ActionError(action, exc.cause))
+        if isinstance(action, RemoveInstance):
+            return dataclasses.replace(observed, refused=observed.refused | {action.scaleset_id})
+        if isinstance(action, CreateScaleset):
+            logical = action.logical_name.lower()
+            digest, permanent = request_digest(action.body), 400 <= exc.status < 500
+            earlier = self.refusals.get(logical)
+            self.refusals[logical] = (
+                earlier.again(self.now, exc.cause, permanent)
+                if earlier is not None and earlier.digest == digest
+                else first_refusal(digest, self.now, exc.cause, permanent)
+            )
+            self.refusals_changed = True
+            return dataclasses.replace(observed, create_refusals=dict(self.refusals))
         return observed
 
     def outcome(
@@ -173,6 +226,7 @@ class _Ledger:
             tuple(self.errors),
             unreachable,
             cut_short,
+            dict(self.refusals) if self.refusals_changed else None,
         )
 
 
@@ -182,6 +236,8 @@ def _target(action: Action) -> tuple[str, object]:
         return ("create", action.name.lower())
     if isinstance(action, RemoveInstance):
         return ("instance", action.instance_name)
+    if isinstance(action, UpdateScaleset) and action.purpose == "back off":
+        return ("notes", action.scaleset_id)
     return ("scaleset", action.scaleset_id)
 
 
@@ -193,7 +249,13 @@ def _apply(client: GarmClient, action: Action, observed: Observed) -> Observed:
     if isinstance(action, UpdateScaleset):
         updated = client.update_scaleset(action.scaleset_id, action.changes)
         scalesets = tuple(updated if s.id == updated.id else s for s in observed.scalesets)
-        return dataclasses.replace(observed, scalesets=scalesets)
+        noted = {action.scaleset_id} if action.purpose == "back off" else set()
+        return dataclasses.replace(
+            observed,
+            scalesets=scalesets,
+            kept=observed.kept - noted,
+            refused=observed.refused - noted,
+        )
     if isinstance(action, RemoveInstance):
         client.delete_instance(action.instance_name, force=True)
         instances = tuple(
@@ -204,7 +266,13 @@ def _apply(client: GarmClient, action: Action, observed: Observed) -> Observed:
         )
         return dataclasses.replace(observed, instances=instances)
     client.delete_scaleset(action.scaleset_id)
-    return observed
+    # GARM answers 200 and keeps the scale set when GitHub refuses (garm-api.md §2.6).
+    if client.get_scaleset(action.scaleset_id) is not None:
+        logger.warning("GARM kept scaleset %s after deleting it", action.name)
+        return dataclasses.replace(observed, kept=observed.kept | {action.scaleset_id})
+    return dataclasses.replace(
+        observed, scalesets=tuple(s for s in observed.scalesets if s.id != action.scaleset_id)
+    )
 
 
 def describe_action(action: Action) -> str:

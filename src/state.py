@@ -1,7 +1,8 @@
-"""Typed charm state: desired scaleset specs from relation data, settings from config.
+"""Typed charm state: desired scaleset specs and GARM's inputs from relation data.
 
-Pure: the charm hands in plain databags and config values; nothing here talks to Juju.
-One unit's bad data is recorded against that unit and never stops the others.
+Pure: the charm hands in plain databags; nothing here talks to Juju (config options are
+read in ``charm_config``). One unit's bad data is recorded against that unit and never
+stops the others.
 """
 
 from __future__ import annotations
@@ -11,25 +12,19 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 
 from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
 
 from garm_config import OpenstackProvider
 from garm_setup import AppCredential, EntitySpec
 from lifecycle import View
-from naming import MIN_NAME_BUDGET
-from spec import Desired, HeldSpec, ScalesetSpec, Settings, application_of
+from spec import Desired, HeldSpec, ScalesetSpec, application_of
 
 logger = logging.getLogger(__name__)
 
 
 WHOLE = View(True)
 _NO_IMAGE = "image_id not published yet"
-
-
-class ConfigError(ValueError):
-    """A charm config option the operator must correct; the message names it."""
 
 
 @dataclass(frozen=True)
@@ -71,33 +66,6 @@ class GarmInputs:
     entities: tuple[EntitySpec, ...] = ()
     published: frozenset[tuple[str, str]] = frozenset()
     problems: tuple[UnitProblem, ...] = ()
-
-
-def settings_from_config(config: Mapping[str, object]) -> Settings:
-    """Read the changeover settings, refusing values that cannot work."""
-    budget = _int_option(config, "scaleset-name-budget", 10)
-    if budget < MIN_NAME_BUDGET:
-        raise ConfigError(f"scaleset-name-budget must be at least {MIN_NAME_BUDGET}")
-    drain = _int_option(config, "drain-deadline-minutes", 420)
-    handover = _int_option(config, "handover-timeout-minutes", 30)
-    for option, value in (
-        ("drain-deadline-minutes", drain),
-        ("handover-timeout-minutes", handover),
-    ):
-        if value < 0:
-            raise ConfigError(f"{option} must not be negative")
-    return Settings(
-        name_budget=budget,
-        handover_timeout=timedelta(minutes=handover),
-        drain_deadline=timedelta(minutes=drain),
-    )
-
-
-def _int_option(config: Mapping[str, object], name: str, default: int) -> int:
-    value = config.get(name, default)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ConfigError(f"{name} must be a whole number")
-    return value
 
 
 def relation_state(

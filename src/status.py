@@ -40,7 +40,8 @@ def summarise(
     """Status for a finished pass.
 
     ``blocked`` only when the operator must act (no configurator related, a unit's data
-    invalid or duplicated); ``waiting`` when the next hook may fix it by itself (GARM
+    invalid or duplicated, GitHub refusing a create for good, a changeover that will not
+    move on by itself: ``Progress.blocked``); ``waiting`` when the next hook may fix it by itself (GARM
     unreachable or refusing, a unit still publishing); ``active`` otherwise — a
     changeover in progress included: every label is served while it runs, so nothing
     that waits for ``active`` should be held up by hours of draining. ``problems`` are
@@ -83,6 +84,9 @@ def _problem(
     blocking += [f"{p.unit}: {p.reason}" for p in problems if p.blocking]
     if blocking:
         return "blocked", "Fix " + _join(blocking)
+    stuck = [f"{p.logical_name or p.scaleset}: {p.blocked}" for p in outcome.progress if p.blocked]
+    if stuck:
+        return "blocked", "Stuck: " + _join(stuck)
     if outcome.unreachable is not None:
         return "waiting", f"GARM unreachable, will retry: {outcome.unreachable}"
     if outcome.errors:

@@ -81,6 +81,16 @@ class Paths:
         """The systemd unit."""
         return self.root / "etc/systemd/system/garm.service"
 
+    @property
+    def timer_service_file(self) -> Path:
+        """The oneshot unit that dispatches ``reconcile-tick`` (see reconcile_timer)."""
+        return self.root / "etc/systemd/system/garm-reconcile.service"
+
+    @property
+    def timer_file(self) -> Path:
+        """The timer that starts ``timer_service_file`` (see reconcile_timer)."""
+        return self.root / "etc/systemd/system/garm-reconcile.timer"
+
 
 def install_binary(source: Path, target: Path) -> bool:
     """Install ``source`` as an executable ``target`` unless it is already there.
@@ -213,11 +223,19 @@ def remove(paths: Paths) -> None:
     """Delete GARM's binaries, configuration (secrets included) and data from the machine.
 
     Run at the unit's ``remove`` hook, after GARM was stopped: all of it is this charm's
-    own, and the configuration holds the OpenStack passwords and GARM's passphrase.
+    own, and the configuration holds the OpenStack passwords and GARM's passphrase. The
+    reconcile timer's units go too, as a backstop: ``reconcile_timer.remove`` is what
+    stops and disables the timer first.
     """
     for directory in (paths.config_dir, paths.data_dir):
         shutil.rmtree(directory, ignore_errors=True)
-    for path in (paths.binary, paths.provider_binary, paths.unit_file):
+    for path in (
+        paths.binary,
+        paths.provider_binary,
+        paths.unit_file,
+        paths.timer_service_file,
+        paths.timer_file,
+    ):
         path.unlink(missing_ok=True)
 
 

@@ -10,17 +10,19 @@ happen without a job lost.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
 import warnings
 from datetime import timedelta
 
 from ops import testing
+from scenario import _consistency_checker
 
 from charm import GarmCharm
 from tests.clock import FakeClock
 from tests.databags import SECOND_UNIT
 from tests.garm_double import GarmDouble
-from tests.juju_events import self_departing
+from tests.juju_events import reconcile_tick, self_departing
 from tests.sandbox import charm_state, sandboxed_machine
 
 CI = {**SECOND_UNIT, "name": "ci", "provider_name": "garm-configurator-0", "labels": "linux,x64"}
@@ -34,12 +36,18 @@ BIG = {
 
 
 class Story:
-    """A garm unit, the configurator units related to it, and the GARM it runs."""
+    """A garm unit, the configurator units related to it, and the GARM it runs.
+
+    Time is simulated: GARM's workers tick every 5 s, the leader's reconcile timer fires
+    every 30 s (``reconcile-interval``), and a line is printed whenever a hook changes
+    the unit's status or what GARM holds.
+    """
 
     def __init__(self, garm: GarmDouble, clock: FakeClock, state: testing.State):
         self.garm, self.clock, self.state = garm, clock, state
         self.ctx = testing.Context(GarmCharm)
-        self.hook = 0
+        self.start = clock.now
+        self.shown = ""
 
     def units(self, **units: dict[str, str]) -> testing.Relation:
         """The configurator relation now holding exactly ``units`` (by unit number)."""
@@ -54,31 +62,41 @@ class Story:
         return new
 
     def run(self, name: str, event) -> None:
-        self.hook += 1
-        self.garm.tick()
+        """Run one hook and show what changed."""
         self.state = self.ctx.run(event, self.state)
         status = self.state.unit_status
-        print(f"hook {self.hook:>2} {name:<36} garm/0 {status.name}: {status.message}")
+        lines = [f"garm/0 {status.name}: {status.message}"]
         for scaleset in sorted(self.garm.scalesets(), key=lambda s: s["id"]):
             runners = [i for i in self.garm.instances() if i["scale_set_id"] == scaleset["id"]]
             busy = sum(i.get("runner_status") == "active" for i in runners)
             labels = ",".join(sorted(t["name"] for t in scaleset.get("tags", [])))
             state = "enabled " if scaleset.get("enabled") else "retired "
-            print(
-                f"{'':>8}{scaleset['name']:<12}{state}[{labels}] "
+            lines.append(
+                f"{'':>10}{scaleset['name']:<12}{state}[{labels}] "
                 f"runners={len(runners)} busy={busy}"
             )
+        shown = "\n".join(lines)
+        if shown != self.shown:
+            elapsed = int((self.clock.now - self.start).total_seconds())
+            print(f"t={elapsed // 60:>2}:{elapsed % 60:02} {name:<34} {shown}")
+            self.shown = shown
 
-    def update_status(self, minutes: int = 5) -> None:
-        self.clock.advance(timedelta(minutes=minutes))
-        self.run("update-status", self.ctx.on.update_status())
+    def wait(self, seconds: int) -> None:
+        """Let time pass: GARM works every 5 s, the timer dispatches every 30 s."""
+        for _ in range(seconds // 5):
+            self.clock.advance(timedelta(seconds=5))
+            self.garm.tick()
+            if int((self.clock.now - self.start).total_seconds()) % 30 == 0:
+                self.run("reconcile-tick (timer)", reconcile_tick())
 
 
 def main() -> int:
     """Tell the story; exit 0 only if it ends converged."""
     warnings.filterwarnings("ignore", message=".*has no effect in the context it was used")
+    # ops.testing warns on every event Juju does not define; reconcile-tick is the charm's.
+    _consistency_checker.logger.setLevel(logging.ERROR)
     clock = FakeClock()
-    with sandboxed_machine() as root, GarmDouble(clock=clock) as garm:
+    with sandboxed_machine(clock) as root, GarmDouble(clock=clock) as garm:
         garm.add_org("example-org")
         garm.add_provider("garm-configurator-0")
         garm.add_provider("garm-configurator-1")
@@ -91,32 +109,28 @@ def main() -> int:
             "garm-configurator-relation-changed",
             story.ctx.on.relation_changed(relation, remote_unit=1),
         )
-        story.update_status()
-        story.update_status()
+        story.wait(120)
 
         ci = next(s for s in garm.scalesets() if "ci" in [t["name"] for t in s["tags"]])
         job = garm.add_runner(ci["id"], runner_status="active")
-        print(f"{'':>8}(a job starts on {job}, a runner of ci)")
+        print(f"{'':>10}(a job starts on {job}, a runner of ci)")
         relation = story.units(u0={**CI, "labels": "linux,arm64"}, u1=BIG)
         story.run(
             "config-changed on the configurator",
             story.ctx.on.relation_changed(relation, remote_unit=0),
         )
-        story.update_status()
-
+        story.wait(60)
         garm.finish_job(job)
-        print(f"{'':>8}(the job on {job} finishes)")
-        story.update_status()
-        story.update_status()
+        print(f"{'':>10}(the job on {job} finishes; ci is retired, so GARM hears of it")
+        print(f"{'':>10} at its next check against GitHub, every 5 minutes)")
+        story.wait(360)
 
         relation = story.units(u0={**CI, "labels": "linux,arm64"})
         story.run(
             "relation-departed (unit 1)",
             story.ctx.on.relation_departed(relation, remote_unit=1, departing_unit=1),
         )
-        story.update_status()
-        story.update_status()
-        story.update_status()
+        story.wait(120)
 
         converged = (
             story.state.unit_status == testing.ActiveStatus("1 scaleset in sync")
@@ -133,6 +147,7 @@ def main() -> int:
                 "relation-departed (garm/0 itself)",
                 story.ctx.on.relation_departed(relation, remote_unit=0),
             )
+        story.run("reconcile-tick (timer, not yet gone)", reconcile_tick())
         story.run("relation-broken", story.ctx.on.relation_broken(relation))
         story.run("stop", story.ctx.on.stop())
         story.run("remove", story.ctx.on.remove())

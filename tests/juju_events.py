@@ -6,7 +6,10 @@ unit is this unit itself (``JUJU_DEPARTING_UNIT`` = the local unit, juju-lifecyc
 ``self_departing`` sets exactly that variable, and nothing else, for the hooks run inside
 it; the charm then reads it through ops as it would under Juju. Nor does it offer
 ``leader-settings-changed`` (deprecated in ops, still what Juju 3.6 runs on a deposed
-leader, juju-lifecycle.md §3): ``leader_settings_changed`` builds that hook.
+leader, juju-lifecycle.md §3): ``leader_settings_changed`` builds that hook. Nor can it
+dispatch what the reconcile timer dispatches through juju-exec
+(``JUJU_DISPATCH_PATH=hooks/reconcile-tick``): ``reconcile_tick`` does, so ops finds the
+charm's event by that path exactly as under Juju.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ from scenario.state import _Event
 def leader_settings_changed() -> _Event:
     """The hook a leader that lost leadership while alive gets."""
     return _Event("leader_settings_changed")
+
+
+def reconcile_tick() -> _Event:
+    """What the leader's reconcile timer dispatches (``reconcile_timer``)."""
+    return _Event("reconcile_tick")
 
 
 @contextlib.contextmanager

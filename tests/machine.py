@@ -1,7 +1,8 @@
 """The machine's edge for tests: the commands the charm runs, answered by a fake.
 
-``systemctl`` for GARM's unit, and Juju's ``goal-state`` hook tool, whose answer a test
-sets to what Juju would say about the model (``goal_state``, in the tool's JSON shape:
+``systemctl`` for GARM's unit and the reconcile timer, and Juju's ``goal-state`` hook
+tool, whose answer a test sets to what Juju would say about the model (``goal_state``, in
+the tool's JSON shape:
 ``{"units": {name: {"status", "since"}}, "relations": {endpoint: {app or unit: ...}}}``).
 """
 
@@ -32,6 +33,10 @@ class FakeSystemctl:
         ["disable", "garm.service"],
         ["stop", "garm"],
         ["--quiet", "is-active", "garm"],
+        # reconcile_timer.ensure and reconcile_timer.remove
+        ["enable", "--now", "garm-reconcile.timer"],
+        ["disable", "--now", "garm-reconcile.timer"],
+        ["stop", "garm-reconcile.service"],
     )
 
     def __init__(self) -> None:

@@ -12,7 +12,8 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 
 from charmlibs import passwd
@@ -26,10 +27,15 @@ from tests.unit.test_charm import INTERNAL_SECRET, admin_secret
 
 
 @contextlib.contextmanager
-def sandboxed_machine() -> Iterator[Path]:
-    """Point the charm at a temporary root for as long as the block runs."""
+def sandboxed_machine(clock: Callable[[], datetime]) -> Iterator[Path]:
+    """Point the charm at a temporary root, and at ``clock``, while the block runs.
+
+    The charm reads the same clock as the GARM double, as it reads its machine's.
+    """
     root = Path(tempfile.mkdtemp())
     saved = (GarmCharm.paths, GarmCharm.service_user, passwd.add_user, subprocess.run)
+    saved_clock = GarmCharm.__dict__["now"]  # the staticmethod itself, not its function
+    GarmCharm.now = staticmethod(clock)  # type: ignore[assignment]
     GarmCharm.paths = workload.Paths(root / "machine")
     GarmCharm.service_user = pwd.getpwuid(os.getuid()).pw_name
     passwd.add_user = lambda *_, **__: None  # type: ignore[assignment]
@@ -38,6 +44,7 @@ def sandboxed_machine() -> Iterator[Path]:
         yield root
     finally:
         GarmCharm.paths, GarmCharm.service_user, passwd.add_user, subprocess.run = saved
+        GarmCharm.now = saved_clock
         shutil.rmtree(root)
 
 

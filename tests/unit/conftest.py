@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import pwd
 import subprocess
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -13,15 +15,22 @@ from ops import testing
 
 import workload
 from charm import GarmCharm
+from planner import YOUNGEST_DELETE
+from tests.clock import FakeClock
 from tests.garm_double import GarmDouble
 from tests.machine import FakeSystemctl, Machine
 
 
 @pytest.fixture
-def machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Machine:
-    """This unit's machine: files under a temporary root, its commands answered by fakes."""
+def machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, clock: FakeClock) -> Machine:
+    """This unit's machine: files under a temporary root, its commands answered by fakes.
+
+    The charm reads the same clock as the GARM double, as a unit and the GARM on its
+    machine do, so a test moves time for both (``clock.advance``).
+    """
     paths = workload.Paths(tmp_path / "machine")
     monkeypatch.setattr(GarmCharm, "paths", paths)
+    monkeypatch.setattr(GarmCharm, "now", staticmethod(clock))
     monkeypatch.setattr(GarmCharm, "service_user", pwd.getpwuid(os.getuid()).pw_name)
     users: list[str] = []
     monkeypatch.setattr(passwd, "add_user", lambda name, **_: users.append(name))
@@ -51,3 +60,18 @@ def world(garm: GarmDouble):
     garm.add_provider("garm-configurator-1")
     garm.add_org("example-org")
     return garm
+
+
+@pytest.fixture
+def later(clock: FakeClock, garm: GarmDouble) -> Callable[..., None]:
+    """Let time pass as between two passes of the reconcile timer, GARM working meanwhile.
+
+    Thirty seconds by default: the timer's interval, and the age below which the charm
+    deletes no scaleset (GARM may not have started its worker for it yet).
+    """
+
+    def later(delta: timedelta = YOUNGEST_DELETE) -> None:
+        clock.advance(delta)
+        garm.tick()
+
+    return later

@@ -18,10 +18,12 @@ from ops import testing
 import workload
 from charm import BEING_REMOVED, GarmCharm
 from lifecycle import SQLITE_MULTI_UNIT
+from planner import YOUNGEST_DELETE
 from sqlite_home import DATA_KEY, PEERS
 from sqlite_home import HOME_KEY as SQLITE_HOME_KEY
 from tests.databags import EXAMPLE_UNIT, SOLE_UNIT, follower
-from tests.juju_events import leader_settings_changed, self_departing
+from tests.garm_double import CONSOLIDATION_INTERVAL
+from tests.juju_events import leader_settings_changed, reconcile_tick, self_departing
 from tests.machine import Machine, goal
 from tests.unit.test_charm import (
     configurator,
@@ -173,10 +175,13 @@ def test_a_relation_with_no_units_it_never_saw_leave_is_not_read_as_empty(
     assert all(s["enabled"] for s in world.scalesets())
 
 
-def test_the_last_unit_departing_is_intent_and_its_scaleset_goes(ctx, world, resources, machine):
+def test_the_last_unit_departing_is_intent_and_its_scaleset_goes(
+    ctx, world, resources, machine, later
+):
     relation = configurator(SOLE_UNIT)
     machine.systemctl.goal_state = goal_state(f"{APP}/0")
     state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
+    later()  # the unit leaves some time after its scaleset was created
     machine.systemctl.goal_state = goal_state(dying=(f"{APP}/0",))
     state, relation = with_units(state, relation, {})
     state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
@@ -213,11 +218,12 @@ def test_a_suspended_cross_model_relation_removes_nothing(ctx, world, resources,
 
 
 def test_removing_the_relation_on_a_live_unit_removes_its_scalesets(
-    ctx, world, resources, machine
+    ctx, world, resources, machine, later
 ):
     relation = configurator(SOLE_UNIT)
     machine.systemctl.goal_state = goal_state(f"{APP}/0")
     state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
+    later()  # the relation is removed some time after its scaleset was created
     state, relation = with_units(state, relation, {})
     state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
     machine.systemctl.goal_state = goal_state()
@@ -228,7 +234,9 @@ def test_removing_the_relation_on_a_live_unit_removes_its_scalesets(
 # --- a multi-unit configurator -------------------------------------------------------------
 
 
-def test_a_three_unit_configurator_converges_and_changes_labels(ctx, world, resources, machine):
+def test_a_three_unit_configurator_converges_and_changes_labels(
+    ctx, world, resources, machine, later
+):
     units = {0: phase_a(0, EXAMPLE_UNIT), 1: phase_b(1, EXAMPLE_UNIT), 2: phase_a(2, EXAMPLE_UNIT)}
     relation = configurator(*units.values())
     world.reset()  # GARM has the providers the charm configured: only the leader's
@@ -243,22 +251,44 @@ def test_a_three_unit_configurator_converges_and_changes_labels(ctx, world, reso
     (first,) = world.scalesets()
     assert first["provider_name"] == f"{APP}-1"
 
+    for _ in range(3):
+        later()  # its warm runner (min-idle 1) boots and reports
+
     relabelled = {"labels": "self-hosted,linux,arm64"}
     for n in units:
         units[n] = {**units[n], **relabelled}
         state, relation = with_units(state, relation, dict(units))
         state = ctx.run(ctx.on.relation_changed(relation, remote_unit=n), state)
-    state = ctx.run(ctx.on.update_status(), state)
-    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+    # Only the leader's provider is in GARM, so its change (unit 1) makes the new
+    # generation; the old one serves until the new one listens and has its warm runner.
+    assert state.unit_status == ops.ActiveStatus("Replacing scaleset lg-x64: handing over")
+    assert len(world.scalesets()) == 2 and all(s["enabled"] for s in world.scalesets())
+
+    seen = []
+    for _ in range(5):
+        later()
+        state = ctx.run(reconcile_tick(), state)
+        seen.append(state.unit_status.message)
+    assert seen == [
+        "Replacing scaleset lg-x64: handing over",  # its runner is being created
+        "Replacing scaleset lg-x64: handing over",  # booted, not yet reported
+        "Replacing scaleset lg-x64: draining 1 runner",  # idle: the old one retires
+        "Replacing scaleset lg-x64: draining 1 runner",  # GARM scales the old one down
+        "1 scaleset in sync",
+    ]
     assert tags(world) == [["arm64", "lg-x64", "linux", "self-hosted"]]
 
 
-def test_a_configurator_leader_change_never_strands_the_scaleset(ctx, world, resources, machine):
+def test_a_configurator_leader_change_never_strands_the_scaleset(
+    ctx, world, resources, machine, later
+):
     units = {0: phase_b(0, EXAMPLE_UNIT), 1: phase_a(1, EXAMPLE_UNIT)}
     relation = configurator(*units.values())
     machine.systemctl.goal_state = goal_state(f"{APP}/0", f"{APP}/1")
     state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
     (old,) = live_names(world)
+    for _ in range(3):
+        later()  # it serves: its warm runner (min-idle 1) boots and reports
     world.add_provider(f"{APP}-1")  # GARM restarted with the new leader's provider
 
     # The new leader publishes Phase B; the old one keeps its stale keys: nothing moves.
@@ -268,17 +298,29 @@ def test_a_configurator_leader_change_never_strands_the_scaleset(ctx, world, res
     assert live_names(world) == [old]
     assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
 
-    # The old leader leaves: its scaleset hands over to one under the new provider.
+    # The old leader leaves: its scaleset hands over to one under the new provider, which
+    # takes over once it listens and has its warm runner; no label is left unserved.
     machine.systemctl.goal_state = goal_state(f"{APP}/1", dying=(f"{APP}/0",))
     state, relation = with_units(state, relation, {1: units[1]})
     labels = served(world)
     state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
     assert labels <= served(world)
-    for _ in range(2):
-        state = ctx.run(ctx.on.update_status(), state)
+    assert state.unit_status == ops.ActiveStatus("Replacing scaleset lg-x64: handing over")
+    seen = []
+    for _ in range(5):
+        later()
+        state = ctx.run(reconcile_tick(), state)
+        assert labels <= served(world)
+        seen.append(state.unit_status.message)
+    assert seen == [
+        "Replacing scaleset lg-x64: handing over",  # its runner is being created
+        "Replacing scaleset lg-x64: handing over",  # booted, not yet reported
+        "Replacing scaleset lg-x64: draining 1 runner",  # idle: the old one retires
+        "Replacing scaleset lg-x64: draining 1 runner",  # GARM scales the old one down
+        "1 scaleset in sync",
+    ]
     (new,) = world.scalesets()
     assert new["provider_name"] == f"{APP}-1" and new["enabled"]
-    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
 
 
 def test_a_unit_cannot_rewrite_another_units_provider(ctx, world, resources, machine):
@@ -410,25 +452,36 @@ def test_a_demoted_leader_stops_its_garm_on_leader_settings_changed(
     assert state.unit_status == ops.ActiveStatus("Standing by: the leader unit runs GARM")
 
 
-def test_a_failed_create_during_a_rename_leaves_every_label_served(ctx, world, resources, machine):
+def test_a_failed_create_during_a_rename_leaves_every_label_served(
+    ctx, world, resources, machine, later
+):
     relation = configurator(SOLE_UNIT)
     machine.systemctl.goal_state = goal_state(f"{APP}/0")
     state = ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
     labels = served(world)
+    later()
     world.inject("POST", r"/organizations/[^/]+/scalesets/?", status=500, times=10)
     state, relation = with_units(state, relation, {0: {**SOLE_UNIT, "name": "sm-new"}})
     state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
     assert labels - {"sm-x64"} <= served(world)
     assert state.unit_status.name == "waiting"
+    (old,) = live_names(world)
     world.clear_faults()
+
+    # The timer's next pass creates it; the old scaleset serves until the new one
+    # listens, then is retired and (no runner, old enough) deleted in the same pass.
+    seen = []
     for _ in range(2):
-        state = ctx.run(ctx.on.update_status(), state)
-    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+        later()
+        state = ctx.run(reconcile_tick(), state)
+        assert labels - {"sm-x64"} <= served(world)
+        seen.append(state.unit_status.message)
+    assert seen == [f"Removing scaleset {old}: handing over", "1 scaleset in sync"]
     assert tags(world) == [["linux", "self-hosted", "sm-new", "x64"]]
 
 
 def test_a_leader_change_on_postgresql_resumes_the_changeover_without_a_create(
-    ctx, world, resources, machine: Machine, monkeypatch, tmp_path
+    ctx, world, resources, machine: Machine, monkeypatch, tmp_path, later
 ):
     # garm/0 leads on PostgreSQL (the double is the shared database's GARM) and starts a
     # label change while a job runs on the old generation.
@@ -440,8 +493,13 @@ def test_a_leader_change_on_postgresql_resumes_the_changeover_without_a_create(
     first = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), first)
     (old,) = world.scalesets()
     job = world.add_runner(old["id"], runner_status="active")
+    later()
     first, relation = with_units(first, relation, {0: {**SOLE_UNIT, "labels": "linux,arm64"}})
     first = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), first)
+    # The replacement's listener is not up yet: the old generation keeps the jobs.
+    assert first.unit_status == ops.ActiveStatus("Replacing scaleset sm-x64: handing over")
+    later()
+    first = ctx.run(reconcile_tick(), first)
     assert first.unit_status == ops.ActiveStatus("Replacing scaleset sm-x64: draining 1 runner")
     creates = [w for w in world.writes() if w.method == "POST"]
 
@@ -458,11 +516,19 @@ def test_a_leader_change_on_postgresql_resumes_the_changeover_without_a_create(
     assert backend_of(GarmCharm.paths) == "postgresql"
     assert second.unit_status == ops.ActiveStatus("Replacing scaleset sm-x64: draining 1 runner")
 
+    # Retired, the old scaleset has no listener: GARM hears of the job's end at its next
+    # consolidation with GitHub, and the new leader's timer deletes the empty scaleset.
     world.finish_job(job)
-    world.tick()
-    for _ in range(2):
-        second = other.run(other.on.update_status(), second)
-    assert second.unit_status == ops.ActiveStatus("1 scaleset in sync")
+    seen = []
+    for step in (CONSOLIDATION_INTERVAL, YOUNGEST_DELETE, YOUNGEST_DELETE):
+        later(step)
+        second = other.run(reconcile_tick(), second)
+        seen.append(second.unit_status.message)
+    assert seen == [
+        "Replacing scaleset sm-x64: draining 1 runner",  # consolidated: pending_delete
+        "1 scaleset in sync",  # reaped: the scaleset is deleted
+        "1 scaleset in sync",
+    ]
     assert [w for w in world.writes() if w.method == "POST"] == creates  # no create again
     assert tags(world) == [["arm64", "linux", "sm-x64"]]
 
@@ -489,12 +555,13 @@ def test_goal_state_failing_keeps_everything_and_raises_nothing(ctx, world, reso
 
 
 def test_an_application_of_this_model_scaled_to_zero_before_this_unit_led_is_intent(
-    ctx, world, resources, machine
+    ctx, world, resources, machine, later
 ):
     # A new leader never saw the units go, but Juju lists the application with none left.
     relation = configurator(SOLE_UNIT)
     machine.systemctl.goal_state = goal_state(f"{APP}/0")
     ctx.run(ctx.on.update_status(), make_state(world, resources, relation))
+    later()  # the application is scaled to zero, and leadership moves, later
     machine.systemctl.goal_state = goal_state()
     empty = dataclasses.replace(relation, remote_units_data={})
     ctx.run(ctx.on.leader_elected(), make_state(world, resources, empty))

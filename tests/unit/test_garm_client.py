@@ -115,7 +115,7 @@ def test_delete_of_an_unknown_scaleset_is_answered_200(client):
 
 def test_force_remove_sends_the_query(garm, client, org):
     created = client.create_scaleset(org, BODY)
-    name = garm.add_runner(created.id, runner_status="active")
+    name = garm.add_runner(created.id, runner_status="idle")
     client.delete_instance(name, force=True)
     assert garm.requests[-1].query == {"forceRemove": "true"}
     assert [i.status for i in client.list_instances()] == ["pending_force_delete"]
@@ -154,3 +154,43 @@ def test_no_secret_reaches_logs_or_errors(garm, client, caplog):
     for text in (caplog.text, str(caught.value)):
         assert garm.password not in text
         assert "Bearer" not in text
+
+
+GITHUB_TAKEN = (
+    "error creating runner scale set: failed to create runner scale set: bad request while "
+    "calling https://pipelines.actions.githubusercontent.com/_apis/runtime/runnerscalesets"
+    '?api-version=6.0-preview: "A runner scale set with name ci-24ec4a already exists"'
+)
+GITHUB_JOB = (
+    "error removing runner from github: request failed for https://x.example/agents/1: bad "
+    'request while calling https://x.example/agents/1: "{\\"$id\\":\\"1\\",\\"innerException'
+    '\\":null,\\"message\\":\\"The runner cannot be removed while it is running a job.\\",'
+    '\\"typeKey\\":\\"JobStillRunningException\\"}"'
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "details", "cause"),
+    [
+        (400, GITHUB_TAKEN, "A runner scale set with name ci-24ec4a already exists"),
+        (400, GITHUB_JOB, "The runner cannot be removed while it is running a job."),
+        (400, "scale set has runners", "scale set has runners"),
+        (
+            404,
+            "error fetching instance: error fetching instance by name: not found",
+            "error fetching instance by name: not found",
+        ),
+        (500, "", "Server error"),
+        (400, "x: " + "y" * 500, "y" * 119 + "…"),
+    ],
+)
+def test_a_refusal_reads_as_one_short_cause_without_urls(status, details, cause):
+    error = GarmApiError("POST", "/x", status, "Server error" if status == 500 else "Bad", details)
+    assert error.cause == cause
+    assert "http" not in error.cause and len(error.cause) <= 120
+
+
+def test_only_githubs_already_exists_means_the_name_is_taken():
+    assert GarmApiError("POST", "/x", 400, "Bad Request", GITHUB_TAKEN).name_taken
+    assert not GarmApiError("POST", "/x", 500, "Server error", GITHUB_TAKEN).name_taken
+    assert not GarmApiError("POST", "/x", 400, "Bad Request", GITHUB_JOB).name_taken

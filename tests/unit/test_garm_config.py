@@ -279,8 +279,14 @@ def unit_entries(text: str) -> dict[str, list[tuple[str, str]]]:
     return sections
 
 
-def render_test_unit() -> str:
-    return render_unit("/usr/local/bin/garm", "/etc/garm/config.toml", "/var/lib/garm", "garm")
+def render_test_unit(*, privileged_port: bool = False) -> str:
+    return render_unit(
+        "/usr/local/bin/garm",
+        "/etc/garm/config.toml",
+        "/var/lib/garm",
+        "garm",
+        privileged_port=privileged_port,
+    )
 
 
 def test_unit_runs_garm_as_its_user_with_the_config_flag() -> None:
@@ -331,6 +337,26 @@ def test_unit_carries_no_environment_so_proxy_credentials_stay_in_the_0600_confi
     assert [key for key, _ in service if key == "Environment"] == []
 
 
+def test_unit_gives_garm_no_capability_for_an_unprivileged_port() -> None:
+    service = unit_entries(render_test_unit())["[Service]"]
+
+    assert [entry for entry in service if entry[0].endswith("Capabilities")] == []
+    assert dict(service)["CapabilityBoundingSet"] == ""
+
+
+def test_unit_lets_garm_bind_a_privileged_port_and_nothing_more() -> None:
+    plain = unit_entries(render_test_unit())["[Service]"]
+    privileged = unit_entries(render_test_unit(privileged_port=True))["[Service]"]
+
+    assert [entry for entry in privileged if entry not in plain] == [
+        ("CapabilityBoundingSet", "CAP_NET_BIND_SERVICE"),
+        ("AmbientCapabilities", "CAP_NET_BIND_SERVICE"),
+    ]
+    assert [entry for entry in plain if entry not in privileged] == [("CapabilityBoundingSet", "")]
+    # Still no privilege gained through exec: ambient capabilities are set before it.
+    assert dict(privileged)["NoNewPrivileges"] == "true"
+
+
 @pytest.mark.parametrize(
     "word", ["/usr/bin/ga rm", "/x/%n", "/x/$HOME", '/x/"', "/a\nb", "-/usr/bin/garm", "garm"]
 )
@@ -340,15 +366,28 @@ def test_unit_refuses_words_systemd_would_split_or_expand(word: str) -> None:
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
-def test_systemd_accepts_every_line_of_the_unit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("privileged_port", [False, True])
+def test_systemd_accepts_every_line_of_the_unit(tmp_path: Path, privileged_port: bool) -> None:
     unit = tmp_path / "garm.service"
-    unit.write_text(render_test_unit().replace("/usr/local/bin/garm", "/bin/true"))
+    text = render_test_unit(privileged_port=privileged_port)
+    unit.write_text(text.replace("/usr/local/bin/garm", "/bin/true"))
 
     result = subprocess.run(
         ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, check=False
     )
+    # verify skips a capability name it does not know without a word; this one does not.
+    names = [
+        name
+        for key, value in unit_entries(text)["[Service]"]
+        if key in ("CapabilityBoundingSet", "AmbientCapabilities")
+        for name in value.split()
+    ]
+    known = subprocess.run(
+        ["systemd-analyze", "capability", *names], capture_output=True, text=True, check=False
+    )
 
     assert (result.returncode, result.stderr) == (0, "")
+    assert (known.returncode, known.stderr) == (0, "")
 
 
 def test_a_provider_reads_back_from_its_files() -> None:

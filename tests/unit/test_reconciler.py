@@ -8,11 +8,20 @@ import pytest
 
 from garm_client import GarmClient
 from naming import generation_name, spec_key
-from planner import CreateScaleset, DeleteScaleset, Phase, UpdateScaleset
+from planner import (
+    LISTENER_STARTUP,
+    YOUNGEST_DELETE,
+    CreateScaleset,
+    DeleteScaleset,
+    Phase,
+    RemoveInstance,
+    UpdateScaleset,
+)
 from reconciler import Outcome, preview, reconcile
+from scaleset_notes import FIRST_RETRY, REFUSALS_BEFORE_BLOCKED, Notes, backoff
 from spec import Desired, ScalesetSpec, Settings
 from tests.clock import FakeClock
-from tests.garm_double import GarmDouble
+from tests.garm_double import CONSOLIDATION_INTERVAL, GarmDouble
 
 PROVIDER = "garm-configurator-0"
 SETTINGS = Settings()
@@ -50,11 +59,18 @@ class Passes:
     def __init__(self, garm: GarmDouble, client: GarmClient, clock: FakeClock):
         self.garm, self.client, self.clock = garm, client, clock
 
-    def run(self, *specs: ScalesetSpec, settings: Settings = SETTINGS) -> Outcome:
+    def run(self, *specs: ScalesetSpec, settings: Settings = SETTINGS, refusals=None) -> Outcome:
         start = len(self.garm.requests)
-        outcome = reconcile(self.client, Desired(tuple(specs)), self.clock.now, settings)
+        outcome = reconcile(
+            self.client, Desired(tuple(specs)), self.clock.now, settings, refusals=refusals
+        )
         self.last = [r for r in self.garm.requests[start:] if r.path != "/auth/login"]
         return outcome
+
+    def later(self, delta: timedelta = YOUNGEST_DELETE) -> None:
+        """Time passes as the reconcile timer sees it, GARM's workers ticking meanwhile."""
+        self.clock.advance(delta)
+        self.garm.tick()
 
     @property
     def reads(self) -> int:
@@ -90,17 +106,27 @@ def test_first_pass_creates_and_second_pass_writes_nothing(passes, garm):
     assert passes.writes == []
 
 
-def test_label_change_with_nothing_running_completes_in_one_pass(passes, garm):
+def test_label_change_with_nothing_running_hands_over_once_the_new_one_listens(passes, garm):
     passes.run(make_spec())
     (old,) = garm.scalesets()
-    outcome = passes.run(make_spec(labels=("linux", "arm64")))
-    assert [type(a) for a in outcome.done] == [CreateScaleset, UpdateScaleset, DeleteScaleset]
-    assert [m for m, _ in passes.writes] == ["POST", "PUT", "DELETE"]
-    # Deleted is only "requested" until observed: the pass says so.
-    assert [p.phase for p in outcome.progress] == [Phase.AWAITING_DELETION]
+    passes.later()  # the serving generation is not brand new
+    new_spec = make_spec(labels=("linux", "arm64"))
+    outcome = passes.run(new_spec)
+    assert [type(a) for a in outcome.done] == [CreateScaleset]
+    assert [p.phase for p in outcome.progress] == [Phase.HANDING_OVER]
+
+    passes.later(LISTENER_STARTUP)
+    outcome = passes.run(new_spec)
+    assert [type(a) for a in outcome.done] == [UpdateScaleset, DeleteScaleset]
+    # The delete is confirmed with one read, so the pass knows it is done.
+    assert [(r.method, r.path) for r in passes.last[-2:]] == [
+        ("DELETE", f"/scalesets/{old['id']}"),
+        ("GET", f"/scalesets/{old['id']}"),
+    ]
+    assert outcome.progress == ()
     assert old["name"] not in live(garm)
 
-    settled = passes.run(make_spec(labels=("linux", "arm64")))
+    settled = passes.run(new_spec)
     assert settled.progress == ()
     assert passes.writes == []
 
@@ -108,9 +134,12 @@ def test_label_change_with_nothing_running_completes_in_one_pass(passes, garm):
 def test_label_change_waits_for_the_busy_runner_then_deletes(passes, garm):
     passes.run(make_spec())
     (old,) = garm.scalesets()
+    passes.later()  # the serving generation is not brand new
     busy = garm.add_runner(old["id"], runner_status="active")
     new_spec = make_spec(labels=("linux", "arm64"))
 
+    passes.run(new_spec)
+    passes.later(LISTENER_STARTUP)
     outcome = passes.run(new_spec)
     assert [p.describe() for p in outcome.progress] == ["draining 1 runner"]
     retired = live(garm)[old["name"]]
@@ -120,8 +149,11 @@ def test_label_change_waits_for_the_busy_runner_then_deletes(passes, garm):
 
     assert passes.run(new_spec).done == ()  # still draining: nothing to write
 
+    # Retired, the scaleset has no listener: GARM hears of the job's end only at its
+    # next consolidation with GitHub, minutes later.
     garm.finish_job(busy)
-    garm.tick()
+    passes.later(CONSOLIDATION_INTERVAL)
+    passes.later(timedelta(seconds=5))
     outcome = passes.run(new_spec)
     assert [type(a) for a in outcome.done] == [DeleteScaleset]
     assert passes.run(new_spec).progress == ()
@@ -130,43 +162,62 @@ def test_label_change_waits_for_the_busy_runner_then_deletes(passes, garm):
 
 def test_warm_capacity_is_handed_over_only_once_the_replacement_has_an_idle_runner(passes, garm):
     passes.run(make_spec(min_idle_runners=1))
-    garm.tick()
-    garm.tick()
+    for _ in range(3):
+        garm.tick()  # a runner is made, boots, reports idle
     new_spec = make_spec(labels=("linux", "arm64"), min_idle_runners=1)
 
+    passes.run(new_spec)
+    passes.later(LISTENER_STARTUP)  # listening; GARM starts the replacement's runner
     outcome = passes.run(new_spec)
     assert [p.phase for p in outcome.progress] == [Phase.HANDING_OVER]
     assert sum(s.get("enabled", False) for s in garm.scalesets()) == 2
 
-    garm.tick()  # the replacement boots a runner
+    garm.tick()  # ... which is up but has not reported yet: not warm capacity
     assert passes.run(new_spec).progress[0].phase is Phase.HANDING_OVER
-    garm.tick()  # ... which becomes idle
+    garm.tick()  # ... and now reports idle
     outcome = passes.run(new_spec)
     assert [type(a) for a in outcome.done] == [UpdateScaleset]
     assert outcome.progress[0].describe() == "draining 1 runner"
 
 
-def test_delete_answered_200_but_kept_is_retried_until_observed_gone(passes, garm):
+def test_a_delete_garm_keeps_backs_off_blocks_and_clears_once_github_lets_go(passes, garm, clock):
     passes.run(make_spec())
+    (old,) = garm.scalesets()
+    passes.later()  # the serving generation is not brand new
     garm.delete_keeps_record = True
     new_spec = make_spec(labels=("linux", "arm64"))
     passes.run(new_spec)
-    assert len(garm.scalesets()) == 2
-    outcome = passes.run(new_spec)
-    assert [p.phase for p in outcome.progress] == [Phase.AWAITING_DELETION]
-    assert passes.writes == [("DELETE", passes.writes[0][1])]
+    passes.later(LISTENER_STARTUP)
+    deletes, outcome = [], Outcome()
+    for kept in range(1, REFUSALS_BEFORE_BLOCKED + 1):
+        outcome = passes.run(new_spec)
+        deletes.append(sum(m == "DELETE" for m, _ in passes.writes))
+        notes = Notes.read(live(garm)[old["name"]]["extended_state"])
+        assert (notes.kept, notes.retry_at) == (kept, clock.now + backoff(kept))
+        # Within the back-off nothing is re-sent, however often the timer fires.
+        passes.later(backoff(kept) - timedelta(seconds=1))
+        assert passes.run(new_spec).done == () and passes.writes == []
+        passes.later(timedelta(seconds=1))
+    assert deletes == [1] * REFUSALS_BEFORE_BLOCKED
+    (progress,) = outcome.progress
+    assert f"GARM kept scaleset {old['name']} after {REFUSALS_BEFORE_BLOCKED} deletes" in (
+        progress.blocked
+    )
 
     garm.delete_keeps_record = False
-    passes.run(new_spec)
-    assert passes.run(new_spec).progress == ()
+    outcome = passes.run(new_spec)
+    assert outcome.progress == ()
     assert len(garm.scalesets()) == 1
 
 
 def test_drain_deadline_force_removes_stuck_runners_then_deletes(passes, garm, clock):
     passes.run(make_spec())
     (old,) = garm.scalesets()
-    stuck = garm.add_runner(old["id"], runner_status="active")
+    passes.later()  # the serving generation is not brand new
+    stuck = garm.add_runner(old["id"], runner_status="active")  # outlives the deadline
     new_spec = make_spec(labels=("linux", "arm64"))
+    passes.run(new_spec)
+    passes.later(LISTENER_STARTUP)
     passes.run(new_spec)
 
     clock.advance(SETTINGS.drain_deadline - timedelta(seconds=1))
@@ -174,12 +225,106 @@ def test_drain_deadline_force_removes_stuck_runners_then_deletes(passes, garm, c
     assert garm.removals == []
 
     clock.advance(timedelta(seconds=1))
+    garm.set_runner(stuck, runner_status="idle")  # ... and ends without GARM hearing
     outcome = passes.run(new_spec)
     assert outcome.progress[0].describe() == "force-removing 1 stuck runner"
     assert [(name, force) for name, _, _, force in garm.removals] == [(stuck, True)]
     garm.tick()
     passes.run(new_spec)
     assert [s["name"] for s in garm.scalesets()] == [generation_name(spec_key(new_spec), 0, 10)]
+
+
+def test_a_force_removal_github_refuses_backs_off_then_blocks(passes, garm, clock):
+    passes.run(make_spec())
+    (old,) = garm.scalesets()
+    passes.later()  # the serving generation is not brand new
+    busy = garm.add_runner(old["id"], runner_status="active")
+    new_spec = make_spec(labels=("linux", "arm64"))
+    passes.run(new_spec)
+    passes.later(LISTENER_STARTUP)
+    passes.run(new_spec)
+    clock.advance(SETTINGS.drain_deadline)
+    outcome = Outcome()
+    for refused in range(1, REFUSALS_BEFORE_BLOCKED + 1):
+        outcome = passes.run(new_spec)
+        assert [e.error for e in outcome.errors] == [
+            "The runner cannot be removed while it is running a job."
+        ]
+        assert Notes.read(live(garm)[old["name"]]["extended_state"]).refused == refused
+        passes.later(backoff(refused) - timedelta(seconds=1))
+        assert passes.run(new_spec).done == ()  # nothing re-sent within the back-off
+        passes.later(timedelta(seconds=1))
+    assert "raise drain-deadline-minutes" in outcome.progress[0].blocked
+    tried = [r.path for r in garm.requests if r.method == "DELETE" and "/instances/" in r.path]
+    assert tried == [f"/instances/{busy}"] * REFUSALS_BEFORE_BLOCKED
+
+    garm.finish_job(busy)  # unseen: the scaleset is retired
+    outcome = passes.run(new_spec)
+    assert [type(a) for a in outcome.done] == [RemoveInstance]
+    passes.later(timedelta(seconds=5))
+    assert passes.run(new_spec).progress == ()
+
+
+def test_failed_runners_of_a_retired_scaleset_go_before_the_deadline(passes, garm):
+    passes.run(make_spec())
+    (old,) = garm.scalesets()
+    passes.later()  # the serving generation is not brand new
+    failed = garm.add_runner(old["id"], status="error", runner_status="")
+    new_spec = make_spec(labels=("linux", "arm64"))
+    passes.run(new_spec)
+    passes.later(LISTENER_STARTUP)
+    outcome = passes.run(new_spec)
+    assert [(name, force) for name, _, _, force in garm.removals] == [(failed, True)]
+    assert [type(a) for a in outcome.done] == [UpdateScaleset, RemoveInstance]
+    passes.later(timedelta(seconds=5))
+    assert passes.run(new_spec).progress == ()
+
+
+def test_a_name_github_holds_moves_the_create_to_the_next_candidate(passes, garm):
+    spec = make_spec()
+    first, second = (generation_name(spec_key(spec), i, 10) for i in (0, 1))
+    garm.inject(
+        "POST",
+        r"/organizations/.+/scalesets",
+        status=400,
+        error="Bad Request",
+        details="error creating runner scale set: failed to create runner scale set: bad "
+        "request while calling https://pipelines.actions.githubusercontent.com/_apis/runtime/"
+        f'runnerscalesets?api-version=6.0-preview: "A runner scale set with name {first} '
+        'already exists"',
+    )
+    outcome = passes.run(spec)
+    assert outcome.errors == ()
+    assert [s["name"] for s in garm.scalesets()] == [second]
+    passes.later()
+    assert passes.run(spec).done == ()  # the second name is the generation from now on
+
+
+def test_a_refused_create_is_remembered_backed_off_and_retried(passes, garm, clock):
+    garm.inject(
+        "POST",
+        r"/organizations/.+/scalesets",
+        status=404,
+        error="Not Found",
+        details="failed to get github runner group for entity x: getting runner group ID: "
+        "runner group nope not found",
+        times=2,
+    )
+    spec = make_spec(runner_group="nope")
+    outcome = passes.run(spec)
+    refusals = outcome.create_refusals
+    assert refusals is not None and refusals["ci"].refusals == 1
+    (skipped,) = outcome.skipped
+    assert skipped.blocking and "runner group nope not found" in skipped.reason
+    assert passes.run(spec, refusals=refusals).create_refusals is None  # nothing new
+    assert passes.writes == []  # within the back-off: not re-sent
+    passes.later(FIRST_RETRY)
+    again = passes.run(spec, refusals=refusals).create_refusals
+    assert again is not None and again["ci"].refusals == 2
+    # The operator fixes the runner group: created at once, the refusal forgotten.
+    outcome = passes.run(make_spec(runner_group="Default"), refusals=again)
+    assert [type(a) for a in outcome.done] == [CreateScaleset]
+    assert outcome.create_refusals == {}
 
 
 def test_an_api_error_on_one_scaleset_does_not_stop_the_others(passes, garm):
@@ -201,6 +346,7 @@ def test_an_api_error_does_not_stop_the_orphan_sweep(passes, garm):
     passes.run(make_spec(name="a", source="u/0"), make_spec(name="b", source="u/1"))
     a = next(s for s in garm.scalesets() if "a" in [t["name"] for t in s["tags"]])
     garm.inject("PUT", rf"/scalesets/{a['id']}", status=500, times=5)
+    passes.later()
     outcome = passes.run(make_spec(name="a", source="u/0", max_runners=9))
     assert len(outcome.errors) == 1
     assert [(m, p) for m, p in passes.writes if m == "DELETE"] != []
@@ -216,11 +362,14 @@ def test_unreachable_garm_aborts_the_pass_and_writes_nothing(passes, garm):
 
 def test_garm_going_away_mid_pass_stops_writing_and_the_next_pass_resumes(passes, garm):
     passes.run(make_spec())
+    passes.later()
     new_spec = make_spec(labels=("linux", "arm64"))
+    passes.run(new_spec)
+    passes.later(LISTENER_STARTUP)
     garm.inject("PUT", r"/scalesets/\d+", drop=True)
     outcome = passes.run(new_spec)
     assert outcome.unreachable is not None
-    assert [m for m, _ in passes.writes] == ["POST", "PUT"]  # nothing after the drop
+    assert [m for m, _ in passes.writes] == ["PUT"]  # nothing after the drop
     assert sum(s.get("enabled", False) for s in garm.scalesets()) == 2  # no gap
 
     passes.run(new_spec)
@@ -255,10 +404,14 @@ def test_preview_plans_without_writing(garm, client, clock):
 def test_a_runner_reaped_before_its_force_removal_is_not_an_error(passes, garm, clock):
     passes.run(make_spec())
     (old,) = garm.scalesets()
-    garm.add_runner(old["id"], runner_status="active")
+    passes.later()  # the serving generation is not brand new
+    name = garm.add_runner(old["id"], runner_status="active")
     new_spec = make_spec(labels=("linux", "arm64"))
     passes.run(new_spec)
+    passes.later(LISTENER_STARTUP)
+    passes.run(new_spec)
     clock.advance(SETTINGS.drain_deadline)
+    garm.set_runner(name, runner_status="idle")
     garm.inject("DELETE", r"/instances/[^/]+/?", status=404, error="Not Found")
     outcome = passes.run(new_spec)
     assert outcome.ok

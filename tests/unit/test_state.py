@@ -1,16 +1,15 @@
-"""Relation data and config into typed state: one rule per test, hostile values included."""
+"""Relation data into typed state: one rule per test, hostile values included."""
 
 from __future__ import annotations
 
 import base64
-from datetime import timedelta
 
 import pytest
 from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
 
 from lifecycle import View
-from spec import HeldSpec, ScalesetSpec, Settings
-from state import ConfigError, relation_state, settings_from_config, spec_from_unit
+from spec import HeldSpec, ScalesetSpec
+from state import relation_state, spec_from_unit
 from tests.databags import EXAMPLE_UNIT, SECOND_UNIT, follower
 
 CFG0, CFG1 = "garm-configurator/0", "garm-configurator/1"
@@ -176,34 +175,6 @@ def test_unit_that_published_nothing_yet_is_only_noted():
     assert state.desired.specs == ()
     assert state.desired.held == ()
     assert state.silent == ("u/0",)
-
-
-def test_default_config_gives_the_default_settings():
-    config = {
-        "scaleset-name-budget": 10,
-        "drain-deadline-minutes": 420,
-        "handover-timeout-minutes": 30,
-    }
-    assert settings_from_config(config) == Settings()
-
-
-def test_zero_drain_deadline_means_never_force():
-    settings = settings_from_config({"drain-deadline-minutes": 0})
-    assert settings.drain_deadline == timedelta(0)
-
-
-@pytest.mark.parametrize(
-    ("config", "message"),
-    [
-        ({"scaleset-name-budget": 5}, "scaleset-name-budget must be at least 6"),
-        ({"drain-deadline-minutes": -1}, "drain-deadline-minutes must not be negative"),
-        ({"handover-timeout-minutes": -5}, "handover-timeout-minutes must not be negative"),
-        ({"drain-deadline-minutes": "7h"}, "drain-deadline-minutes must be a whole number"),
-    ],
-)
-def test_unusable_config_is_refused_naming_the_option(config, message):
-    with pytest.raises(ConfigError, match=message):
-        settings_from_config(config)
 
 
 def test_a_cross_model_unit_named_after_its_alias_defines_its_own_provider():

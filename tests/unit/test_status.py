@@ -87,6 +87,21 @@ NOT_READY = Skipped("u/3", "y", "image_id not published yet")
             ),
         ),
         (
+            Outcome(
+                progress=(
+                    DRAINING,
+                    Progress("ci", "ci-1", Phase.AWAITING_DELETION, 0, "GARM kept it: act"),
+                ),
+                errors=(ActionError(DeleteScaleset(1, "x"), "refused"),),
+            ),
+            RELATED,
+            Summary(
+                "blocked",
+                "Stuck: ci: GARM kept it: act (Replacing scaleset ci: draining 3 runners; "
+                "Replacing scaleset ci: awaiting deletion)",
+            ),
+        ),
+        (
             Outcome(skipped=(NOT_READY,)),
             RelationState(True, Desired(held=(HeldSpec("u/3", "y", "", False),)), ("u/4",)),
             Summary(

@@ -1,0 +1,163 @@
+"""The charm's config options, read and checked together before a pass does anything.
+
+A value is refused here when it would make a hook raise (an integer no ``timedelta`` or
+socket takes), make GARM refuse it, or leave the charm waiting for something that can
+never happen (a URL runners cannot use). A refused value changes nothing: the charm
+reports ``blocked`` with every ``<option>: <why>`` and leaves GARM as it is until the
+operator corrects it. Pure: the charm hands in its config mapping.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+from naming import MIN_NAME_BUDGET
+from spec import Settings
+
+_T = TypeVar("_T")
+
+# Every option with its default; charmcraft.yaml holds the same values (a test checks).
+_DEFAULTS: dict[str, object] = {
+    "scaleset-name-budget": 10,
+    "handover-timeout-minutes": 30,
+    "drain-deadline-minutes": 420,
+    "api-port": 9997,
+    "external-url": "",
+    "reconcile-interval": 30,
+}
+# OpenStack's 60-byte tag leaves 10 bytes for a name, so more only helps with another
+# provider, and no name needs to be longer than the longest a configurator may publish.
+MAX_NAME_BUDGET = 64
+# A day of waiting for a warm runner is a change that is not happening; retiring the old
+# scaleset then is what the timeout is for.
+MAX_HANDOVER_MINUTES = 24 * 60
+# 30 days, six times GitHub's 5-day limit on a self-hosted job: a runner still busy then
+# is stuck whatever it says. The cap also keeps date arithmetic far from overflowing.
+MAX_DRAIN_MINUTES = 30 * 24 * 60
+# The timer runs a pass through juju-exec, which holds the machine lock: more often than
+# this would keep hooks queueing behind it; less often than hourly, update-status (every
+# 5 minutes by default) already comes first.
+MIN_RECONCILE_SECONDS = 10
+MAX_RECONCILE_SECONDS = 3600
+# Linux lets only a process with CAP_NET_BIND_SERVICE listen below this port, so GARM,
+# an unprivileged user, is given that capability for a lower api-port.
+FIRST_UNPRIVILEGED_PORT = 1024
+
+# Printable ASCII without space: a URL that is sent to every runner as typed, so nothing
+# invisible may hide in it. An international domain name is written in its xn-- form.
+_URL_CHARACTERS = re.compile(r"[\x21-\x7e]+")
+_URL_SHAPE = "must be an absolute http:// or https:// URL with a host, e.g. http://10.0.0.5:9997"
+
+
+class ConfigError(ValueError):
+    """Config options the operator must correct; the message is ``<option>: <why>; ...``."""
+
+
+@dataclass(frozen=True)
+class CharmConfig:
+    """The charm's config, every value already checked.
+
+    ``external_url`` is "" when unset (runners then use this unit's address) and never
+    ends in ``/``. ``reconcile_interval`` is in seconds, 0 meaning no timer.
+    """
+
+    settings: Settings
+    api_port: int
+    external_url: str
+    reconcile_interval: int
+
+
+class _RefusedError(Exception):
+    """Why one option's value cannot be used."""
+
+
+def read_config(config: Mapping[str, object]) -> CharmConfig:
+    """Every option, its default when absent, or a ConfigError naming each bad one.
+
+    All options are checked before any is refused, so the operator sees every problem at
+    once instead of one per ``juju config``.
+    """
+    reader = _Reader(config)
+    budget = reader.read("scaleset-name-budget", _whole(MIN_NAME_BUDGET, MAX_NAME_BUDGET))
+    handover = reader.read("handover-timeout-minutes", _whole(0, MAX_HANDOVER_MINUTES))
+    drain = reader.read("drain-deadline-minutes", _whole(0, MAX_DRAIN_MINUTES))
+    port = reader.read("api-port", _whole(1, 65535))
+    url = reader.read("external-url", _base_url)
+    interval = reader.read(
+        "reconcile-interval", _whole(MIN_RECONCILE_SECONDS, MAX_RECONCILE_SECONDS, off=True)
+    )
+    if reader.problems:
+        raise ConfigError("; ".join(reader.problems))
+    return CharmConfig(
+        settings=Settings(
+            name_budget=budget,
+            handover_timeout=timedelta(minutes=handover),
+            drain_deadline=timedelta(minutes=drain),
+        ),
+        api_port=port,
+        external_url=url,
+        reconcile_interval=interval,
+    )
+
+
+class _Reader:
+    """Reads options one by one, noting each refusal instead of stopping at the first."""
+
+    def __init__(self, config: Mapping[str, object]) -> None:
+        self._config = config
+        self.problems: list[str] = []
+
+    def read(self, option: str, check: Callable[[object], _T]) -> _T:
+        """The checked value, or after a refusal the (valid) default, to read on."""
+        try:
+            return check(self._config.get(option, _DEFAULTS[option]))
+        except _RefusedError as refused:
+            self.problems.append(f"{option}: {refused}")
+            return check(_DEFAULTS[option])
+
+
+def _whole(low: int, high: int, *, off: bool = False) -> Callable[[object], int]:
+    """A check for a whole number from ``low`` to ``high`` (or 0, meaning off)."""
+    allowed = f"0 or {low}-{high}" if off else f"{low}-{high}"
+
+    def check(value: object) -> int:
+        # bool is an int to Python, but true is no port or number of minutes.
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise _RefusedError("must be a whole number")
+        if not (low <= value <= high or (off and value == 0)):
+            raise _RefusedError(f"must be {allowed}")
+        return value
+
+    return check
+
+
+def _base_url(value: object) -> str:
+    """The URL runners reach GARM at, without a trailing ``/``; "" when unset.
+
+    GARM appends its own paths (``/api/v1/metadata`` ...) to it, so a path prefix behind
+    a proxy works but a query or fragment would end up in the middle of every URL. A user
+    or password in it would be handed to every runner.
+    """
+    if not isinstance(value, str):
+        raise _RefusedError("must be text")
+    if not value:
+        return ""
+    if not _URL_CHARACTERS.fullmatch(value):
+        raise _RefusedError("must be printable ASCII without spaces (write a domain as xn--...)")
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # raises on a port that is not 0-65535
+    except ValueError:
+        raise _RefusedError(_URL_SHAPE) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
+        raise _RefusedError(_URL_SHAPE)
+    if "?" in value or "#" in value:
+        raise _RefusedError("must have no query or fragment: GARM appends its paths to it")
+    if "@" in parts.netloc:
+        raise _RefusedError("must carry no user or password: every runner is sent it")
+    return value.rstrip("/")

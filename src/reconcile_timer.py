@@ -1,0 +1,173 @@
+"""A systemd timer that periodically dispatches the ``reconcile-tick`` event into this charm.
+
+``update-status`` is model-wide, user-set and not meant for critical work, so the charm
+keeps its own clock: ``garm-reconcile.timer`` starts the oneshot ``garm-reconcile.service``,
+which runs ``juju-exec <unit> "JUJU_DISPATCH_PATH=hooks/reconcile-tick ... ./dispatch"``.
+juju-exec runs that command in the unit's charm directory as a normal hook context, so ops
+emits the custom event ``reconcile_tick`` (the charm must ``define_event`` it; an unknown
+event is only logged at debug). Like every hook it waits for the machine lock, and it also
+runs while the unit is dying or a hook is in error: the handler must check leadership and
+liveness itself.
+
+Why no ``run-one`` wrapper: a oneshot service stays *activating* until its command exits,
+and a timer that elapses while the service it triggers is still activating merges into
+the running start job instead of starting a second run. ``OnUnitInactiveSec=`` then counts
+the next run from the end of this one, so runs never overlap.
+
+Never start ``garm-reconcile.service`` synchronously from a hook: it would wait for the
+machine lock that hook holds. Starting the *timer* returns at once.
+
+Nothing here knows about the charm object; the verbs work on ``workload.Paths`` so tests can
+use a temporary root, and reach systemd only through charmlibs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from charmlibs import systemd
+
+import workload
+
+EVENT = "reconcile-tick"
+SERVICE = "garm-reconcile.service"
+TIMER = "garm-reconcile.timer"
+JUJU_EXEC = "/usr/bin/juju-exec"
+# A fixed cap on one run, whatever the interval. A pass stops starting writes after 60 s
+# but finishes the one in flight; a (re)start of GARM waits up to 30 s for its API; and
+# juju-exec first queues behind whatever hook holds the machine lock (an install or an
+# upgrade can take minutes). Ten minutes leaves room for all of that, and is still short
+# enough to unstick a dispatch that hangs (as one can around a charm upgrade). A cap
+# longer than the interval costs nothing: runs never overlap, the next one just waits.
+TIMEOUT_SECONDS = 600
+
+# Juju's own unit-name grammar (application name, "/", unit number). Nothing in it is
+# special to systemd: no whitespace, quotes, backslash, "%" specifier or "$" variable.
+_UNIT_NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]*[a-z][a-z0-9]*)*/(?:0|[1-9][0-9]*)")
+# An absolute path made of characters systemd passes through unchanged in ExecStart.
+_EXECUTABLE = re.compile(r"/[A-Za-z0-9/._+-]+")
+# Both are used with fullmatch: "$" in a pattern would also match before a final newline.
+
+
+@dataclass(frozen=True)
+class TimerUnits:
+    """The text of the two systemd units, named by ``SERVICE`` and ``TIMER``."""
+
+    service: str
+    timer: str
+
+
+def render_timer(
+    unit_name: str, interval_seconds: int, timeout_seconds: int, juju_exec: str = JUJU_EXEC
+) -> TimerUnits:
+    """The units that dispatch ``reconcile-tick`` into ``unit_name`` every interval.
+
+    Two timeouts, because killing the juju-exec client does not stop the hook it asked
+    the uniter to run: ``TimeoutStartSec=`` makes systemd kill the client (oneshot
+    services otherwise have no start timeout at all), and ``/usr/bin/timeout`` inside the
+    command bounds the dispatched charm process itself. Pass ``TIMEOUT_SECONDS``: a fixed
+    ten minutes whatever the interval, since a run may first wait for the machine lock
+    and then needs a pass's 60 s budget plus up to 30 s for GARM to start; a timeout
+    longer than the interval only delays the next run, which never overlaps this one.
+
+    The timer fires ``interval_seconds`` after it starts (``OnActiveSec=``) and then that
+    long after each run ends (``OnUnitInactiveSec=``). ``AccuracySec=1s`` because
+    systemd's default accuracy of a minute would swallow a short interval.
+
+    Every word put into a unit is checked rather than escaped: systemd splits ExecStart
+    on whitespace, interprets quotes and backslashes, and expands ``%`` specifiers and
+    ``$`` variables, so anything outside a plain grammar raises ValueError.
+    """
+    if not _UNIT_NAME.fullmatch(unit_name):
+        raise ValueError(f"not a Juju unit name: {unit_name!r}")
+    if not _EXECUTABLE.fullmatch(juju_exec):
+        raise ValueError(f"not usable as an absolute path in a systemd unit: {juju_exec!r}")
+    for what, value in (("interval", interval_seconds), ("timeout", timeout_seconds)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{what} must be a whole number of seconds >= 1: {value!r}")
+    # Run by juju-exec with bash in the charm directory; only fixed words and integers.
+    command = f"JUJU_DISPATCH_PATH=hooks/{EVENT} /usr/bin/timeout {timeout_seconds} ./dispatch"
+    service = [
+        "[Unit]",
+        f"Description=Dispatch {EVENT} to Juju unit {unit_name}",
+        # A dispatch that fails fast (the agent is down) on a short interval would
+        # otherwise hit the start rate limit and stop the ticks for good.
+        "StartLimitIntervalSec=0",
+        "",
+        "[Service]",
+        "Type=oneshot",
+        f'ExecStart={juju_exec} {unit_name} "{command}"',
+        f"TimeoutStartSec={timeout_seconds}s",
+    ]
+    timer = [
+        "[Unit]",
+        f"Description=Tick {EVENT} for Juju unit {unit_name} every {interval_seconds}s",
+        "",
+        "[Timer]",
+        f"OnActiveSec={interval_seconds}s",
+        f"OnUnitInactiveSec={interval_seconds}s",
+        "AccuracySec=1s",
+        f"Unit={SERVICE}",
+        "",
+        "[Install]",
+        "WantedBy=timers.target",
+    ]
+    return TimerUnits("\n".join(service) + "\n", "\n".join(timer) + "\n")
+
+
+def ensure(paths: workload.Paths, units: TimerUnits) -> bool:
+    """Install ``units`` and keep the timer enabled and started; returns whether it changed.
+
+    Unchanged files mean nothing to do, so this is cheap to call from every hook. A
+    changed file is written atomically (0644), systemd reloads it (an active timer
+    re-arms with its new settings on reload) and ``enable --now`` makes sure the timer
+    runs now and after a reboot.
+
+    The service file is written first and the timer file, the mark that the timer may be
+    installed, last. If systemd fails after the write, the service file is deleted: the
+    next call sees a difference and tries again, and ``remove`` still finds the timer.
+    """
+    wanted = ((paths.timer_service_file, units.service), (paths.timer_file, units.timer))
+    stale = [(path, text) for path, text in wanted if _text(path) != text]
+    if not stale:
+        return False
+    for path, text in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        workload._write_atomic(path, text.encode(), 0o644, owner=None)
+    try:
+        systemd.daemon_reload()
+        systemd.service_enable("--now", TIMER)
+    except BaseException:
+        paths.timer_service_file.unlink(missing_ok=True)
+        raise
+    return True
+
+
+def remove(paths: workload.Paths) -> bool:
+    """Stop and disable the timer, delete its units; returns whether any were installed.
+
+    With neither file present nothing runs at all, so the ``stop``, ``remove`` and
+    ``-departed`` hooks can all call it. Stopping the service from inside a hook is
+    safe: a run in progress is a juju-exec client waiting for that hook's machine lock,
+    and it simply dies. Files are deleted only after systemd has done its part, so a
+    failure leaves them for the retried hook. Each step is skipped when its file is
+    missing, since systemctl fails on a unit it cannot find.
+    """
+    timer_there = paths.timer_file.exists()
+    service_there = paths.timer_service_file.exists()
+    if not (timer_there or service_there):
+        return False
+    if timer_there:
+        systemd.service_disable("--now", TIMER)
+    if service_there:
+        systemd.service_stop(SERVICE)
+    paths.timer_file.unlink(missing_ok=True)
+    paths.timer_service_file.unlink(missing_ok=True)
+    systemd.daemon_reload()
+    return True
+
+
+def _text(path: Path) -> str | None:
+    return path.read_text() if path.is_file() else None

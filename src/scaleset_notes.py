@@ -1,0 +1,130 @@
+"""What the charm remembers about a scaleset, kept on the scaleset in GARM.
+
+GARM never writes a scale set's ``extended_state`` itself (garm-api.md §2.7), so it is
+where the charm keeps what a changeover needs to know across passes and across leaders:
+when the drain clock started, when a generation was enabled again, which ``extra_specs``
+the charm last set, and how often GARM or GitHub refused to let a retired scaleset go.
+Nothing of it lives on the unit, so a new leader carries on exactly where the old one
+stopped (``docs/adr/0003``).
+
+The text is ``key=value`` pairs joined by ``;`` in a fixed order, e.g.
+``retired-at=2026-11-30T12:00:00Z;kept=2;retry-at=2026-11-30T12:04:00Z``. The single
+``retired-at=…`` or ``enabled-at=…`` stamp earlier versions wrote reads the same way.
+Unknown keys and unreadable values are ignored, so a hand-edited value can only make the
+charm re-stamp, never fail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from garm_models import format_time, parse_time
+
+# How long a refused step waits before it is tried again: doubling from the first
+# value, never longer than the last, so a cause that goes away is noticed within the hour.
+FIRST_RETRY = timedelta(minutes=1)
+LONGEST_RETRY = timedelta(hours=1)
+# After this many refusals in a row the operator is asked to act (the retries go on).
+REFUSALS_BEFORE_BLOCKED = 3
+
+
+def backoff(refusals: int) -> timedelta:
+    """The wait after the ``refusals``-th refusal in a row (1 → one minute, capped)."""
+    if refusals < 1:
+        return timedelta(0)
+    # Capped before the power grows: a count read from GARM may be anything.
+    doublings = min(refusals - 1, 12)
+    return min(FIRST_RETRY * (2**doublings), LONGEST_RETRY)
+
+
+def specs_digest(extra_specs: Any) -> str:
+    """A short digest of an ``extra_specs`` document, equal for equal documents.
+
+    Kept in the notes so a pass can tell whether a scaleset holds what the charm last
+    set when GARM's list leaves ``extra_specs`` out (garm-api.md §2.5).
+    """
+    text = json.dumps(extra_specs or {}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Notes:
+    """The charm's notes on one scaleset; every field is optional.
+
+    ``kept``: deletes GARM answered 200 for but kept the scaleset (GitHub refused).
+    ``refused``: force-removals of its runners GARM refused. ``retry_at``: no delete or
+    force-removal is sent before this.
+    """
+
+    retired_at: datetime | None = None
+    enabled_at: datetime | None = None
+    specs: str = ""
+    kept: int = 0
+    refused: int = 0
+    retry_at: datetime | None = None
+
+    @classmethod
+    def read(cls, extended_state: str) -> Notes:
+        """Parse ``extended_state``; what cannot be read is left out."""
+        values: dict[str, str] = {}
+        for pair in extended_state.split(";"):
+            key, sep, value = pair.partition("=")
+            if sep:
+                values.setdefault(key.strip(), value.strip())
+        return cls(
+            retired_at=_time(values.get("retired-at")),
+            enabled_at=_time(values.get("enabled-at")),
+            specs=values.get("specs", "") if values.get("specs", "").isalnum() else "",
+            kept=_count(values.get("kept")),
+            refused=_count(values.get("refused")),
+            retry_at=_time(values.get("retry-at")),
+        )
+
+    def text(self) -> str:
+        """The ``extended_state`` to write."""
+        pairs = [
+            ("retired-at", format_time(self.retired_at) if self.retired_at else ""),
+            ("enabled-at", format_time(self.enabled_at) if self.enabled_at else ""),
+            ("specs", self.specs),
+            ("kept", str(self.kept) if self.kept else ""),
+            ("refused", str(self.refused) if self.refused else ""),
+            ("retry-at", format_time(self.retry_at) if self.retry_at else ""),
+        ]
+        return ";".join(f"{key}={value}" for key, value in pairs if value)
+
+    def retired(self, at: datetime) -> Notes:
+        """The notes of a scaleset retired at ``at``: a fresh drain, nothing refused yet."""
+        return Notes(retired_at=at, specs=self.specs)
+
+    def enabled(self, at: datetime) -> Notes:
+        """The notes of a generation enabled (again) at ``at``."""
+        return Notes(enabled_at=at, specs=self.specs)
+
+    def delete_kept(self, now: datetime) -> Notes:
+        """One more delete GARM answered but did not do; the next waits longer."""
+        kept = self.kept + 1
+        return replace(self, kept=kept, retry_at=now + backoff(kept))
+
+    def removal_refused(self, now: datetime) -> Notes:
+        """One more force-removal refused; the next waits longer."""
+        refused = self.refused + 1
+        return replace(self, refused=refused, retry_at=now + backoff(refused))
+
+    def waiting(self, now: datetime) -> bool:
+        """Whether a refused step must not be tried again yet."""
+        return self.retry_at is not None and now < self.retry_at
+
+
+def _time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    at = parse_time(value)
+    return None if at.year == 1 else at
+
+
+def _count(value: str | None) -> int:
+    return int(value) if value and value.isdigit() and len(value) < 6 else 0

@@ -1,0 +1,354 @@
+"""What will not resolve by itself: the planner's rules for it, one table at a time.
+
+Each escalation is checked the same four ways: it blocks (naming the cause and what to
+do), it stops costing calls on every pass (back-off, noted on the scaleset or in the
+remembered create refusals), it retries once the back-off is over, and it clears when
+the cause goes away. Plus the two timing rules of issue #10: a generation is live only
+once its listener can be up, and a scaleset is never deleted so young that GARM's worker
+may not have started.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from create_refusals import (
+    CreateRefusal,
+    first_refusal,
+    read_refusals,
+    request_digest,
+    write_refusals,
+)
+from garm_models import ScaleSet
+from naming import spec_key
+from planner import (
+    LISTENER_STARTUP,
+    STUCK_RUNNER,
+    YOUNGEST_DELETE,
+    CreateScaleset,
+    DeleteScaleset,
+    Observed,
+    Phase,
+    RemoveInstance,
+    UpdateScaleset,
+    create_body,
+)
+from scaleset_notes import (
+    FIRST_RETRY,
+    LONGEST_RETRY,
+    REFUSALS_BEFORE_BLOCKED,
+    Notes,
+    backoff,
+    specs_digest,
+)
+from tests.unit.test_planner import (
+    NOW,
+    RETIRED_AT,
+    SETTINGS,
+    generation,
+    make_spec,
+    name_of,
+    observe,
+    retired,
+    run,
+    runner,
+    writes,
+)
+
+OLD = make_spec(labels=("linux", "x64"))
+NEW = make_spec(labels=("linux", "arm64"))
+
+
+def drained(**notes) -> ScaleSet:
+    """A retired predecessor with the given notes (retired an hour ago by default)."""
+    values = {"retired_at": RETIRED_AT, **notes}
+    return dataclasses.replace(retired(generation(OLD, 1)), extended_state=Notes(**values).text())
+
+
+def with_current(*others: ScaleSet, instances=(), **extra) -> Observed:
+    current = generation(NEW, 2, created_at=NOW - timedelta(hours=2))
+    return dataclasses.replace(observe(current, *others, instances=instances), **extra)
+
+
+# --- live means listening ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("age", "retires"),
+    [
+        (timedelta(0), False),
+        (LISTENER_STARTUP - timedelta(seconds=1), False),
+        (LISTENER_STARTUP, True),
+    ],
+)
+def test_a_new_generation_takes_over_only_once_its_listener_can_be_up(age, retires):
+    old = generation(OLD, 1)
+    new = generation(NEW, 2, created_at=NOW - age)
+    result = run(NEW, observed=observe(old, new))
+    retirements = [a for a in writes(result) if isinstance(a, UpdateScaleset)]
+    assert bool(retirements) is retires
+    if not retires:
+        assert result.progress[0].phase is Phase.HANDING_OVER
+
+
+# --- never delete a scaleset GARM's worker may not have seen ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("age", "deleted"), [(timedelta(seconds=5), False), (YOUNGEST_DELETE, True)]
+)
+def test_a_young_retired_scaleset_is_deleted_only_once_old_enough(age, deleted):
+    young = dataclasses.replace(drained(), created_at=NOW - age)
+    result = run(NEW, observed=with_current(young))
+    assert (DeleteScaleset(1, young.name) in writes(result)) is deleted
+    assert result.progress[0].phase is Phase.AWAITING_DELETION
+
+
+# --- a delete GARM answered but did not do ----------------------------------------------
+
+
+def test_a_kept_delete_is_noted_with_back_off_and_not_resent():
+    old = drained()
+    result = run(NEW, observed=with_current(old, kept=frozenset({1})))
+    noted = Notes(retired_at=RETIRED_AT, kept=1, retry_at=NOW + FIRST_RETRY)
+    assert writes(result) == [
+        UpdateScaleset(1, old.name, {"extended_state": noted.text()}, "back off")
+    ]
+    assert result.progress[0].blocked == ""
+
+
+def test_a_kept_delete_waits_out_its_back_off_then_is_tried_again():
+    old = drained(kept=1, retry_at=NOW + FIRST_RETRY)
+    assert writes(run(NEW, observed=with_current(old))) == []
+    later = NOW + FIRST_RETRY
+    assert writes(run(NEW, observed=with_current(old), now=later)) == [DeleteScaleset(1, old.name)]
+
+
+def test_deletes_kept_again_and_again_block_naming_the_scaleset():
+    old = drained(kept=REFUSALS_BEFORE_BLOCKED - 1, retry_at=NOW)
+    result = run(NEW, observed=with_current(old, kept=frozenset({1})))
+    (progress,) = result.progress
+    assert (
+        f"GARM kept scaleset {old.name} after {REFUSALS_BEFORE_BLOCKED} deletes"
+        in progress.blocked
+    )
+    assert "delete it on GitHub" in progress.blocked
+    # Still retried after the back-off, so it clears by itself once GitHub lets go.
+    later = NOW + backoff(REFUSALS_BEFORE_BLOCKED)
+    again = drained(kept=REFUSALS_BEFORE_BLOCKED, retry_at=later)
+    assert DeleteScaleset(1, old.name) in writes(run(NEW, observed=with_current(again), now=later))
+    assert run(NEW, observed=with_current()).progress == ()
+
+
+def test_an_orphan_kept_by_garm_blocks_too():
+    orphan = dataclasses.replace(drained(kept=REFUSALS_BEFORE_BLOCKED), name="legacy")
+    (progress,) = run(NEW, observed=with_current(orphan)).progress
+    assert progress.logical_name is None and "GARM kept scaleset legacy" in progress.blocked
+
+
+# --- runners: failed ones go at once, refusals back off, stuck ones are named ------------
+
+
+@pytest.mark.parametrize(
+    ("status", "runner_status", "removed"),
+    [
+        ("error", "", True),
+        ("running", "failed", True),
+        ("running", "idle", False),
+        ("running", "active", False),
+        ("creating", "pending", False),
+    ],
+)
+def test_failed_runners_of_a_retired_scaleset_go_before_the_deadline(
+    status, runner_status, removed
+):
+    old = drained()
+    held = runner("garm-1", old, status=status, runner_status=runner_status)
+    result = run(NEW, observed=with_current(old, instances=[held]))
+    assert (RemoveInstance("garm-1", 1, old.name) in writes(result)) is removed
+
+
+def test_a_refused_force_removal_is_noted_and_not_resent_until_the_back_off_ends():
+    old = drained(retired_at=NOW - SETTINGS.drain_deadline)
+    busy = runner("garm-1", old, runner_status="active")
+    result = run(NEW, observed=with_current(old, instances=[busy], refused=frozenset({1})))
+    noted = Notes(retired_at=old_retired(old), refused=1, retry_at=NOW + FIRST_RETRY)
+    assert writes(result) == [
+        UpdateScaleset(1, old.name, {"extended_state": noted.text()}, "back off")
+    ]
+    waiting = dataclasses.replace(old, extended_state=noted.text())
+    assert writes(run(NEW, observed=with_current(waiting, instances=[busy]))) == []
+    later = run(NEW, observed=with_current(waiting, instances=[busy]), now=NOW + FIRST_RETRY)
+    assert writes(later) == [RemoveInstance("garm-1", 1, old.name)]
+
+
+def old_retired(scaleset: ScaleSet):
+    return Notes.read(scaleset.extended_state).retired_at
+
+
+def test_removals_refused_again_and_again_block_with_what_to_do():
+    old = drained(retired_at=NOW - SETTINGS.drain_deadline, refused=REFUSALS_BEFORE_BLOCKED)
+    busy = runner("garm-1", old, runner_status="active")
+    (progress,) = run(NEW, observed=with_current(old, instances=[busy])).progress
+    assert progress.phase is Phase.FORCE_REMOVING
+    assert "drain-deadline-minutes" in progress.blocked
+
+
+@pytest.mark.parametrize(
+    ("unchanged", "blocked"), [(STUCK_RUNNER, True), (timedelta(minutes=5), False)]
+)
+def test_a_runner_garm_will_not_remove_is_named_past_the_deadline(unchanged, blocked):
+    old = drained(retired_at=NOW - SETTINGS.drain_deadline)
+    stuck = runner(
+        "garm-9", old, status="creating", runner_status="pending", created_at=NOW - unchanged
+    )
+    result = run(NEW, observed=with_current(old, instances=[stuck]))
+    assert writes(result) == []  # GARM refuses a delete from "creating": none is sent
+    (progress,) = result.progress
+    assert ("garm-9 (creating)" in progress.blocked) is blocked
+
+
+def test_a_runner_stuck_before_the_deadline_is_left_to_drain():
+    old = drained()
+    stuck = runner("garm-9", old, status="creating", created_at=NOW - timedelta(days=1))
+    (progress,) = run(NEW, observed=with_current(old, instances=[stuck])).progress
+    assert (progress.phase, progress.blocked) == (Phase.DRAINING, "")
+
+
+# --- creates GitHub refuses --------------------------------------------------------------
+
+
+def refusal_for(spec, *, index=0, **fields) -> dict[str, CreateRefusal]:
+    body = create_body(spec, name_of(spec, index), spec_key(spec))
+    values = {
+        "digest": request_digest(body),
+        "refusals": 1,
+        "retry_at": NOW + FIRST_RETRY,
+        "cause": "Runner group x not found",
+        "permanent": True,
+    }
+    values.update(fields)
+    return {spec.name.lower(): CreateRefusal(**values)}
+
+
+def test_a_refused_create_waits_out_its_back_off_and_blocks_naming_the_unit():
+    old = generation(OLD, 1)
+    result = run(NEW, observed=dataclasses.replace(observe(old), create_refusals=refusal_for(NEW)))
+    assert writes(result) == []
+    (skipped,) = result.skipped
+    assert (skipped.source, skipped.blocking) == ("garm-configurator/0", True)
+    assert "its create was refused (once): Runner group x not found" in skipped.reason
+    # The old generation keeps serving meanwhile.
+    assert result.progress[0].phase is Phase.CREATING_REPLACEMENT
+
+
+def test_a_transient_refusal_waits_without_blocking_until_it_repeats():
+    refusals = refusal_for(NEW, permanent=False)
+    (skipped,) = run(
+        NEW, observed=dataclasses.replace(observe(), create_refusals=refusals)
+    ).skipped
+    assert not skipped.blocking
+    again = refusal_for(NEW, permanent=False, refusals=REFUSALS_BEFORE_BLOCKED)
+    (skipped,) = run(NEW, observed=dataclasses.replace(observe(), create_refusals=again)).skipped
+    assert skipped.blocking
+
+
+def test_a_refused_create_is_retried_after_its_back_off_or_at_once_when_the_request_changes():
+    refusals = refusal_for(NEW)
+    after = run(
+        NEW,
+        observed=dataclasses.replace(observe(), create_refusals=refusals),
+        now=NOW + FIRST_RETRY,
+    )
+    assert [type(a) for a in writes(after)] == [CreateScaleset]
+    fixed = dataclasses.replace(NEW, runner_group="runners")
+    changed = run(fixed, observed=dataclasses.replace(observe(), create_refusals=refusals))
+    assert [type(a) for a in writes(changed)] == [CreateScaleset]
+
+
+def test_a_name_github_holds_moves_the_create_to_the_next_candidate():
+    taken = frozenset({name_of(NEW, 0).lower()})
+    (create,) = writes(run(NEW, observed=dataclasses.replace(observe(), taken=taken)))
+    assert isinstance(create, CreateScaleset) and create.name == name_of(NEW, 1)
+
+
+def test_the_digest_of_a_create_ignores_the_name_it_moves_on_from():
+    key = spec_key(NEW)
+    assert request_digest(create_body(NEW, "a", key)) == request_digest(create_body(NEW, "b", key))
+    assert request_digest(create_body(NEW, "a", key)) != request_digest(
+        create_body(dataclasses.replace(NEW, flavor="m1.large"), "a", key)
+    )
+
+
+def test_refusals_survive_the_databag_and_garbage_is_dropped():
+    refusals = {"ci": first_refusal("abc", NOW, "cause", True)}
+    assert read_refusals(write_refusals(refusals)) == refusals
+    for text in (None, "", "not json", "[]", '{"ci": 3}', '{"ci": {"refusals": 1}}'):
+        assert read_refusals(text) == {}
+
+
+# --- extra_specs GARM's list leaves out -------------------------------------------------
+
+
+def test_extra_specs_left_out_of_the_list_are_judged_by_the_noted_digest():
+    spec = make_spec(extra_specs={"pre_install_scripts": {"a": "eA=="}})
+    noted = Notes(specs=specs_digest(spec.extra_specs)).text()
+    unknown = generation(spec, 1, extra_specs=None, extended_state=noted)
+    assert unknown.extra_specs is None
+    assert writes(run(spec, observed=observe(unknown))) == []
+
+
+def test_extra_specs_left_out_and_never_noted_are_set_once_with_their_digest():
+    spec = make_spec(extra_specs={"a": 1})
+    unknown = generation(spec, 1, extra_specs=None)
+    (update,) = writes(run(spec, observed=observe(unknown)))
+    assert update == UpdateScaleset(
+        1,
+        unknown.name,
+        {"extra_specs": {"a": 1}, "extended_state": Notes(specs=specs_digest({"a": 1})).text()},
+        "update",
+    )
+
+
+def test_a_spec_without_extra_specs_needs_none_noted():
+    assert (
+        writes(run(make_spec(), observed=observe(generation(make_spec(), 1, extra_specs=None))))
+        == []
+    )
+
+
+# --- the notes themselves -----------------------------------------------------------------
+
+
+def test_notes_read_what_earlier_versions_wrote_and_survive_garbage():
+    assert Notes.read("retired-at=2026-11-01T12:00:00Z").retired_at == RETIRED_AT.replace(
+        year=2026, month=11, day=1, hour=12, minute=0
+    )
+    assert Notes.read("enabled-at=2026-11-01T12:00:00Z").enabled_at is not None
+    for text in ("", "garbage", "retired-at=garbage", "kept=-1;kept=x", "specs=a b", "=;;="):
+        notes = Notes.read(text)
+        assert (notes.retired_at, notes.kept, notes.specs) == (None, 0, "")
+
+
+@given(
+    kept=st.integers(0, 99999),
+    refused=st.integers(0, 99999),
+    specs=st.sampled_from(["", "abc123"]),
+    retired=st.booleans(),
+)
+def test_notes_round_trip(kept, refused, specs, retired):
+    notes = Notes(
+        retired_at=NOW if retired else None, specs=specs, kept=kept, refused=refused, retry_at=NOW
+    )
+    assert Notes.read(notes.text()) == notes
+
+
+def test_back_off_doubles_from_a_minute_and_is_capped_at_an_hour():
+    assert [backoff(n) for n in (1, 2, 3)] == [FIRST_RETRY, 2 * FIRST_RETRY, 4 * FIRST_RETRY]
+    assert backoff(10**9) == LONGEST_RETRY
+    assert backoff(0) == timedelta(0)
