@@ -18,14 +18,13 @@ import contextlib
 import dataclasses
 import logging
 import os
-import secrets
-import string
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 import ops
 
+import charm_secrets
 import lifecycle
 import reconcile_timer
 import workload
@@ -47,7 +46,6 @@ from garm_config import (
 )
 from garm_models import ScaleSet
 from garm_setup import (
-    AdminLogin,
     ControllerUrls,
     apply_setup,
     ensure_admin_and_urls,
@@ -63,10 +61,6 @@ from status import Summary, summarise
 logger = logging.getLogger(__name__)
 
 CONFIGURATOR = "garm-configurator"
-ADMIN_SECRET_LABEL = "garm-admin-credentials"  # noqa: S105 (a label, not a secret)
-INTERNAL_SECRET_LABEL = "garm-internal"  # noqa: S105 (a label, not a secret)
-ADMIN_USERNAME = "admin"
-ADMIN_EMAIL = "admin@garm.local"
 RESOURCES = ("garm", "garm-provider-openstack")
 # A whole pass stops starting writes after this long; update-status picks up the rest.
 PASS_BUDGET_SECONDS = 60.0
@@ -184,7 +178,7 @@ class GarmCharm(ops.CharmBase):
             event.fail("Run this on the leader unit: juju run garm/leader get-credentials")
             return
         try:
-            admin = self._admin()
+            admin = charm_secrets.admin_login(self.model)
         except ops.SecretNotFoundError:
             event.fail("GARM's admin login is not made yet; try again after the next hook")
             return
@@ -255,10 +249,12 @@ class GarmCharm(ops.CharmBase):
         except ConfigError as exc:
             logger.error("invalid config: %s", exc)
             return Summary("blocked", f"Invalid config: {exc}")
-        if self._ensure_secrets():
+        if charm_secrets.ensure(self.model):
             return Summary("waiting", "Secrets created; GARM is set up on the next hook")
         state = self.view.relation_state(event)
-        inputs = garm_inputs(state.units, self._read_secret)
+        inputs = garm_inputs(
+            state.units, lambda uri: charm_secrets.configurator_value(self.model, uri)
+        )
         try:
             problems = self._ensure_running(inputs, config)
             self._keep_timer(config)
@@ -419,7 +415,9 @@ class GarmCharm(ops.CharmBase):
         """
         try:
             ensure_admin_and_urls(
-                client, self._admin(), ControllerUrls.from_base(self._base_url(config))
+                client,
+                charm_secrets.admin_login(self.model),
+                ControllerUrls.from_base(self._base_url(config)),
             )
             observed = observe(client)
             actions = plan_setup(
@@ -463,57 +461,10 @@ class GarmCharm(ops.CharmBase):
             return None
         return path if path.stat().st_size > 0 else None
 
-    def _read_secret(self, uri: str) -> str | None:
-        """The ``value`` of a configurator's secret, or None when not (yet) granted."""
-        try:
-            content = self.model.get_secret(id=uri).get_content(refresh=True)
-        except (ops.SecretNotFoundError, ops.ModelError):
-            return None
-        return content.get("value")
-
-    def _ensure_secrets(self) -> bool:
-        """Create the charm's own secrets if missing; True when any was just created.
-
-        Juju stores a secret only when the hook that adds it succeeds, so a secret made
-        in this hook is not used in it: had the hook failed after GARM took the
-        passphrase or the admin password, the next hook would make different ones that
-        GARM refuses for good.
-        """
-        created = False
-        for label, make in (
-            (
-                ADMIN_SECRET_LABEL,
-                lambda: {
-                    "username": ADMIN_USERNAME,
-                    "password": strong_secret(32),
-                    "email": ADMIN_EMAIL,
-                },
-            ),
-            # GARM wants a zxcvbn-strong JWT secret and a passphrase of exactly 32
-            # characters that must never change (it encrypts what GARM stores).
-            (
-                INTERNAL_SECRET_LABEL,
-                lambda: {"jwt-secret": strong_secret(64), "db-passphrase": strong_secret(32)},
-            ),
-        ):
-            try:
-                self.model.get_secret(label=label)
-            except ops.SecretNotFoundError:
-                self.app.add_secret(make(), label=label)
-                created = True
-        return created
-
-    def _secret(self, label: str) -> dict[str, str]:
-        return self.model.get_secret(label=label).get_content(refresh=True)
-
-    def _admin(self) -> AdminLogin:
-        content = self._secret(ADMIN_SECRET_LABEL)
-        return AdminLogin(content["username"], content["email"], content["password"])
-
     def _garm_config(
         self, providers: tuple[OpenstackProvider, ...], database: Database, config: CharmConfig
     ) -> GarmConfig:
-        internal = self._secret(INTERNAL_SECRET_LABEL)
+        internal = charm_secrets.internal(self.model)
         return GarmConfig(
             port=config.api_port,
             jwt_secret=internal["jwt-secret"],
@@ -538,7 +489,7 @@ class GarmCharm(ops.CharmBase):
         return f"http://{address or '127.0.0.1'}:{config.api_port}"
 
     def _client(self, config: CharmConfig) -> GarmClient:
-        admin = self._admin()
+        admin = charm_secrets.admin_login(self.model)
         return GarmClient(_api_url(config), admin.username, admin.password)
 
     def _refusals(self) -> dict[str, CreateRefusal]:
@@ -555,23 +506,6 @@ class GarmCharm(ops.CharmBase):
             relation.data[self.app][REFUSALS_KEY] = write_refusals(refusals)
         else:
             relation.data[self.app].pop(REFUSALS_KEY, None)
-
-
-def strong_secret(length: int) -> str:
-    """A random secret with every character class in it.
-
-    GARM refuses weak values (zxcvbn score 4 for the admin password, the JWT secret and
-    the database passphrase); random text of this length with every class passes any
-    such check.
-    """
-    while True:
-        value = "".join(secrets.choice(_SECRET_ALPHABET) for _ in range(length))
-        if all(any(c in chars for c in value) for chars in _SECRET_CLASSES):
-            return value
-
-
-_SECRET_CLASSES = (string.ascii_lowercase, string.ascii_uppercase, string.digits, "!#%+-.:=@^_~")
-_SECRET_ALPHABET = "".join(_SECRET_CLASSES)
 
 
 def _api_url(config: CharmConfig) -> str:

@@ -387,6 +387,8 @@ def test_systemd_accepts_every_line_of_the_unit(tmp_path: Path, privileged_port:
     )
 
     assert (result.returncode, result.stderr) == (0, "")
+    if "Unknown command" in known.stderr:  # before systemd 251
+        pytest.skip("this systemd-analyze has no 'capability' verb to check names with")
     assert (known.returncode, known.stderr) == (0, "")
 
 

@@ -1,0 +1,90 @@
+"""The charm's own Juju secrets, and reading the ones configurators grant it.
+
+Two application secrets, made once by the leader: GARM's admin login, and what GARM
+keeps its data with (the JWT secret and the database passphrase, which must never
+change). Kept apart from the charm class because none of it depends on the event.
+"""
+
+from __future__ import annotations
+
+import secrets
+import string
+
+import ops
+
+from garm_setup import AdminLogin
+
+ADMIN_SECRET_LABEL = "garm-admin-credentials"  # noqa: S105 (a label, not a secret)
+INTERNAL_SECRET_LABEL = "garm-internal"  # noqa: S105 (a label, not a secret)
+ADMIN_USERNAME = "admin"
+ADMIN_EMAIL = "admin@garm.local"
+
+
+def ensure(model: ops.Model) -> bool:
+    """Create the charm's own secrets if missing; True when any was just created.
+
+    Juju stores a secret only when the hook that adds it succeeds, so a secret made
+    in this hook is not used in it: had the hook failed after GARM took the
+    passphrase or the admin password, the next hook would make different ones that
+    GARM refuses for good.
+    """
+    created = False
+    for label, make in (
+        (
+            ADMIN_SECRET_LABEL,
+            lambda: {
+                "username": ADMIN_USERNAME,
+                "password": strong_secret(32),
+                "email": ADMIN_EMAIL,
+            },
+        ),
+        # GARM wants a zxcvbn-strong JWT secret and a passphrase of exactly 32
+        # characters that must never change (it encrypts what GARM stores).
+        (
+            INTERNAL_SECRET_LABEL,
+            lambda: {"jwt-secret": strong_secret(64), "db-passphrase": strong_secret(32)},
+        ),
+    ):
+        try:
+            model.get_secret(label=label)
+        except ops.SecretNotFoundError:
+            model.app.add_secret(make(), label=label)
+            created = True
+    return created
+
+
+def admin_login(model: ops.Model) -> AdminLogin:
+    """GARM's admin login; raises ``ops.SecretNotFoundError`` before ``ensure`` made it."""
+    content = model.get_secret(label=ADMIN_SECRET_LABEL).get_content(refresh=True)
+    return AdminLogin(content["username"], content["email"], content["password"])
+
+
+def internal(model: ops.Model) -> dict[str, str]:
+    """GARM's JWT secret (``jwt-secret``) and database passphrase (``db-passphrase``)."""
+    return model.get_secret(label=INTERNAL_SECRET_LABEL).get_content(refresh=True)
+
+
+def configurator_value(model: ops.Model, uri: str) -> str | None:
+    """The ``value`` of a configurator's secret, or None when not (yet) granted."""
+    try:
+        content = model.get_secret(id=uri).get_content(refresh=True)
+    except (ops.SecretNotFoundError, ops.ModelError):
+        return None
+    return content.get("value")
+
+
+def strong_secret(length: int) -> str:
+    """A random secret with every character class in it.
+
+    GARM refuses weak values (zxcvbn score 4 for the admin password, the JWT secret and
+    the database passphrase); random text of this length with every class passes any
+    such check.
+    """
+    while True:
+        value = "".join(secrets.choice(_SECRET_ALPHABET) for _ in range(length))
+        if all(any(c in chars for c in value) for chars in _SECRET_CLASSES):
+            return value
+
+
+_SECRET_CLASSES = (string.ascii_lowercase, string.ascii_uppercase, string.digits, "!#%+-.:=@^_~")
+_SECRET_ALPHABET = "".join(_SECRET_CLASSES)
