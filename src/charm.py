@@ -18,7 +18,7 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,8 +29,8 @@ import lifecycle
 import reconcile_timer
 import workload
 from charm_config import FIRST_UNPRIVILEGED_PORT, CharmConfig, ConfigError, read_config
-from create_refusals import KEY as REFUSALS_KEY
-from create_refusals import CreateRefusal, read_refusals, write_refusals
+from create_refusals import KEY as MEMORY_KEY
+from create_refusals import CreateMemory
 from database import GarmDatabase
 from garm_client import GarmApiError, GarmClient, GarmUnreachable
 from garm_config import (
@@ -200,7 +200,7 @@ class GarmCharm(ops.CharmBase):
         try:
             with contextlib.closing(self._client(config)) as client:
                 planned = preview(
-                    client, state.desired, self.now(), config.settings, self._refusals()
+                    client, state.desired, self.now(), config.settings, self._memory()
                 )
         except (GarmUnreachable, GarmApiError) as exc:
             event.fail(f"Could not read GARM: {exc}")
@@ -270,9 +270,9 @@ class GarmCharm(ops.CharmBase):
                     config.settings,
                     budget=PASS_BUDGET_SECONDS,
                     observed=observed,
-                    refusals=self._refusals(),
+                    memory=self._memory(),
                 )
-            self._remember_refusals(self._outcome.create_refusals)
+            self._remember(self._outcome.memory)
         except _NotReadyError as exc:
             return exc.summary
         return summarise(self._outcome, state, problems)
@@ -492,20 +492,20 @@ class GarmCharm(ops.CharmBase):
         admin = charm_secrets.admin_login(self.model)
         return GarmClient(_api_url(config), admin.username, admin.password)
 
-    def _refusals(self) -> dict[str, CreateRefusal]:
-        """The creates refused before, as the application remembers them (any leader's)."""
+    def _memory(self) -> CreateMemory:
+        """What GitHub answered to creates, as the application remembers it (any leader's)."""
         relation = self.model.get_relation(PEERS)
-        return read_refusals(relation.data[self.app].get(REFUSALS_KEY)) if relation else {}
+        return CreateMemory.read(relation.data[self.app].get(MEMORY_KEY) if relation else None)
 
-    def _remember_refusals(self, refusals: Mapping[str, CreateRefusal] | None) -> None:
-        """Keep a pass's refused creates where the next leader finds them too."""
+    def _remember(self, memory: CreateMemory | None) -> None:
+        """Keep a pass's create answers where the next leader finds them too."""
         relation = self.model.get_relation(PEERS)
-        if refusals is None or relation is None:
+        if memory is None or relation is None:
             return
-        if refusals:
-            relation.data[self.app][REFUSALS_KEY] = write_refusals(refusals)
+        if memory:
+            relation.data[self.app][MEMORY_KEY] = memory.text()
         else:
-            relation.data[self.app].pop(REFUSALS_KEY, None)
+            relation.data[self.app].pop(MEMORY_KEY, None)
 
 
 def _api_url(config: CharmConfig) -> str:

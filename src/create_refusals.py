@@ -7,6 +7,8 @@ goes on with the same back-off instead of hitting GitHub again at once (``docs/a
 
 A refusal is tied to the digest of what was asked: when the configurator publishes
 something else (the operator fixed the runner group, say), the next pass creates at once.
+Names GitHub answered "already exists" for are remembered for an hour too, so a create
+does not walk the same taken names on every pass.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from garm_models import format_time, parse_time
-from scaleset_notes import REFUSALS_BEFORE_BLOCKED, backoff
+from scaleset_notes import LONGEST_RETRY, REFUSALS_BEFORE_BLOCKED, backoff
 
 KEY = "create-refusals"
 
@@ -61,14 +63,78 @@ def first_refusal(digest: str, now: datetime, cause: str, permanent: bool) -> Cr
     return CreateRefusal(digest, 1, now + backoff(1), cause, permanent)
 
 
-def read_refusals(text: str | None) -> dict[str, CreateRefusal]:
-    """Parse the databag value; anything unreadable is dropped (the create is retried)."""
-    try:
-        data = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    if not isinstance(data, dict):
-        return {}
+@dataclass(frozen=True)
+class CreateMemory:
+    """What GitHub answered to creates: refusals by logical name, taken names until when."""
+
+    refusals: Mapping[str, CreateRefusal] = field(default_factory=dict)
+    taken: Mapping[str, datetime] = field(default_factory=dict)
+
+    def taken_now(self, now: datetime) -> frozenset[str]:
+        """The names still known to be taken; a time too far ahead is not believed."""
+        latest = now + LONGEST_RETRY
+        return frozenset(n for n, until in self.taken.items() if now < until <= latest)
+
+    def kept_for(self, logical_names: frozenset[str] | None, now: datetime) -> CreateMemory:
+        """Only what still matters.
+
+        The refusals of the logical names asked for (all of them when ``None``: a view
+        that may be partial must not forget a held name's back-off), and the taken
+        names not yet expired.
+        """
+        refusals = {
+            name: r
+            for name, r in self.refusals.items()
+            if logical_names is None or name in logical_names
+        }
+        taken = {name: until for name, until in self.taken.items() if name in self.taken_now(now)}
+        return CreateMemory(refusals, taken)
+
+    @classmethod
+    def read(cls, text: str | None) -> CreateMemory:
+        """Parse the databag value; anything unreadable is dropped (the create is retried)."""
+        try:
+            data = json.loads(text or "{}")
+        except ValueError:
+            return cls()
+        if not isinstance(data, dict):
+            return cls()
+        refusals = data.get("refusals")
+        taken = data.get("taken")
+        return cls(
+            _read_refusals(refusals if isinstance(refusals, dict) else {}),
+            {
+                str(name): at
+                for name, until in (taken if isinstance(taken, dict) else {}).items()
+                if (at := parse_time(until)).year != 1
+            },
+        )
+
+    def text(self) -> str:
+        """The databag value, stable for equal contents so an unchanged memory writes nothing."""
+        return json.dumps(
+            {
+                "refusals": {
+                    name: {
+                        "digest": r.digest,
+                        "refusals": r.refusals,
+                        "retry-at": format_time(r.retry_at),
+                        "cause": r.cause,
+                        "permanent": r.permanent,
+                    }
+                    for name, r in sorted(self.refusals.items())
+                },
+                "taken": {name: format_time(at) for name, at in sorted(self.taken.items())},
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.refusals or self.taken)
+
+
+def _read_refusals(data: Mapping[str, Any]) -> dict[str, CreateRefusal]:
     refusals: dict[str, CreateRefusal] = {}
     for name, item in data.items():
         if not isinstance(item, dict):
@@ -85,21 +151,3 @@ def read_refusals(text: str | None) -> dict[str, CreateRefusal]:
             permanent=item.get("permanent") is True,
         )
     return refusals
-
-
-def write_refusals(refusals: Mapping[str, CreateRefusal]) -> str:
-    """The databag value, stable for equal contents so an unchanged map writes nothing."""
-    return json.dumps(
-        {
-            name: {
-                "digest": r.digest,
-                "refusals": r.refusals,
-                "retry-at": format_time(r.retry_at),
-                "cause": r.cause,
-                "permanent": r.permanent,
-            }
-            for name, r in sorted(refusals.items())
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-    )

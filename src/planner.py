@@ -42,12 +42,16 @@ from naming import (
     observed_key,
     spec_key,
 )
-from scaleset_notes import REFUSALS_BEFORE_BLOCKED, Notes, specs_digest
+from scaleset_notes import LONGEST_RETRY, REFUSALS_BEFORE_BLOCKED, Notes, specs_digest
 from spec import Desired, ScalesetSpec, Settings, application_of, unit_order
 
 # GARM accepts a client delete only from these statuses (garm-api.md §3); the others
 # are either already going away or cannot be removed yet.
 _REMOVABLE_STATUSES = frozenset({"running", "error", "pending_delete"})
+# A runner in pending_delete is on GARM's own way out, which a failing provider retries
+# with back-off: it is force-removed only once it has sat there this long, so a runner
+# GARM keeps putting back is not re-sent on every pass.
+PENDING_DELETE_GRACE = timedelta(minutes=5)
 # GARM opens a new (or re-enabled) scale set's GitHub listener 4-4.5 s after the call
 # returns (garm-api.md §8); before that no job for its labels is acquired by anyone.
 LISTENER_STARTUP = timedelta(seconds=10)
@@ -67,7 +71,8 @@ class Observed:
     The last three are GARM's answers to this pass's writes, folded in by the
     reconciler so the planner can act on them: ``kept``, scalesets whose delete was
     answered but not done; ``refused``, scalesets one of whose runners GARM would not
-    force-remove; ``taken``, names GitHub already holds (lower-cased).
+    force-remove; ``removed``, scalesets one of whose runners it did force-remove;
+    ``taken``, names GitHub holds (lower-cased, remembered for an hour).
     ``create_refusals`` are the creates refused earlier, by logical name, remembered
     with the application (``create_refusals``).
     """
@@ -78,6 +83,7 @@ class Observed:
     entities: tuple[Entity, ...] = ()
     kept: frozenset[int] = frozenset()
     refused: frozenset[int] = frozenset()
+    removed: frozenset[int] = frozenset()
     taken: frozenset[str] = frozenset()
     create_refusals: Mapping[str, CreateRefusal] = field(default_factory=dict)
 
@@ -593,7 +599,7 @@ def _plan_create(
     if (
         refusal is not None
         and refusal.digest == request_digest(body)
-        and ctx.now < refusal.retry_at
+        and ctx.now < refusal.retry_at <= ctx.now + LONGEST_RETRY
     ):
         _report_refusal(spec, refusal, ctx.draft)
         return
@@ -760,16 +766,11 @@ def _plan_drain(scaleset: ScaleSet, notes: Notes, ctx: _Context) -> Phase:
     runner GARM will not remove, is put to the operator (ADR 0003).
     """
     now, instances = ctx.now, ctx.instances[scaleset.id]
-    if scaleset.id in ctx.observed.kept or scaleset.id in ctx.observed.refused:
-        noted = (
-            notes.delete_kept(now)
-            if scaleset.id in ctx.observed.kept
-            else notes.removal_refused(now)
-        )
+    noted = _noted(scaleset, notes, ctx)
+    if noted != notes:
         changes = {"extended_state": noted.text()}
-        ctx.draft.actions.append(UpdateScaleset(scaleset.id, scaleset.name, changes, "back off"))
+        ctx.draft.actions.append(UpdateScaleset(scaleset.id, scaleset.name, changes, "note"))
         notes = noted
-    waiting = notes.waiting(now)
     if not instances:
         if notes.kept >= REFUSALS_BEFORE_BLOCKED:
             ctx.draft.blocked[scaleset.id] = (
@@ -777,15 +778,15 @@ def _plan_drain(scaleset: ScaleSet, notes: Notes, ctx: _Context) -> Phase:
                 "refused (GARM logs no reason); check the GitHub App's permissions, or "
                 "delete it on GitHub"
             )
-        if not waiting and now - _enabled_since(scaleset) >= YOUNGEST_DELETE:
+        # Only kept deletes hold a delete back; refused force-removals are over.
+        waiting = notes.kept > 0 and notes.waiting(now)
+        if not waiting and now - scaleset.created_at >= YOUNGEST_DELETE:
             ctx.draft.actions.append(DeleteScaleset(scaleset.id, scaleset.name))
         return Phase.AWAITING_DELETION
     deadline, retired_at = ctx.settings.drain_deadline, notes.retired_at
     past_deadline = bool(deadline) and retired_at is not None and now >= retired_at + deadline
-    removing = [
-        i for i in instances if i.status in _REMOVABLE_STATUSES and (past_deadline or _failed(i))
-    ]
-    if not waiting:
+    removing = [i for i in instances if _removable(i, now) and (past_deadline or _failed(i))]
+    if not (notes.refused > 0 and notes.waiting(now)):
         for instance in removing:
             ctx.draft.actions.append(RemoveInstance(instance.name, scaleset.id, scaleset.name))
     stuck = [
@@ -795,11 +796,15 @@ def _plan_drain(scaleset: ScaleSet, notes: Notes, ctx: _Context) -> Phase:
         and i.status not in _REMOVABLE_STATUSES
         and now - i.updated_at >= STUCK_RUNNER
     ]
-    if notes.refused >= REFUSALS_BEFORE_BLOCKED:
-        ctx.draft.blocked[scaleset.id] = (
-            f"GARM refused {notes.refused} times to remove runners of {scaleset.name} past "
-            "the drain deadline (a job still running?): end the job, or raise "
+    if notes.refused >= REFUSALS_BEFORE_BLOCKED and removing:
+        why = (
+            "past the drain deadline (a job still running?): end the job, or raise "
             "drain-deadline-minutes"
+            if past_deadline
+            else "that failed: see journalctl -u garm"
+        )
+        ctx.draft.blocked[scaleset.id] = (
+            f"GARM refused {notes.refused} times to remove runners of {scaleset.name} {why}"
         )
     elif stuck:
         ctx.draft.blocked[scaleset.id] = (
@@ -809,6 +814,24 @@ def _plan_drain(scaleset: ScaleSet, notes: Notes, ctx: _Context) -> Phase:
     if past_deadline:
         return Phase.FORCE_REMOVING
     return Phase.FORCE_REMOVING if removing else Phase.DRAINING
+
+
+def _noted(scaleset: ScaleSet, notes: Notes, ctx: _Context) -> Notes:
+    """The notes after what this pass's writes were answered on this scaleset."""
+    if scaleset.id in ctx.observed.kept:
+        return notes.delete_kept(ctx.now)
+    if scaleset.id in ctx.observed.refused:
+        return notes.removal_refused(ctx.now)
+    if scaleset.id in ctx.observed.removed and notes.refused:
+        return notes.removals_done()
+    return notes
+
+
+def _removable(instance: Instance, now: datetime) -> bool:
+    """Whether GARM accepts a force-removal of this runner, and one is worth sending."""
+    if instance.status == "pending_delete":
+        return now - instance.updated_at >= PENDING_DELETE_GRACE
+    return instance.status in _REMOVABLE_STATUSES
 
 
 def _failed(instance: Instance) -> bool:

@@ -4,7 +4,7 @@
 keeps its own clock: ``garm-reconcile.timer`` starts the oneshot ``garm-reconcile.service``,
 which runs ``juju-exec <unit> "JUJU_DISPATCH_PATH=hooks/reconcile-tick ... ./dispatch"``.
 juju-exec runs that command in the unit's charm directory as a normal hook context, so ops
-emits the custom event ``reconcile_tick`` (the charm must ``define_event`` it; an unknown
+emits the custom event ``reconcile_tick`` (the charm declares it on its events; an unknown
 event is only logged at debug). Like every hook it waits for the machine lock, and it also
 runs while the unit is dying or a hook is in error: the handler must check leadership and
 liveness itself.

@@ -18,11 +18,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from create_refusals import CreateRefusal, first_refusal, request_digest
+from create_refusals import CreateMemory, CreateRefusal, first_refusal, request_digest
 from garm_client import GarmApiError, GarmClient, GarmUnreachable
 from planner import (
     Action,
@@ -36,6 +35,7 @@ from planner import (
     UpdateScaleset,
     plan,
 )
+from scaleset_notes import LONGEST_RETRY
 from spec import Desired, Settings
 
 logger = logging.getLogger(__name__)
@@ -66,8 +66,8 @@ class Outcome:
     errors: tuple[ActionError, ...] = ()
     unreachable: str | None = None
     cut_short: bool = False
-    # The refused creates to remember, when this pass changed them (else None).
-    create_refusals: Mapping[str, CreateRefusal] | None = None
+    # What GitHub answered to creates, to remember, when this pass changed it (else None).
+    memory: CreateMemory | None = None
 
     @property
     def ok(self) -> bool:
@@ -90,10 +90,13 @@ def preview(
     desired: Desired,
     now: datetime,
     settings: Settings,
-    refusals: Mapping[str, CreateRefusal] | None = None,
+    memory: CreateMemory | None = None,
 ) -> Plan:
     """Observe and plan without writing anything: what the next pass would start with."""
-    observed = dataclasses.replace(observe(client), create_refusals=dict(refusals or {}))
+    memory = memory or CreateMemory()
+    observed = dataclasses.replace(
+        observe(client), create_refusals=memory.refusals, taken=memory.taken_now(now)
+    )
     return plan(desired, observed, now, settings)
 
 
@@ -105,14 +108,15 @@ def reconcile(
     *,
     budget: float | None = None,
     observed: Observed | None = None,
-    refusals: Mapping[str, CreateRefusal] | None = None,
+    memory: CreateMemory | None = None,
 ) -> Outcome:
     """Run one pass towards ``desired`` and return its outcome; never raises for GARM.
 
     ``budget`` bounds the pass in seconds so a hook never hangs on a slow GARM: past it
     no further write is started, and the next hook carries on from what it observes.
-    ``observed`` saves the reads when the caller has just made them. ``refusals`` are
-    the creates refused before (``create_refusals``); the outcome says when they change.
+    ``observed`` saves the reads when the caller has just made them. ``memory`` is
+    what GitHub answered to creates before (``create_refusals``); the outcome carries it
+    when this pass changed it.
     """
     started = time.monotonic()
     try:
@@ -124,10 +128,13 @@ def reconcile(
         # Without a full observation nothing can be decided safely, so nothing is done.
         logger.error("GARM refused a read: %s", exc)
         return Outcome(errors=(ActionError(None, exc.cause),))
-    wanted = {spec.name.lower() for spec in desired.specs}
-    kept = {name: r for name, r in (refusals or {}).items() if name in wanted}
-    observed = dataclasses.replace(observed, create_refusals=kept)
-    ledger = _Ledger(now, dict(kept), refusals_changed=kept != dict(refusals or {}))
+    before = memory or CreateMemory()
+    asked = {s.name.lower() for s in desired.specs} | {h.name.lower() for h in desired.held}
+    kept = before.kept_for(frozenset(asked) if desired.complete else None, now)
+    observed = dataclasses.replace(
+        observed, create_refusals=kept.refusals, taken=kept.taken_now(now)
+    )
+    ledger = _Ledger(now, dict(kept.refusals), dict(kept.taken), changed=kept != before)
     current = plan(desired, observed, now, settings)
     _log_refused(desired, current)
     try:
@@ -165,15 +172,16 @@ class _Ledger:
 
     now: datetime
     refusals: dict[str, CreateRefusal]
+    taken: dict[str, datetime]
+    changed: bool = False
     done: list[Action] = field(default_factory=list)
     errors: list[ActionError] = field(default_factory=list)
     closed: set[tuple[str, object]] = field(default_factory=set)
-    refusals_changed: bool = False
 
     def apply(self, client: GarmClient, action: Action, observed: Observed) -> Observed:
         """Do one write and keep its result; an unreachable GARM propagates."""
         try:
-            observed = _apply(client, action, observed)
+            observed = _apply(client, action, observed, self.now)
         except GarmUnreachable as exc:
             logger.error("GARM unreachable during %s: %s", describe_action(action), exc)
             raise
@@ -186,8 +194,12 @@ class _Ledger:
             self.closed.add(_target(action))
         created = isinstance(action, CreateScaleset)
         if created and self.refusals.pop(action.logical_name.lower(), None):
-            self.refusals_changed = True
+            self.changed = True
             observed = dataclasses.replace(observed, create_refusals=dict(self.refusals))
+        if isinstance(action, RemoveInstance):
+            observed = dataclasses.replace(
+                observed, removed=observed.removed | {action.scaleset_id}
+            )
         return observed
 
     def _refused(self, action: Action, exc: GarmApiError, observed: Observed) -> Observed:
@@ -197,6 +209,8 @@ class _Ledger:
             return observed  # reaped between observing and removing: done
         if isinstance(action, CreateScaleset) and exc.name_taken:
             logger.warning("GitHub already holds scaleset name %s: %s", action.name, exc.cause)
+            self.taken[action.name.lower()] = self.now + LONGEST_RETRY
+            self.changed = True
             return dataclasses.replace(observed, taken=observed.taken | {action.name.lower()})
         logger.error("GARM refused %s: %s", describe_action(action), exc)
         self.errors.append(ActionError(action, exc.cause))
@@ -211,7 +225,7 @@ class _Ledger:
                 if earlier is not None and earlier.digest == digest
                 else first_refusal(digest, self.now, exc.cause, permanent)
             )
-            self.refusals_changed = True
+            self.changed = True
             return dataclasses.replace(observed, create_refusals=dict(self.refusals))
         return observed
 
@@ -226,7 +240,7 @@ class _Ledger:
             tuple(self.errors),
             unreachable,
             cut_short,
-            dict(self.refusals) if self.refusals_changed else None,
+            CreateMemory(dict(self.refusals), dict(self.taken)) if self.changed else None,
         )
 
 
@@ -236,12 +250,12 @@ def _target(action: Action) -> tuple[str, object]:
         return ("create", action.name.lower())
     if isinstance(action, RemoveInstance):
         return ("instance", action.instance_name)
-    if isinstance(action, UpdateScaleset) and action.purpose == "back off":
+    if isinstance(action, UpdateScaleset) and action.purpose == "note":
         return ("notes", action.scaleset_id)
     return ("scaleset", action.scaleset_id)
 
 
-def _apply(client: GarmClient, action: Action, observed: Observed) -> Observed:
+def _apply(client: GarmClient, action: Action, observed: Observed, now: datetime) -> Observed:
     """Do one write and return the observation as GARM's answer says it now is."""
     if isinstance(action, CreateScaleset):
         created = client.create_scaleset(action.entity, action.body)
@@ -249,17 +263,18 @@ def _apply(client: GarmClient, action: Action, observed: Observed) -> Observed:
     if isinstance(action, UpdateScaleset):
         updated = client.update_scaleset(action.scaleset_id, action.changes)
         scalesets = tuple(updated if s.id == updated.id else s for s in observed.scalesets)
-        noted = {action.scaleset_id} if action.purpose == "back off" else set()
+        noted = {action.scaleset_id} if action.purpose == "note" else set()
         return dataclasses.replace(
             observed,
             scalesets=scalesets,
             kept=observed.kept - noted,
             refused=observed.refused - noted,
+            removed=observed.removed - noted,
         )
     if isinstance(action, RemoveInstance):
         client.delete_instance(action.instance_name, force=True)
         instances = tuple(
-            dataclasses.replace(i, status="pending_force_delete")
+            dataclasses.replace(i, status="pending_force_delete", updated_at=now)
             if i.name == action.instance_name
             else i
             for i in observed.instances

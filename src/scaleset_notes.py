@@ -10,8 +10,9 @@ stopped (``docs/adr/0003``).
 The text is ``key=value`` pairs joined by ``;`` in a fixed order, e.g.
 ``retired-at=2026-11-30T12:00:00Z;kept=2;retry-at=2026-11-30T12:04:00Z``. The single
 ``retired-at=…`` or ``enabled-at=…`` stamp earlier versions wrote reads the same way.
-Unknown keys and unreadable values are ignored, so a hand-edited value can only make the
-charm re-stamp, never fail.
+Unknown keys and unreadable values are ignored, and a retry time further ahead than the
+longest back-off is not believed, so a hand-edited value can only make the charm
+re-stamp or retry sooner, never fail or wait forever.
 """
 
 from __future__ import annotations
@@ -115,8 +116,17 @@ class Notes:
         return replace(self, refused=refused, retry_at=now + backoff(refused))
 
     def waiting(self, now: datetime) -> bool:
-        """Whether a refused step must not be tried again yet."""
-        return self.retry_at is not None and now < self.retry_at
+        """Whether a refused step must not be tried again yet.
+
+        A retry time further ahead than the longest back-off was not written by this
+        rule (a clock that jumped, a hand edit): it is not believed, so nothing waits
+        forever.
+        """
+        return self.retry_at is not None and now < self.retry_at <= now + LONGEST_RETRY
+
+    def removals_done(self) -> Notes:
+        """A force-removal went through: the refusals in a row are over."""
+        return replace(self, refused=0, retry_at=None if self.kept == 0 else self.retry_at)
 
 
 def _time(value: str | None) -> datetime | None:
@@ -127,4 +137,5 @@ def _time(value: str | None) -> datetime | None:
 
 
 def _count(value: str | None) -> int:
-    return int(value) if value and value.isdigit() and len(value) < 6 else 0
+    # isdigit() alone also accepts digits int() refuses, such as "²".
+    return int(value) if value and value.isascii() and value.isdigit() and len(value) < 6 else 0

@@ -41,8 +41,9 @@ def summarise(
 
     ``blocked`` only when the operator must act (no configurator related, a unit's data
     invalid or duplicated, GitHub refusing a create for good, a changeover that will not
-    move on by itself: ``Progress.blocked``); ``waiting`` when the next hook may fix it by itself (GARM
-    unreachable or refusing, a unit still publishing); ``active`` otherwise — a
+    move on by itself: ``Progress.blocked``); ``waiting`` when the next hook may fix it
+    by itself (GARM unreachable or refusing, a unit still publishing); ``active``
+    otherwise — a
     changeover in progress included: every label is served while it runs, so nothing
     that waits for ``active`` should be held up by hours of draining. ``problems`` are
     those of GARM's own setup (providers, credentials) per unit.

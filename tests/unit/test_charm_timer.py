@@ -9,6 +9,7 @@ does nothing on a unit that must not reconcile, because juju-exec also runs on t
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import ops
 import pytest
@@ -125,7 +126,15 @@ def test_a_tick_moves_a_changeover_on_without_any_hook(ctx, world, resources, la
     assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
 
 
-def test_create_refusals_are_kept_for_the_next_leader(ctx, world, resources, machine):
+def test_no_timer_until_garm_runs_on_the_leader(ctx, world, resources, machine):
+    # Juju hands a charm an empty file for a resource nobody uploaded yet.
+    Path(next(r for r in resources if r.name == "garm").path).write_bytes(b"")
+    state = ctx.run(ctx.on.install(), make_state(world, resources, configurator(SOLE_UNIT)))
+    assert state.unit_status.message.startswith("Attach the garm resource")
+    assert not timer_on(machine)
+
+
+def test_create_refusals_live_in_the_applications_peer_data(ctx, world, resources, machine):
     peers = testing.PeerRelation("garm-peers", id=7)
     world.inject(
         "POST",
@@ -142,7 +151,8 @@ def test_create_refusals_are_kept_for_the_next_leader(ctx, world, resources, mac
     assert "runner group nope not found" in state.unit_status.message
     kept = state.get_relation(peers.id).local_app_data["create-refusals"]
     assert '"refusals":1' in kept
-    # Another unit leads now: it reads the refusal and does not hit GitHub again.
+    # The next pass reads it from there (as a new leader would: it is the application's,
+    # not this unit's) and does not hit GitHub again within the back-off.
     writes = len(world.writes())
     state = ctx.run(reconcile_tick(), state)
     assert world.writes()[writes:] == []

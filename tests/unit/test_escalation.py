@@ -18,16 +18,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from create_refusals import (
+    CreateMemory,
     CreateRefusal,
     first_refusal,
-    read_refusals,
     request_digest,
-    write_refusals,
 )
-from garm_models import ScaleSet
+from garm_models import Instance, ScaleSet
 from naming import spec_key
 from planner import (
     LISTENER_STARTUP,
+    PENDING_DELETE_GRACE,
     STUCK_RUNNER,
     YOUNGEST_DELETE,
     CreateScaleset,
@@ -59,6 +59,7 @@ from tests.unit.test_planner import (
     runner,
     writes,
 )
+from tests.wire import go_time, instance_json
 
 OLD = make_spec(labels=("linux", "x64"))
 NEW = make_spec(labels=("linux", "arm64"))
@@ -117,7 +118,7 @@ def test_a_kept_delete_is_noted_with_back_off_and_not_resent():
     result = run(NEW, observed=with_current(old, kept=frozenset({1})))
     noted = Notes(retired_at=RETIRED_AT, kept=1, retry_at=NOW + FIRST_RETRY)
     assert writes(result) == [
-        UpdateScaleset(1, old.name, {"extended_state": noted.text()}, "back off")
+        UpdateScaleset(1, old.name, {"extended_state": noted.text()}, "note")
     ]
     assert result.progress[0].blocked == ""
 
@@ -179,7 +180,7 @@ def test_a_refused_force_removal_is_noted_and_not_resent_until_the_back_off_ends
     result = run(NEW, observed=with_current(old, instances=[busy], refused=frozenset({1})))
     noted = Notes(retired_at=old_retired(old), refused=1, retry_at=NOW + FIRST_RETRY)
     assert writes(result) == [
-        UpdateScaleset(1, old.name, {"extended_state": noted.text()}, "back off")
+        UpdateScaleset(1, old.name, {"extended_state": noted.text()}, "note")
     ]
     waiting = dataclasses.replace(old, extended_state=noted.text())
     assert writes(run(NEW, observed=with_current(waiting, instances=[busy]))) == []
@@ -285,11 +286,37 @@ def test_the_digest_of_a_create_ignores_the_name_it_moves_on_from():
     )
 
 
-def test_refusals_survive_the_databag_and_garbage_is_dropped():
-    refusals = {"ci": first_refusal("abc", NOW, "cause", True)}
-    assert read_refusals(write_refusals(refusals)) == refusals
-    for text in (None, "", "not json", "[]", '{"ci": 3}', '{"ci": {"refusals": 1}}'):
-        assert read_refusals(text) == {}
+def test_the_create_memory_survives_the_databag_and_garbage_is_dropped():
+    memory = CreateMemory(
+        {"ci": first_refusal("abc", NOW, "cause", True)}, {"ci-24ec4a": NOW + FIRST_RETRY}
+    )
+    assert CreateMemory.read(memory.text()) == memory
+    for text in (
+        None,
+        "",
+        "not json",
+        "[]",
+        '{"refusals": {"ci": 3}}',
+        '{"refusals": {"ci": {"refusals": 1}}}',
+        '{"taken": {"x": "never"}}',
+        '{"refusals": [], "taken": []}',
+    ):
+        assert CreateMemory.read(text) == CreateMemory()
+
+
+def test_taken_names_are_remembered_for_an_hour_and_a_far_future_is_not_believed():
+    memory = CreateMemory(taken={"a": NOW + LONGEST_RETRY, "b": NOW + timedelta(days=3)})
+    assert memory.taken_now(NOW) == {"a"}
+    assert memory.taken_now(NOW + LONGEST_RETRY) == frozenset()
+    assert memory.kept_for(None, NOW + LONGEST_RETRY) == CreateMemory()
+
+
+def test_refusals_are_forgotten_only_for_names_nobody_asks_for_on_a_whole_view():
+    memory = CreateMemory(
+        {"ci": first_refusal("abc", NOW, "x", True), "old": first_refusal("d", NOW, "y", True)}
+    )
+    assert set(memory.kept_for(frozenset({"ci"}), NOW).refusals) == {"ci"}
+    assert set(memory.kept_for(None, NOW).refusals) == {"ci", "old"}
 
 
 # --- extra_specs GARM's list leaves out -------------------------------------------------
@@ -325,12 +352,78 @@ def test_a_spec_without_extra_specs_needs_none_noted():
 # --- the notes themselves -----------------------------------------------------------------
 
 
+def test_a_retry_time_further_ahead_than_the_longest_back_off_is_not_believed():
+    old = drained(kept=1, retry_at=NOW + timedelta(days=3650))
+    assert writes(run(NEW, observed=with_current(old))) == [DeleteScaleset(1, old.name)]
+    refusals = refusal_for(NEW, retry_at=NOW + timedelta(days=3650))
+    observed = dataclasses.replace(observe(), create_refusals=refusals)
+    assert [type(a) for a in writes(run(NEW, observed=observed))] == [CreateScaleset]
+
+
+def test_refused_force_removals_do_not_hold_back_the_delete_once_the_runners_are_gone():
+    old = drained(refused=6, retry_at=NOW + timedelta(minutes=50))
+    result = run(NEW, observed=with_current(old))
+    assert writes(result) == [DeleteScaleset(1, old.name)]
+    assert result.progress[0].blocked == ""
+
+
+def test_a_force_removal_that_goes_through_ends_the_refusals_in_a_row():
+    old = drained(retired_at=NOW - SETTINGS.drain_deadline, refused=3, retry_at=NOW)
+    going = runner("garm-1", old, status="pending_force_delete", created_at=NOW)
+    result = run(NEW, observed=with_current(old, instances=[going], removed=frozenset({1})))
+    noted = Notes(retired_at=old_retired(old))
+    assert writes(result) == [
+        UpdateScaleset(1, old.name, {"extended_state": noted.text()}, "note")
+    ]
+    assert result.progress[0].blocked == ""
+
+
+def test_refusals_to_remove_failed_runners_say_so_not_to_raise_the_deadline():
+    old = drained(refused=3, retry_at=NOW)
+    failed = runner("garm-1", old, status="error", runner_status="")
+    (progress,) = run(NEW, observed=with_current(old, instances=[failed])).progress
+    assert "that failed" in progress.blocked and "drain-deadline" not in progress.blocked
+
+
+@pytest.mark.parametrize(
+    ("sat", "removed"), [(timedelta(minutes=1), False), (PENDING_DELETE_GRACE, True)]
+)
+def test_a_runner_on_garms_own_way_out_is_forced_only_once_it_sat_there(sat, removed):
+    old = drained(retired_at=NOW - SETTINGS.drain_deadline)
+    going = runner("garm-1", old, status="pending_delete", created_at=NOW - sat)
+    result = run(NEW, observed=with_current(old, instances=[going]))
+    assert (RemoveInstance("garm-1", 1, old.name) in writes(result)) is removed
+
+
+def test_a_stuck_runner_is_judged_by_when_it_last_changed_not_when_it_was_made():
+    old = drained(retired_at=NOW - SETTINGS.drain_deadline)
+    data = instance_json("garm-9", 1, status="creating", created_at=NOW - timedelta(days=1))
+    data["updated_at"] = go_time(NOW - timedelta(minutes=1))
+    moving = Instance.from_json(data)
+    (progress,) = run(NEW, observed=with_current(old, instances=[moving])).progress
+    assert progress.blocked == ""
+
+
+def test_retiring_again_starts_a_fresh_drain_with_nothing_refused():
+    noted = Notes(retired_at=RETIRED_AT, kept=2, refused=4, retry_at=NOW, specs="abc")
+    assert noted.retired(NOW) == Notes(retired_at=NOW, specs="abc")
+    assert noted.enabled(NOW) == Notes(enabled_at=NOW, specs="abc")
+
+
 def test_notes_read_what_earlier_versions_wrote_and_survive_garbage():
     assert Notes.read("retired-at=2026-11-01T12:00:00Z").retired_at == RETIRED_AT.replace(
         year=2026, month=11, day=1, hour=12, minute=0
     )
     assert Notes.read("enabled-at=2026-11-01T12:00:00Z").enabled_at is not None
-    for text in ("", "garbage", "retired-at=garbage", "kept=-1;kept=x", "specs=a b", "=;;="):
+    for text in (
+        "",
+        "garbage",
+        "retired-at=garbage",
+        "kept=-1;kept=x",
+        "kept=²",
+        "specs=a b",
+        "=;;=",
+    ):
         notes = Notes.read(text)
         assert (notes.retired_at, notes.kept, notes.specs) == (None, 0, "")
 

@@ -6,8 +6,9 @@ from datetime import timedelta
 
 import pytest
 
+from create_refusals import CreateMemory
 from garm_client import GarmClient
-from naming import generation_name, spec_key
+from naming import MAX_CANDIDATES, generation_name, spec_key
 from planner import (
     LISTENER_STARTUP,
     YOUNGEST_DELETE,
@@ -18,7 +19,7 @@ from planner import (
     UpdateScaleset,
 )
 from reconciler import Outcome, preview, reconcile
-from scaleset_notes import FIRST_RETRY, REFUSALS_BEFORE_BLOCKED, Notes, backoff
+from scaleset_notes import FIRST_RETRY, LONGEST_RETRY, REFUSALS_BEFORE_BLOCKED, Notes, backoff
 from spec import Desired, ScalesetSpec, Settings
 from tests.clock import FakeClock
 from tests.garm_double import CONSOLIDATION_INTERVAL, GarmDouble
@@ -59,10 +60,10 @@ class Passes:
     def __init__(self, garm: GarmDouble, client: GarmClient, clock: FakeClock):
         self.garm, self.client, self.clock = garm, client, clock
 
-    def run(self, *specs: ScalesetSpec, settings: Settings = SETTINGS, refusals=None) -> Outcome:
+    def run(self, *specs: ScalesetSpec, settings: Settings = SETTINGS, memory=None) -> Outcome:
         start = len(self.garm.requests)
         outcome = reconcile(
-            self.client, Desired(tuple(specs)), self.clock.now, settings, refusals=refusals
+            self.client, Desired(tuple(specs)), self.clock.now, settings, memory=memory
         )
         self.last = [r for r in self.garm.requests[start:] if r.path != "/auth/login"]
         return outcome
@@ -260,7 +261,10 @@ def test_a_force_removal_github_refuses_backs_off_then_blocks(passes, garm, cloc
 
     garm.finish_job(busy)  # unseen: the scaleset is retired
     outcome = passes.run(new_spec)
-    assert [type(a) for a in outcome.done] == [RemoveInstance]
+    # Removed at last: the refusals in a row are over, and the block with them.
+    assert [type(a) for a in outcome.done] == [RemoveInstance, UpdateScaleset]
+    assert Notes.read(live(garm)[old["name"]]["extended_state"]).refused == 0
+    assert outcome.progress[0].blocked == ""
     passes.later(timedelta(seconds=5))
     assert passes.run(new_spec).progress == ()
 
@@ -296,8 +300,26 @@ def test_a_name_github_holds_moves_the_create_to_the_next_candidate(passes, garm
     outcome = passes.run(spec)
     assert outcome.errors == ()
     assert [s["name"] for s in garm.scalesets()] == [second]
+    assert outcome.memory is not None and set(outcome.memory.taken) == {first}
     passes.later()
     assert passes.run(spec).done == ()  # the second name is the generation from now on
+
+
+def test_names_github_holds_are_not_walked_again_on_every_pass(passes, garm, clock):
+    taken = 'bad request while calling x: "A runner scale set with name n already exists"'
+    garm.inject("POST", r"/organizations/.+/scalesets", status=400, details=taken, times=99)
+    outcome = passes.run(make_spec())
+    assert [m for m, _ in passes.writes] == ["POST"] * MAX_CANDIDATES
+    (skipped,) = outcome.skipped
+    assert skipped.blocking and "every candidate scaleset name is taken" in skipped.reason
+    memory = outcome.memory
+    for _ in range(3):  # the timer fires: nothing is sent again within the hour
+        passes.later()
+        outcome = passes.run(make_spec(), memory=memory)
+        assert passes.writes == [] and outcome.skipped[0].blocking
+    clock.advance(LONGEST_RETRY)
+    passes.run(make_spec(), memory=memory)
+    assert [m for m, _ in passes.writes] == ["POST"] * MAX_CANDIDATES
 
 
 def test_a_refused_create_is_remembered_backed_off_and_retried(passes, garm, clock):
@@ -312,19 +334,19 @@ def test_a_refused_create_is_remembered_backed_off_and_retried(passes, garm, clo
     )
     spec = make_spec(runner_group="nope")
     outcome = passes.run(spec)
-    refusals = outcome.create_refusals
-    assert refusals is not None and refusals["ci"].refusals == 1
+    memory = outcome.memory
+    assert memory is not None and memory.refusals["ci"].refusals == 1
     (skipped,) = outcome.skipped
     assert skipped.blocking and "runner group nope not found" in skipped.reason
-    assert passes.run(spec, refusals=refusals).create_refusals is None  # nothing new
+    assert passes.run(spec, memory=memory).memory is None  # nothing new
     assert passes.writes == []  # within the back-off: not re-sent
     passes.later(FIRST_RETRY)
-    again = passes.run(spec, refusals=refusals).create_refusals
-    assert again is not None and again["ci"].refusals == 2
+    again = passes.run(spec, memory=memory).memory
+    assert again is not None and again.refusals["ci"].refusals == 2
     # The operator fixes the runner group: created at once, the refusal forgotten.
-    outcome = passes.run(make_spec(runner_group="Default"), refusals=again)
+    outcome = passes.run(make_spec(runner_group="Default"), memory=again)
     assert [type(a) for a in outcome.done] == [CreateScaleset]
-    assert outcome.create_refusals == {}
+    assert outcome.memory == CreateMemory()
 
 
 def test_an_api_error_on_one_scaleset_does_not_stop_the_others(passes, garm):
