@@ -37,6 +37,14 @@ from tests.unit.test_charm import (
 pytestmark = pytest.mark.usefixtures("machine")
 
 APP = "garm-configurator"
+# What timer passes 30 s apart show while lg-x64 (min-idle 1) is replaced.
+WARM_HANDOVER = [
+    "Replacing scaleset lg-x64: handing over",  # its runner is being created
+    "Replacing scaleset lg-x64: handing over",  # booted, not yet reported
+    "Replacing scaleset lg-x64: draining 1 runner",  # idle: the old one retires
+    "Replacing scaleset lg-x64: draining 1 runner",  # GARM scales the old one down
+    "1 scaleset in sync",
+]
 
 
 def goal_state(
@@ -269,13 +277,7 @@ def test_a_three_unit_configurator_converges_and_changes_labels(
         later()
         state = ctx.run(reconcile_tick(), state)
         seen.append(state.unit_status.message)
-    assert seen == [
-        "Replacing scaleset lg-x64: handing over",  # its runner is being created
-        "Replacing scaleset lg-x64: handing over",  # booted, not yet reported
-        "Replacing scaleset lg-x64: draining 1 runner",  # idle: the old one retires
-        "Replacing scaleset lg-x64: draining 1 runner",  # GARM scales the old one down
-        "1 scaleset in sync",
-    ]
+    assert seen == WARM_HANDOVER
     assert tags(world) == [["arm64", "lg-x64", "linux", "self-hosted"]]
 
 
@@ -312,13 +314,7 @@ def test_a_configurator_leader_change_never_strands_the_scaleset(
         state = ctx.run(reconcile_tick(), state)
         assert labels <= served(world)
         seen.append(state.unit_status.message)
-    assert seen == [
-        "Replacing scaleset lg-x64: handing over",  # its runner is being created
-        "Replacing scaleset lg-x64: handing over",  # booted, not yet reported
-        "Replacing scaleset lg-x64: draining 1 runner",  # idle: the old one retires
-        "Replacing scaleset lg-x64: draining 1 runner",  # GARM scales the old one down
-        "1 scaleset in sync",
-    ]
+    assert seen == WARM_HANDOVER
     (new,) = world.scalesets()
     assert new["provider_name"] == f"{APP}-1" and new["enabled"]
 

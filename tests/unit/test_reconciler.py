@@ -87,6 +87,22 @@ def passes(garm, client, clock) -> Passes:
     return Passes(garm, client, clock)
 
 
+def retired_with_a_busy_runner(passes: Passes, garm: GarmDouble) -> tuple[dict, str, ScalesetSpec]:
+    """A label change under way: the old generation retired, one job still running on it.
+
+    Returns the old scaleset as GARM listed it, its busy runner, and the new spec.
+    """
+    passes.run(make_spec())
+    (old,) = garm.scalesets()
+    passes.later()  # the serving generation is not brand new
+    busy = garm.add_runner(old["id"], runner_status="active")
+    new_spec = make_spec(labels=("linux", "arm64"))
+    passes.run(new_spec)
+    passes.later(LISTENER_STARTUP)  # the new one listens: the old one is retired
+    passes.run(new_spec)
+    return old, busy, new_spec
+
+
 def live(garm: GarmDouble) -> dict[str, dict]:
     return {s["name"]: s for s in garm.scalesets()}
 
@@ -212,14 +228,7 @@ def test_a_delete_garm_keeps_backs_off_blocks_and_clears_once_github_lets_go(pas
 
 
 def test_drain_deadline_force_removes_stuck_runners_then_deletes(passes, garm, clock):
-    passes.run(make_spec())
-    (old,) = garm.scalesets()
-    passes.later()  # the serving generation is not brand new
-    stuck = garm.add_runner(old["id"], runner_status="active")  # outlives the deadline
-    new_spec = make_spec(labels=("linux", "arm64"))
-    passes.run(new_spec)
-    passes.later(LISTENER_STARTUP)
-    passes.run(new_spec)
+    _, stuck, new_spec = retired_with_a_busy_runner(passes, garm)
 
     clock.advance(SETTINGS.drain_deadline - timedelta(seconds=1))
     assert passes.run(new_spec).done == ()
@@ -236,14 +245,7 @@ def test_drain_deadline_force_removes_stuck_runners_then_deletes(passes, garm, c
 
 
 def test_a_force_removal_github_refuses_backs_off_then_blocks(passes, garm, clock):
-    passes.run(make_spec())
-    (old,) = garm.scalesets()
-    passes.later()  # the serving generation is not brand new
-    busy = garm.add_runner(old["id"], runner_status="active")
-    new_spec = make_spec(labels=("linux", "arm64"))
-    passes.run(new_spec)
-    passes.later(LISTENER_STARTUP)
-    passes.run(new_spec)
+    old, busy, new_spec = retired_with_a_busy_runner(passes, garm)
     clock.advance(SETTINGS.drain_deadline)
     outcome = Outcome()
     for refused in range(1, REFUSALS_BEFORE_BLOCKED + 1):
@@ -424,14 +426,7 @@ def test_preview_plans_without_writing(garm, client, clock):
 
 
 def test_a_runner_reaped_before_its_force_removal_is_not_an_error(passes, garm, clock):
-    passes.run(make_spec())
-    (old,) = garm.scalesets()
-    passes.later()  # the serving generation is not brand new
-    name = garm.add_runner(old["id"], runner_status="active")
-    new_spec = make_spec(labels=("linux", "arm64"))
-    passes.run(new_spec)
-    passes.later(LISTENER_STARTUP)
-    passes.run(new_spec)
+    _, name, new_spec = retired_with_a_busy_runner(passes, garm)
     clock.advance(SETTINGS.drain_deadline)
     garm.set_runner(name, runner_status="idle")
     garm.inject("DELETE", r"/instances/[^/]+/?", status=404, error="Not Found")
