@@ -255,9 +255,7 @@ def table(measures: list[Measure], latency_ms: float) -> str:
         "at N = 1000. The settled and confirming passes meet all three. A pass that "
         "changes all 1000 scalesets at once is bound by its 1000-3000 calls at 2 ms each, "
         "not by the charm; a hook's pass budget (60 s) covers it, and a slower GARM is "
-        "picked up by the next timer pass.\n\n"
-        + "\n".join(rows)
-        + "\n"
+        "picked up by the next timer pass.\n\n" + "\n".join(rows) + "\n"
     )
 
 

@@ -1,10 +1,15 @@
 """Whole changeovers as random stories against the GARM double, checked at every step.
 
 Hypothesis drives label changes (flip-flops included), logical names coming and going,
-runners booting, taking jobs and finishing, time passing, GARM's worker ticking, and
-faults between any two calls (error answers, dropped connections before and after GARM
-acted, GARM's delete-200-but-kept). After every step the design's invariants are checked
-on the double's ground truth, and every story must end converged.
+runners booting, taking jobs and finishing (some only long after the drain deadline),
+runners failing, time passing from seconds to hours, GARM's worker ticking (its
+5-minute consolidation against GitHub included), and faults between any two calls (error
+answers, dropped connections before and after GARM acted, GARM's delete-200-but-kept).
+The GARM double plays GARM's real pace: a new generation listens 4.5 s after its create,
+a job ending on a retired scaleset is seen only at the next consolidation, GitHub refuses
+to remove a runner whose job still runs. After every step the design's invariants are
+checked on the double's ground truth and on its request log; every story must end
+settled, with time passing as the reconcile timer lets it, once the causes are gone.
 
 ``GARM_SOAK_STEPS`` / ``GARM_SOAK_EXAMPLES`` make the same machine run long (``tox -e soak``).
 """
@@ -13,25 +18,34 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
-from datetime import timedelta
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
+    initialize,
     invariant,
+    precondition,
     rule,
     run_state_machine_as_test,
 )
 
+from create_refusals import CreateMemory, CreateRefusal, request_digest
 from garm_client import GarmClient
+from garm_models import parse_time
 from naming import normalise_labels
-from planner import Action, CreateScaleset, RemoveInstance, UpdateScaleset
+from planner import YOUNGEST_DELETE, Action, CreateScaleset, RemoveInstance, UpdateScaleset
 from reconciler import Outcome, preview, reconcile
+from scaleset_notes import FIRST_RETRY, Notes
 from spec import Desired, ScalesetSpec, Settings
 from tests.clock import FakeClock
-from tests.garm_double import GarmDouble
+from tests.garm_double import CONSOLIDATION_INTERVAL, GarmDouble
 from tests.soak import soak_settings
 from tests.wire import T0
 
@@ -39,14 +53,65 @@ PROVIDER = "garm-configurator-0"
 SETTINGS = Settings(handover_timeout=timedelta(minutes=30), drain_deadline=timedelta(hours=7))
 LOGICAL = ("ci", "big")
 LABEL_SETS = (("linux",), ("linux", "x64"), ("linux", "arm64"), ("Linux", "X64", "gpu"))
+CREATE_ROUTE = r"/organizations/[^/]+/scalesets/?"
 READS = (("GET", r"/scalesets/?"), ("GET", r"/instances/?"), ("GET", r"/providers/?"))
 FAULTS = ("500", "400", "drop", "drop_after")
-# Passes a fault-free GARM needs to finish any changeover, at worst: create the
-# replacement, hand over once it is warm, force-remove stuck runners past the deadline,
-# delete, and see it gone.
-CONVERGE_WITHIN = 5
+# How a story begins (``begin``).
+STARTS = ("empty", "serving", "busy", "long jobs", "long jobs, relabelled")
+# From seconds (GARM's listener start, the youngest delete) to past the drain deadline.
+DELAYS = tuple(
+    timedelta(seconds=s) for s in (5, 10, 30, 60, 5 * 60, 20 * 60, 45 * 60, 3 * 3600, 8 * 3600)
+)
+# Where ``drain_deadline_comes`` lands: just before, at, or after the deadline.
+AROUND_THE_DEADLINE = tuple(timedelta(seconds=s) for s in (-1, 0, 1, 90))
+# The reconcile timer's default interval: how far apart the settling passes start.
+TIMER_INTERVAL = timedelta(seconds=30)
+# While the passes find nothing to do they wait longer, up to one consolidation of GARM:
+# the same passes with a longer reconcile-interval, so settling costs fewer passes.
+LONGEST_WAIT = CONSOLIDATION_INTERVAL
+# Once every cause is gone, the longest a story may take to settle: the longest back-off
+# (an hour) plus a consolidation and a few passes, with margin.
+SETTLE_WITHIN = timedelta(hours=2)
 # What the stories exercised, summed over all examples; the test asserts each happened.
 COVERAGE: Counter[str] = Counter()
+# The coverage the unit run must reach, or the stories prove nothing.
+MUST_SEE = (
+    "faulted POST",
+    "faulted PUT",
+    "faulted DELETE",
+    "force removals",
+    "flip-flops",
+    "delete kept",
+    "removal refused (job still running)",
+    "failed runner removed before the deadline",
+    "job ended after its removal was refused",
+    "waited out a back-off",
+    "create refused",
+    "blocked",
+)
+
+
+@dataclass(frozen=True)
+class _Before:
+    """GARM's ground truth as a pass starts: what its requests are judged against."""
+
+    now: datetime
+    notes: Mapping[int, Notes]
+    born: Mapping[int, datetime]
+    runners: Mapping[str, dict[str, Any]]
+    refusals: Mapping[str, CreateRefusal]
+    requests: int
+    removals: int
+    deletions: int
+
+
+@dataclass
+class _PassLog:
+    """What one pass's requests showed so far: refused, noted to wait, asked."""
+
+    refused: set[tuple[str, Any]] = field(default_factory=set)
+    noted: set[tuple[str, int]] = field(default_factory=set)
+    asked: set[str] = field(default_factory=set)
 
 
 class Changeover(RuleBasedStateMachine):
@@ -56,17 +121,50 @@ class Changeover(RuleBasedStateMachine):
         super().__init__()
         self.garm, self.clock = garm, clock
         assert garm.unexpected == [], f"routes GARM does not have: {garm.unexpected}"
-        garm.reset()
+        # The clock first: GARM counts as started at reset (its consolidation timer).
         clock.now = T0
+        garm.reset()
         garm.add_provider(PROVIDER)
         garm.add_org("example-org")
         self.client = GarmClient(garm.url, garm.username, garm.password, timeout=(1, 1))
         self.labels: dict[str, tuple[str, ...]] = {"ci": ("linux", "x64"), "big": ("linux",)}
         self.served: dict[str, set[str]] = {}
-        self.checked_removals = 0
+        # What GitHub answered to creates, as the charm keeps it in the peer relation.
+        self.memory = CreateMemory()
+        # Runners whose job runs for hours: past any deadline, until ``long_job_ends``.
+        self.long_jobs: set[str] = set()
+        # What GitHub answers every create while it refuses them (None: it does not).
+        self.creates_refused_with: int | None = None
+        # Runners GitHub would not let go while their job ran.
+        self.refused_runners: set[str] = set()
         self.last: Outcome | None = None
 
     # --- what the world does ------------------------------------------------------------
+
+    @initialize(
+        start=st.sampled_from(STARTS),
+        labels=st.sampled_from(LABEL_SETS),
+        deletes_kept=st.booleans(),
+    )
+    def begin(self, start, labels, deletes_kept):
+        """Start from nothing, or from both scalesets serving, a job on each, perhaps a
+        job that will run for hours, perhaps relabelled at once (a drain ahead); with a
+        GitHub that refuses to delete scale sets (GARM keeps them), or not."""
+        self.garm.delete_keeps_record = deletes_kept
+        if start == "empty":
+            return
+        for _ in range(10):
+            if all(self.serving(logical) for logical in self.labels):
+                break
+            self.timer_fires(1)
+        else:
+            raise AssertionError(f"nothing serves after five minutes: {self.last}")
+        for logical in self.labels if start != "serving" else ():
+            self.job_arrives(logical, long=start.startswith("long"))
+        if start.endswith("relabelled"):
+            for logical, old in list(self.labels.items()):
+                other = LABEL_SETS[(LABEL_SETS.index(labels) + 1) % len(LABEL_SETS)]
+                self.change_labels(logical, labels if labels != old else other)
 
     @rule(logical=st.sampled_from(LOGICAL), labels=st.sampled_from(LABEL_SETS))
     def change_labels(self, logical, labels):
@@ -83,44 +181,115 @@ class Changeover(RuleBasedStateMachine):
     def tick(self):
         self.garm.tick()
 
-    @rule(logical=st.sampled_from(LOGICAL))
-    def job_arrives(self, logical):
-        """GitHub hands a job to an enabled scaleset serving ``logical``: a busy runner."""
-        serving = self.serving(logical)
-        if serving:
-            self.garm.add_runner(serving[0]["id"], runner_status="active")
+    @rule(logical=st.sampled_from(LOGICAL), long=st.booleans())
+    def job_arrives(self, logical, long):
+        """GitHub hands a job to a listening scaleset serving ``logical``: a busy runner.
 
-    @rule(data=st.data())
-    def take_job(self, data):
-        idle = [i for i in self.garm.instances() if i.get("runner_status") == "idle"]
-        if idle:
-            self.garm.start_job(data.draw(st.sampled_from(idle))["name"])
-
-    @rule(logical=st.sampled_from(LOGICAL))
-    def runner_gets_stuck(self, logical):
-        """A runner whose job never ends: only the drain deadline can free its scaleset."""
+        A ``long`` job runs for hours, past any drain deadline, until ``long_job_ends``.
+        """
         serving = self.serving(logical)
         if serving:
             name = self.garm.add_runner(serving[0]["id"], runner_status="active")
-            self.garm.set_runner(name, status="error", runner_status="failed")
+            if long:
+                self.long_jobs.add(name)
+
+    @rule(data=st.data())
+    def take_job(self, data):
+        """An idle runner of a listening scaleset is handed a job."""
+        idle = [
+            i
+            for i in self.garm.instances()
+            if i.get("runner_status") == "idle"
+            and i.get("status") == "running"
+            and self.garm.listening(i["scale_set_id"])
+        ]
+        if idle:
+            self.garm.start_job(data.draw(st.sampled_from(idle))["name"])
+
+    @rule(data=st.data(), how=st.sampled_from(("vm", "runner", "both")))
+    def runner_fails(self, data, how):
+        """A runner's VM errors, or the runner fails to start: it will never take a job."""
+        alive = [i for i in self.garm.instances() if i.get("status") in ("creating", "running")]
+        if alive:
+            name = data.draw(st.sampled_from(alive))["name"]
+            self.garm.set_runner(
+                name,
+                status="error" if how != "runner" else None,
+                runner_status="failed" if how != "vm" else None,
+            )
 
     @rule(data=st.data())
     def finish_job(self, data):
-        busy = [i for i in self.garm.instances() if i.get("runner_status") == "active"]
+        busy = [
+            i
+            for i in self.garm.instances()
+            if i.get("runner_status") == "active" and i["name"] not in self.long_jobs
+        ]
         if busy:
-            self.garm.finish_job(data.draw(st.sampled_from(busy))["name"])
+            self.end_job(data.draw(st.sampled_from(busy))["name"])
 
-    @rule(minutes=st.sampled_from([1, 20, 45, 60, 3 * 60, 8 * 60]))
-    def time_passes(self, minutes):
-        self.clock.advance(timedelta(minutes=minutes))
+    @rule(data=st.data())
+    def a_job_runs_long(self, data):
+        """A running job turns out to be one that runs for hours, past any deadline."""
+        busy = [
+            i["name"]
+            for i in self.garm.instances()
+            if i.get("runner_status") == "active" and i["name"] not in self.long_jobs
+        ]
+        if busy:
+            self.long_jobs.add(data.draw(st.sampled_from(busy)))
+
+    @rule(data=st.data())
+    def long_job_ends(self, data):
+        """A job that ran for hours ends at last: GitHub may now let its runner go."""
+        # In GARM's order (creation), not by name: runner names are random.
+        running = [i["name"] for i in self.garm.instances() if i["name"] in self.long_jobs]
+        if running:
+            self.end_job(data.draw(st.sampled_from(running)))
+
+    @rule(delta=st.sampled_from(DELAYS))
+    def time_passes(self, delta):
+        self.clock.advance(delta)
+
+    @precondition(lambda self: self.draining())
+    @rule(data=st.data(), offset=st.sampled_from(AROUND_THE_DEADLINE))
+    def drain_deadline_comes(self, data, offset):
+        """Time passes to about the drain deadline of a retired scaleset that still has
+        runners, GARM ticks and the timer fires: the moment force-removal may begin."""
+        scaleset_id = data.draw(st.sampled_from(self.draining()))
+        due = self.garm.disabled_since[scaleset_id] + SETTINGS.drain_deadline + offset
+        if due > self.clock.now:
+            self.clock.advance(due - self.clock.now)
+        self.garm.tick()
+        self.run_pass(faulty=False)
+
+    @rule(times=st.integers(1, 6))
+    def timer_fires(self, times):
+        """What happens most of the time: 30 s pass, GARM ticks, the leader's timer runs
+        a pass; a few times over."""
+        for _ in range(times):
+            self.clock.advance(TIMER_INTERVAL)
+            self.garm.tick()
+            self.run_pass(faulty=False)
 
     @rule(keep=st.booleans())
     def github_delete_fails(self, keep):
+        """GitHub refuses (or no longer refuses) to delete scale sets: GARM keeps them."""
         self.garm.delete_keeps_record = keep
+
+    @rule(status=st.sampled_from((404, 400, 500)))
+    def github_refuses_creates(self, status):
+        """GitHub refuses every new scale set (an unknown runner group: 404, say)."""
+        self.creates_refused_with = status
+
+    @rule()
+    def github_accepts_creates(self):
+        """The cause is gone (the operator fixed the runner group, say)."""
+        self.creates_refused_with = None
 
     @rule()
     def reconcile_pass(self):
-        self.run_pass()
+        self.run_pass(faulty=False)
 
     @rule(data=st.data(), kind=st.sampled_from(FAULTS))
     def faulty_pass(self, data, kind):
@@ -129,7 +298,9 @@ class Changeover(RuleBasedStateMachine):
         The call is picked from what the planner will ask first, so the fault always
         lands; with nothing to write, one of the observing reads fails instead.
         """
-        planned = preview(self.client, self.desired(), self.clock.now, SETTINGS).actions
+        planned = preview(
+            self.client, self.desired(), self.clock.now, SETTINGS, self.memory
+        ).actions
         if planned:
             method, path = _route_of(data.draw(st.sampled_from(planned)))
             COVERAGE[f"faulted {method}"] += 1
@@ -139,13 +310,17 @@ class Changeover(RuleBasedStateMachine):
             self.garm.inject(method, path, status=int(kind))
         else:
             self.garm.inject(method, path, drop=kind == "drop", drop_after=kind == "drop_after")
-        self.run_pass()
+        self.run_pass(faulty=True)
 
     # --- what must always hold ----------------------------------------------------------
 
     @invariant()
     def no_label_gap(self):
-        """Once served, a label still asked for is served by an enabled scaleset."""
+        """Once served, a label still asked for is served by a listening scaleset.
+
+        Listening, not only enabled: GARM opens a scaleset's GitHub listener seconds
+        after its create or re-enable, and until then nobody takes its labels' jobs.
+        """
         for logical, labels in self.labels.items():
             wanted = set(normalise_labels((*labels, logical)))
             now = self.served_labels(logical)
@@ -169,16 +344,136 @@ class Changeover(RuleBasedStateMachine):
             assert labels not in seen, f"two scalesets serve {labels}"
             seen.add(labels)
 
-    @invariant()
-    def no_runner_removed_before_its_deadline(self):
-        for name, scaleset_id, at, _ in self.garm.removals[self.checked_removals :]:
+    def check_pass(self, before: _Before, *, faulty: bool) -> None:
+        """What one pass sent, judged against GARM's ground truth as the pass started."""
+        self.no_runner_removed_before_its_deadline(before)
+        self.nothing_deleted_young(before)
+        refused = self.nothing_resent_before_its_backoff(before)
+        if not faulty:
+            self.every_refusal_noted(refused)
+
+    def no_runner_removed_before_its_deadline(self, before: _Before) -> None:
+        """A runner is removed only from a retired scaleset, past the drain deadline by
+        GARM's clock and by the charm's stamp, unless it failed (it never takes a job)."""
+        by_id = {s["id"]: s for s in self.garm.scalesets()}
+        for name, scaleset_id, at, _ in self.garm.removals[before.removals :]:
             since = self.garm.disabled_since.get(scaleset_id)
             assert since is not None, f"runner {name} removed from an enabled scaleset"
+            runner = before.runners[name]
+            if runner.get("status") == "error" or runner.get("runner_status") == "failed":
+                if at - since < SETTINGS.drain_deadline:
+                    COVERAGE["failed runner removed before the deadline"] += 1
+                continue
             assert at - since >= SETTINGS.drain_deadline, f"runner {name} removed early"
-        self.checked_removals = len(self.garm.removals)
+            stamp = Notes.read(by_id.get(scaleset_id, {}).get("extended_state", "")).retired_at
+            assert stamp is not None, f"runner {name} removed without a retired-at stamp"
+            assert at >= stamp + SETTINGS.drain_deadline, f"runner {name} removed early"
+
+    def nothing_deleted_young(self, before: _Before) -> None:
+        """GARM may not have started its worker for a scaleset younger than 30 s (ADR 0003)."""
+        for scaleset_id, name, at in self.garm.deletions[before.deletions :]:
+            age = at - before.born[scaleset_id]
+            assert age >= YOUNGEST_DELETE, f"scaleset {name} deleted {age} after its start"
+
+    def nothing_resent_before_its_backoff(self, before: _Before) -> set[tuple[str, Any]]:
+        """Nothing GARM or GitHub refused is sent again before its back-off is over.
+
+        A scaleset whose delete GARM kept is not deleted again, and one whose runners
+        GitHub would not let go has none force-removed, before the ``retry-at`` noted on
+        it as the pass started or by the pass itself; no runner or scaleset is asked
+        twice in a pass; a create refused before is not sent again for the same request
+        before its ``retry_at``, nor twice in a pass. Returns what the pass saw refused:
+        ("kept", scaleset id), ("refused", scaleset id), ("create", logical name).
+        """
+        seen = _PassLog()
+        sent = self.garm.requests[before.requests :]
+        for index, request in enumerate(sent):
+            path = request.path.rstrip("/")
+            target = f"{request.method} {path}"
+            assert request.method != "DELETE" or target not in seen.asked, f"{target} twice"
+            seen.asked.add(target)
+            if request.method == "PUT" and re.fullmatch(r"/scalesets/\d+", path):
+                body = request.body if isinstance(request.body, dict) else {}
+                notes = Notes.read(str(body.get("extended_state", "")))
+                scaleset_id = int(path.rsplit("/", 1)[1])
+                if _holds_deletes(notes, before.now):
+                    seen.noted.add(("kept", scaleset_id))
+                if _holds_removals(notes, before.now):
+                    seen.noted.add(("refused", scaleset_id))
+            elif request.method == "DELETE" and path.startswith("/instances/"):
+                self._removal(before, seen, path.removeprefix("/instances/"), request.status)
+            elif request.method == "DELETE" and re.fullmatch(r"/scalesets/\d+", path):
+                confirm = sent[index + 1 : index + 2]
+                kept = bool(confirm) and confirm[0].method == "GET" and confirm[0].status == 200
+                self._delete(before, seen, int(path.rsplit("/", 1)[1]), kept)
+            elif request.method == "POST" and path.endswith("/scalesets"):
+                assert isinstance(request.body, dict)
+                self._create(before, seen, request.body, request.status)
+        return seen.refused
+
+    def _removal(self, before: _Before, seen: _PassLog, name: str, status: int | None) -> None:
+        runner = before.runners[name]
+        scaleset_id = runner["scale_set_id"]
+        notes = before.notes[scaleset_id]
+        assert not _holds_removals(notes, before.now), (
+            f"runner {name} force-removed before its scaleset's retry-at "
+            f"{notes.retry_at} (now {before.now})"
+        )
+        assert ("refused", scaleset_id) not in seen.noted, f"{name}: removed after a refusal"
+        COVERAGE["force removals"] += 1
+        if status == 400:
+            seen.refused.add(("refused", scaleset_id))
+            if runner.get("runner_status") == "active":
+                self.refused_runners.add(name)
+                COVERAGE["removal refused (job still running)"] += 1
+
+    def _delete(self, before: _Before, seen: _PassLog, scaleset_id: int, kept: bool) -> None:
+        notes = before.notes.get(scaleset_id, Notes())
+        assert not _holds_deletes(notes, before.now), (
+            f"scaleset {scaleset_id} deleted before its retry-at {notes.retry_at}"
+        )
+        assert ("kept", scaleset_id) not in seen.noted, f"scaleset {scaleset_id} deleted again"
+        if kept:
+            seen.refused.add(("kept", scaleset_id))
+            COVERAGE["delete kept"] += 1
+
+    def _create(
+        self, before: _Before, seen: _PassLog, body: dict[str, Any], status: int | None
+    ) -> None:
+        logical = _logical_of(body)
+        earlier = before.refusals.get(logical)
+        assert not (
+            earlier is not None
+            and earlier.digest == request_digest(body)
+            and before.now < earlier.retry_at
+        ), f"create of {logical} re-sent before its retry-at {earlier}"
+        assert ("create", logical) not in seen.refused, f"create of {logical} sent again"
+        if status is not None and status >= 400:
+            seen.refused.add(("create", logical))
+            COVERAGE["create refused"] += 1
+
+    def every_refusal_noted(self, refused: set[tuple[str, Any]]) -> None:
+        """What GARM or GitHub refused in a pass without faults is noted with its back-off:
+        on the scaleset (``kept`` or ``refused``, and ``retry-at``), or with the
+        application (a refused create)."""
+        live = {s["id"]: s for s in self.garm.scalesets()}
+        soonest = self.clock.now + FIRST_RETRY
+        for kind, what in refused:
+            if kind == "create":
+                refusal = self.memory.refusals.get(what)
+                assert refusal is not None, f"refused create of {what} not remembered"
+                assert refusal.retry_at >= soonest, refusal
+                continue
+            if what not in live:
+                continue  # deleted after all (a removal refused, then the job ended)
+            notes = Notes.read(live[what].get("extended_state", ""))
+            count = notes.kept if kind == "kept" else notes.refused
+            assert count > 0 and notes.retry_at is not None and notes.retry_at >= soonest, (
+                f"scaleset {what}: {kind} not noted ({notes})"
+            )
 
     def teardown(self):
-        """Every story ends converged once faults stop and runners finish."""
+        """Every story ends settled once faults stop and every job ends."""
         try:
             self.settle()
         finally:
@@ -186,13 +481,56 @@ class Changeover(RuleBasedStateMachine):
 
     # --- helpers ------------------------------------------------------------------------
 
-    def run_pass(self) -> None:
-        start = len(self.garm.requests)
-        self.last = reconcile(self.client, self.desired(), self.clock.now, SETTINGS)
+    def run_pass(self, *, faulty: bool) -> None:
+        """One reconcile pass, as the leader's timer or a hook runs it, then its checks."""
+        if self.creates_refused_with is not None:
+            self.garm.inject("POST", CREATE_ROUTE, status=self.creates_refused_with, times=99)
+        before = self.before()
+        self.last = reconcile(
+            self.client, self.desired(), self.clock.now, SETTINGS, memory=self.memory
+        )
         self.garm.clear_faults()
-        for request in self.garm.requests[start:]:
-            if request.method == "DELETE" and request.path.startswith("/instances/"):
-                COVERAGE["force removals"] += 1
+        if self.last.memory is not None:
+            self.memory = self.last.memory
+        self.check_pass(before, faulty=faulty)
+        if any(p.blocked for p in self.last.progress):
+            COVERAGE["blocked"] += 1
+        if any(s.blocking for s in self.last.skipped):
+            COVERAGE["create blocked"] += 1
+        waiting = [
+            n
+            for n in before.notes.values()
+            if _holds_deletes(n, before.now) or _holds_removals(n, before.now)
+        ]
+        if waiting and not faulty and self.last.ok:
+            COVERAGE["waited out a back-off"] += 1
+
+    def before(self) -> _Before:
+        scalesets = self.garm.scalesets()
+        notes = {s["id"]: Notes.read(s.get("extended_state", "")) for s in scalesets}
+        born = {s["id"]: parse_time(s["created_at"]) for s in scalesets}
+        return _Before(
+            now=self.clock.now,
+            notes=notes,
+            born=born,
+            runners={i["name"]: i for i in self.garm.instances()},
+            refusals=dict(self.memory.refusals),
+            requests=len(self.garm.requests),
+            removals=len(self.garm.removals),
+            deletions=len(self.garm.deletions),
+        )
+
+    def draining(self) -> list[int]:
+        """Retired scalesets that still have runners, by id."""
+        held = {i["scale_set_id"] for i in self.garm.instances()}
+        return sorted(held & set(self.garm.disabled_since))
+
+    def end_job(self, name: str) -> None:
+        """A runner's job ends; GARM hears of it at once only if the scaleset listens."""
+        self.long_jobs.discard(name)
+        if name in self.refused_runners:
+            COVERAGE["job ended after its removal was refused"] += 1
+        self.garm.finish_job(name)
 
     def desired(self) -> Desired:
         return Desired(
@@ -215,11 +553,11 @@ class Changeover(RuleBasedStateMachine):
         )
 
     def serving(self, logical: str) -> list[dict]:
-        """The enabled scalesets carrying ``logical`` as a label."""
+        """The listening scalesets carrying ``logical`` as a label: GitHub's job targets."""
         return [
             s
             for s in self.garm.scalesets()
-            if s.get("enabled") and logical in {t["name"] for t in s.get("tags", [])}
+            if self.garm.listening(s["id"]) and logical in {t["name"] for t in s.get("tags", [])}
         ]
 
     def has_generation(self, logical: str, labels: tuple[str, ...]) -> bool:
@@ -229,39 +567,43 @@ class Changeover(RuleBasedStateMachine):
         )
 
     def served_labels(self, logical: str) -> set[str]:
-        """Labels of the enabled scalesets that carry ``logical`` as a label."""
+        """Labels of the listening scalesets that carry ``logical`` as a label."""
         served: set[str] = set()
         for scaleset in self.garm.scalesets():
             tags = {t["name"].lower() for t in scaleset.get("tags", [])}
-            if scaleset.get("enabled") and logical in tags:
+            if self.garm.listening(scaleset["id"]) and logical in tags:
                 served |= tags
         return served
 
     def settle(self):
-        """Stop faults, let every job finish and time pass, then require convergence."""
+        """Stop faults and GitHub's refusals, let every job end, then let time pass.
+
+        The timer fires every 30 s, GARM ticks in between (its consolidation reaps the
+        runners whose jobs ended unseen); while passes find nothing to do the waits grow
+        up to one consolidation. The story must settle within ``SETTLE_WITHIN``: a pass
+        with nothing under way that writes nothing, twice.
+        """
         self.garm.clear_faults()
         self.garm.delete_keeps_record = False
+        self.creates_refused_with = None
         for instance in self.garm.instances():
             if instance.get("runner_status") == "active":
-                self.garm.finish_job(instance["name"])
-        outcome = None
-        for _ in range(CONVERGE_WITHIN):
+                self.end_job(instance["name"])
+        deadline = self.clock.now + SETTLE_WITHIN
+        wait, quiet = TIMER_INTERVAL, 0
+        while quiet < 2:
+            assert self.clock.now < deadline, f"not settled within {SETTLE_WITHIN}: {self.last}"
+            self.clock.advance(wait)
             self.garm.tick()
-            self.garm.tick()
-            # Runners stuck in error never finish: each pass waits out every deadline.
-            self.clock.advance(SETTINGS.drain_deadline + SETTINGS.handover_timeout)
-            self.run_pass()
+            writes = len(self.garm.writes())
+            self.run_pass(faulty=False)
             outcome = self.last
             assert outcome is not None and outcome.ok, outcome
             self.no_label_gap()
-            self.no_runner_removed_before_its_deadline()
-            if not outcome.done and not outcome.progress:
-                break
-        else:
-            raise AssertionError(f"not converged after {CONVERGE_WITHIN} passes: {outcome}")
-        writes_before = len(self.garm.writes())
-        reconcile(self.client, self.desired(), self.clock.now, SETTINGS)
-        assert len(self.garm.writes()) == writes_before, "a converged pass wrote"
+            wrote = len(self.garm.writes()) > writes
+            settled = not wrote and not outcome.progress and not outcome.skipped
+            quiet = quiet + 1 if settled else 0
+            wait = TIMER_INTERVAL if wrote or settled else min(wait * 2, LONGEST_WAIT)
         live = self.garm.scalesets()
         assert len(live) == len(self.labels), live
         for logical, labels in self.labels.items():
@@ -280,8 +622,8 @@ def test_changeovers_keep_every_invariant(garm: GarmDouble, clock: FakeClock):
     COVERAGE.clear()
     run_state_machine_as_test(OnThisGarm, settings=soak_settings(50, 60))
     # The stories must have reached what the invariants guard, or they prove nothing.
-    for seen in ("faulted POST", "faulted PUT", "faulted DELETE", "force removals", "flip-flops"):
-        assert COVERAGE[seen] > 0, COVERAGE
+    missing = [seen for seen in MUST_SEE if not COVERAGE[seen]]
+    assert not missing, f"stories never reached {missing}: {dict(COVERAGE)}"
     report = os.environ.get("GARM_SOAK_REPORT")
     if report:
         Path(report).write_text(json.dumps(dict(sorted(COVERAGE.items())), indent=2) + "\n")
@@ -290,9 +632,26 @@ def test_changeovers_keep_every_invariant(garm: GarmDouble, clock: FakeClock):
 def _route_of(action: Action) -> tuple[str, str]:
     """The GARM call an action makes, as a fault pattern for the double."""
     if isinstance(action, CreateScaleset):
-        return "POST", r"/organizations/[^/]+/scalesets/?"
+        return "POST", CREATE_ROUTE
     if isinstance(action, UpdateScaleset):
         return "PUT", rf"/scalesets/{action.scaleset_id}/?"
     if isinstance(action, RemoveInstance):
         return "DELETE", rf"/instances/{action.instance_name}/?"
     return "DELETE", rf"/scalesets/{action.scaleset_id}/?"
+
+
+def _holds_deletes(notes: Notes, now: datetime) -> bool:
+    """A scaleset whose delete GARM kept is not asked again before its ``retry-at``."""
+    return notes.kept > 0 and notes.waiting(now)
+
+
+def _holds_removals(notes: Notes, now: datetime) -> bool:
+    """A scaleset whose runners GitHub would not let go: none asked before ``retry-at``."""
+    return notes.refused > 0 and notes.waiting(now)
+
+
+def _logical_of(body: Mapping[str, Any]) -> str:
+    """The logical scaleset a create is for: the one of its labels that names one."""
+    labels = {str(label).lower() for label in body.get("labels", [])}
+    (logical,) = [name for name in LOGICAL if name in labels]
+    return logical

@@ -4,16 +4,24 @@ Hypothesis tells stories the way a Juju model lives them (juju-lifecycle.md §1-
 configurator applications integrated before their units join, units added, removed and
 scaled to zero, relations removed, configurator leaders changing, configs renamed and
 relabelled, the garm leader removed (its self-departing hooks, broken, stop, remove, then
-the other unit elected) or simply losing its lease, runners taking and finishing jobs,
-GARM's workers ticking, time passing. Every hook runs the real ``GarmCharm`` through
+the other unit elected) or simply losing its lease, runners taking and finishing jobs
+(some only past the drain deadline, which GitHub then refuses to cut short), GARM's
+workers ticking, time passing from seconds to hours (every hook takes a moment too), and
+the leader's reconcile timer dispatching ``reconcile-tick`` through juju-exec: as a rule
+of its own and between any two hooks of the others, on the leader, on a unit that lost
+the lease, or on a dying one. Every hook runs the real ``GarmCharm`` through
 ``ops.testing`` on the unit's own sandboxed machine, with Juju's ``goal-state`` answered
-as the controller would at that moment, against one GARM double (one shared PostgreSQL).
+as the controller would at that moment, against one GARM double (one shared PostgreSQL)
+that plays GARM's real pace (listeners seconds after a create, consolidation every 5 min).
 
 After every hook the design's invariants are checked on the double's ground truth (no
-label gap, no serving scaleset of a valid unit retired, no runner removed before its drain
-deadline, providers only as their unit published them, no write from a dying unit), and
-every story ends settled: all units joined, jobs done, then the leader converged with zero
-writes on one more update-status.
+label gap, served meaning listening; no serving scaleset of a valid unit retired; no
+runner removed before its drain deadline; nothing refused re-sent before the retry-at
+noted on its scaleset; providers only as their unit published them; no write from a dying
+unit; the timer only on the live leader, there once GARM runs; a tick on a non-leader or
+dying unit changing nothing), and every story ends settled: all units joined, every job
+ended, then the leader's timer firing (GARM ticking between) until the leader shows the
+expected status and writes nothing, twice in a row.
 
 ``GARM_SOAK_STEPS`` / ``GARM_SOAK_EXAMPLES`` make the same machine run long (``tox -e soak``).
 """
@@ -21,6 +29,7 @@ writes on one more update-status.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import pwd
@@ -30,7 +39,7 @@ import tempfile
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +59,13 @@ from ops import testing
 from scenario.state import _Event
 
 import workload
-from charm import GarmCharm
+from charm import BEING_REMOVED, GarmCharm
 from naming import normalise_labels
-from planner import read_retirement_stamp
+from scaleset_notes import Notes
 from tests.clock import FakeClock
 from tests.databags import EXAMPLE_UNIT
 from tests.garm_double import GarmDouble
-from tests.juju_events import self_departing
+from tests.juju_events import reconcile_tick, self_departing
 from tests.machine import FakeSystemctl, goal
 from tests.soak import soak_settings
 from tests.unit.test_charm import make_state
@@ -79,9 +88,22 @@ NAMES = {"cfg-a": ("ci-a", "ci-a2"), "cfg-b": ("ci-b", "ci-b2")}
 LABEL_SETS = (("linux",), ("linux", "x64"), ("linux", "arm64"), ("self-hosted", "linux", "x64"))
 MAX_CONFIGURATOR_UNITS = 3
 DRAIN_DEADLINE = timedelta(minutes=420)  # the charm's default drain-deadline-minutes
-# update-status hooks the leader may take to settle once nothing else happens: pick up
-# a new provider after GARM's restart, create, hand over, retire, delete, see it gone.
-SETTLE_PASSES = 8
+# The reconcile timer's default interval (reconcile-interval): how far apart the
+# settling passes start.
+TIMER_INTERVAL = timedelta(seconds=30)
+# While passes find nothing to do, settling waits longer between them, up to one of
+# GARM's consolidations: the same passes a longer reconcile-interval would run.
+LONGEST_WAIT = timedelta(minutes=5)
+# Once every cause is gone (jobs ended, GitHub caught up), the longest a story may take
+# to settle: the longest back-off (an hour), a consolidation and a few passes, with margin.
+SETTLE_WITHIN = timedelta(hours=2)
+# How long a hook takes, as Juju runs them one after another: time moves on between
+# any two hooks (GARM's listener opens 4.5 s after a create: a few hooks later).
+HOOK_TAKES = timedelta(seconds=2)
+# The timer fires between two hooks when a draw from 0..TIMER_ODDS is 0.
+TIMER_ODDS = 5
+# Where ``drain_deadline_comes`` lands: just before, at, or after the deadline.
+AROUND_THE_DEADLINE = tuple(timedelta(seconds=s) for s in (-1, 0, 1, 90))
 PHASE_B_KEYS = tuple(k for k in EXAMPLE_UNIT if k.startswith(("openstack_", "github_")))
 # What the stories must reach, or they prove nothing.
 KINDS = (
@@ -104,6 +126,12 @@ KINDS = (
     "github-slow",
     "time-passes-on-a-draining-job",
     "foreign-provider",
+    "timer(leader)",
+    "timer(non-leader)",
+    "timer(dying)",
+    "timer-between-hooks",
+    "time-passes",
+    "removal-refused(job-running)",
 )
 # What the stories exercised, summed over all examples; the test asserts each happened.
 COVERAGE: Counter[str] = Counter()
@@ -207,10 +235,47 @@ class GarmUnit:
     state: testing.State
     view: dict[int, set[int]] = dataclasses.field(default_factory=dict)
     dying: bool = False
+    hooks: int = 0  # hooks run so far: none before install
 
     @property
     def name(self) -> str:
         return f"garm/{self.id}"
+
+    @property
+    def runs_garm(self) -> bool:
+        """GARM was (re)started on this machine and has not been stopped since."""
+        for call in reversed(self.systemctl.calls):
+            if call == ["restart", "garm"]:
+                return True
+            if call == ["stop", "garm"]:
+                return False
+        return False
+
+    @property
+    def has_timer(self) -> bool:
+        return self.paths.timer_file.exists()
+
+
+def between_hooks(decorator: Callable[..., Any] = rule, **strategies: Any) -> Callable:
+    """``rule`` (or ``initialize``) whose hooks the reconcile timer may fire between.
+
+    juju-exec waits for the machine lock, so the timer's dispatch never runs inside a
+    hook but may run between any two: the rule gets a ``data`` draw that ``hook`` uses to
+    decide, before each hook, whether the timer fires first, and on which unit.
+    """
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(f)
+        def run(self: Lifecycle, timer: st.DataObject, **kwargs: Any) -> Any:
+            self.timer = timer
+            try:
+                return f(self, **kwargs)
+            finally:
+                self.timer = None
+
+        return decorator(timer=st.data(), **strategies)(run)
+
+    return decorate
 
 
 class Lifecycle(RuleBasedStateMachine):
@@ -219,8 +284,9 @@ class Lifecycle(RuleBasedStateMachine):
     def __init__(self, garm: GarmDouble, clock: FakeClock, machines: Machines):
         super().__init__()
         assert garm.unexpected == [], f"routes GARM does not have: {garm.unexpected}"
-        garm.reset()
+        # The clock first: GARM counts as started at reset (its consolidation timer).
         clock.now = T0
+        garm.reset()
         garm.add_org(ORG)
         self.garm, self.clock, self.machines = garm, clock, machines
         self.root = Path(tempfile.mkdtemp(prefix="garm-lifecycle-"))
@@ -243,16 +309,24 @@ class Lifecycle(RuleBasedStateMachine):
         self.checked_removals = 0
         self.trail: list[str] = []
         self.healthy = True
+        # The running rule's draws for the timer between its hooks (``between_hooks``).
+        self.timer: st.DataObject | None = None
+        self.ticking = False
+        # Teardown hooks of a dying unit before its queued timer dispatch runs.
+        self.dying_tick: int | None = None
 
     # --- deployment ---------------------------------------------------------------------
 
-    @initialize(
+    @between_hooks(
+        initialize,
         database=st.sampled_from(("postgresql", "postgresql", "sqlite")),
         units=st.integers(1, MAX_CONFIGURATOR_UNITS),
         labels=st.sampled_from(LABEL_SETS),
+        jobs=st.integers(0, 2),
     )
-    def deploy(self, database: str, units: int, labels: tuple[str, ...]):
-        """garm deployed (two units on PostgreSQL, one on sqlite), then cfg-a integrated."""
+    def deploy(self, database: str, units: int, labels: tuple[str, ...], jobs: int):
+        """garm deployed (two units on PostgreSQL, one on sqlite), then cfg-a integrated;
+        half a minute later the leader's timer fires and ``jobs`` jobs start."""
         self.database = database
         for _ in range(2 if database == "postgresql" else 1):
             self._new_unit(leader=not self.units)
@@ -273,6 +347,16 @@ class Lifecycle(RuleBasedStateMachine):
         self._integrate(app)
         for n in sorted(app.units):
             self._join(app, n)
+        self._first_jobs(jobs)
+
+    def _first_jobs(self, jobs: int) -> None:
+        """Half a minute on, the leader's timer fires and ``jobs`` jobs start."""
+        if jobs:
+            self.clock.advance(TIMER_INTERVAL)
+            self.garm.tick()
+            self.tick(self.leader())
+            for pick in range(jobs):
+                self.jobs(start=True, pick=pick)
 
     def _new_unit(self, *, leader: bool) -> GarmUnit:
         """A garm unit's machine and its State before its first hook."""
@@ -348,13 +432,13 @@ class Lifecycle(RuleBasedStateMachine):
     # --- what the configurators do ------------------------------------------------------
 
     @precondition(lambda self: self._apps(lambda a: a.relation_id is None))
-    @rule(pick=st.integers(0, 9))
+    @between_hooks(pick=st.integers(0, 9))
     def integrate(self, pick: int):
         """``juju integrate garm cfg-x``: relation-created everywhere, joins come later."""
         self._integrate(self._pick(self._apps(lambda a: a.relation_id is None), pick))
 
     @precondition(lambda self: self._pending())
-    @rule(pick=st.integers(0, 99))
+    @between_hooks(pick=st.integers(0, 99))
     def units_join(self, pick: int):
         """A remote unit enters this relation's scope on every garm unit still lacking it."""
         app, n = self._pick(self._pending(), pick)
@@ -370,8 +454,15 @@ class Lifecycle(RuleBasedStateMachine):
         eligible = self._apps(lambda a: len(a.units) < MAX_CONFIGURATOR_UNITS)
         self._add_configurator_unit(self._pick(eligible, pick), publish=publish)
 
+    @precondition(lambda self: self._apps(lambda a: a.emptied))
+    @rule(pick=st.integers(0, 9), publish=st.booleans())
+    def configurator_scaled_back(self, pick: int, publish: bool):
+        """``juju add-unit cfg-x`` on an application scaled to zero while related."""
+        emptied = self._apps(lambda a: a.emptied)
+        self._add_configurator_unit(self._pick(emptied, pick), publish=publish)
+
     @precondition(lambda self: self._quiet())
-    @rule(pick=st.integers(0, 99))
+    @between_hooks(pick=st.integers(0, 99))
     def configurator_unit_publishes(self, pick: int):
         """A new configurator unit's first reconcile: relation-changed where it has joined."""
         app, n = self._pick(self._quiet(), pick)
@@ -379,7 +470,7 @@ class Lifecycle(RuleBasedStateMachine):
         self._changed_everywhere(app, n)
 
     @precondition(lambda self: self._apps(lambda a: bool(a.units)))
-    @rule(pick=st.integers(0, 99), heir=st.integers(0, 9))
+    @between_hooks(pick=st.integers(0, 99), heir=st.integers(0, 9))
     def remove_configurator_unit(self, pick: int, heir: int):
         """``juju remove-unit cfg-x/N``: departed on every garm unit that had it joined."""
         units = [(a, n) for a in self._apps(lambda a: bool(a.units)) for n in sorted(a.units)]
@@ -399,7 +490,7 @@ class Lifecycle(RuleBasedStateMachine):
             self._new_configurator_leader(app, self._pick(sorted(app.units), heir))
 
     @precondition(lambda self: self._apps(lambda a: len(a.units) > 1))
-    @rule(pick=st.integers(0, 9), heir=st.integers(0, 9))
+    @between_hooks(pick=st.integers(0, 9), heir=st.integers(0, 9))
     def configurator_leader_changes(self, pick: int, heir: int):
         """The configurator's lease moves: the new leader publishes Phase B, the old keeps its."""
         app = self._pick(self._apps(lambda a: len(a.units) > 1), pick)
@@ -407,7 +498,7 @@ class Lifecycle(RuleBasedStateMachine):
         self._new_configurator_leader(app, self._pick(others, heir))
 
     @precondition(lambda self: self._apps(lambda a: bool(a.units)))
-    @rule(
+    @between_hooks(
         pick=st.integers(0, 9),
         labels=st.sampled_from(LABEL_SETS),
         rename=st.booleans(),
@@ -437,7 +528,7 @@ class Lifecycle(RuleBasedStateMachine):
             self._changed_everywhere(app, n)
 
     @precondition(lambda self: self._apps(lambda a: a.relation_id is not None))
-    @rule(pick=st.integers(0, 9))
+    @between_hooks(pick=st.integers(0, 9))
     def remove_relation(self, pick: int):
         """``juju remove-relation``: departed per remote unit, then broken, on every unit."""
         app = self._pick(self._apps(lambda a: a.relation_id is not None), pick)
@@ -453,17 +544,20 @@ class Lifecycle(RuleBasedStateMachine):
     # --- what happens to garm -----------------------------------------------------------
 
     @precondition(lambda self: self.database == "postgresql" and len(self.units) == 2)
-    @rule(leader=st.booleans())
-    def garm_unit_removed(self, leader: bool):
+    @between_hooks(leader=st.booleans(), dying_tick=st.integers(-1, 6))
+    def garm_unit_removed(self, leader: bool, dying_tick: int):
         """``juju remove-unit garm/N`` (mostly the leader): its teardown, then the other leads.
 
         The dying unit departs every remote unit (itself the departing unit), breaks each
         relation, departs its peers, stops and is removed; the other unit sees nothing
         until it is gone, then its peer departs and, if the leader went, it is elected.
+        Before the dying unit's ``dying_tick``-th teardown hook the timer's dispatch,
+        queued behind the machine lock, runs on it (-1: none does).
         """
         dying = self.leader() if leader else next(u for u in self.alive() if not u.state.leader)
         (heir,) = [u for u in self.alive() if u is not dying]
         dying.dying = True
+        self.dying_tick = dying_tick if dying_tick >= 0 else None
         for rid in sorted(dying.view):
             for n in sorted(dying.view[rid]):
                 self._depart(dying, rid, n, itself=True)
@@ -474,6 +568,7 @@ class Lifecycle(RuleBasedStateMachine):
         for kind in ("stop", "remove"):
             self.hook(dying, kind, lambda _, kind=kind: _Event(kind))
             COVERAGE[kind] += 1
+        self.dying_tick = None
         del self.units[dying.id]
         peer = heir.state.get_relation(PEER_ID)
         assert isinstance(peer, testing.PeerRelation)
@@ -486,7 +581,7 @@ class Lifecycle(RuleBasedStateMachine):
             COVERAGE["garm-leader-change"] += 1
 
     @precondition(lambda self: self.database == "postgresql" and len(self.units) == 2)
-    @rule(new_first=st.booleans())
+    @between_hooks(new_first=st.booleans())
     def garm_leadership_moves(self, new_first: bool):
         """The lease moves between live units: leader-elected and leader-settings-changed."""
         old = self.leader()
@@ -499,7 +594,7 @@ class Lifecycle(RuleBasedStateMachine):
         COVERAGE["garm-leader-change"] += 1
 
     @precondition(lambda self: self.database == "postgresql" and len(self.units) == 1)
-    @rule()
+    @between_hooks()
     def add_garm_unit(self):
         """``juju add-unit garm``: install, relation-created, config, start; joins come later."""
         unit = self._new_unit(leader=False)
@@ -516,7 +611,7 @@ class Lifecycle(RuleBasedStateMachine):
                 self.hook(other, "peer joined", lambda s: _joined(s, PEER_ID, unit.id))
                 self.hook(other, "peer changed", lambda s: _changed(s, PEER_ID, unit.id))
 
-    @rule()
+    @between_hooks()
     def update_status(self):
         for unit in self.alive():
             self.hook(unit, "update_status", lambda _: _Event("update_status"))
@@ -525,7 +620,7 @@ class Lifecycle(RuleBasedStateMachine):
 
     @precondition(
         lambda self: (
-            any(_serves(s) for s in self.garm.scalesets())
+            any(self.serves(s) for s in self.garm.scalesets())
             or any(i.get("runner_status") == "active" for i in self.garm.instances())
         )
     )
@@ -533,7 +628,7 @@ class Lifecycle(RuleBasedStateMachine):
     def jobs(self, start: bool, pick: int):
         """GitHub hands a job to a serving scaleset (a busy runner), or a job finishes."""
         if start:
-            serving = [s for s in self.garm.scalesets() if _serves(s)]
+            serving = [s for s in self.garm.scalesets() if self.serves(s)]
             if serving:
                 self.garm.add_runner(self._pick(serving, pick)["id"], runner_status="active")
                 COVERAGE["job-started"] += 1
@@ -544,7 +639,7 @@ class Lifecycle(RuleBasedStateMachine):
             COVERAGE["job-finished"] += 1
 
     @precondition(lambda self: self._impostors())
-    @rule(pick=st.integers(0, 99), victim=st.integers(0, 99))
+    @between_hooks(pick=st.integers(0, 99), victim=st.integers(0, 99))
     def a_leader_names_another_units_provider(self, pick: int, victim: int):
         """A configurator leader publishes OpenStack settings under another unit's provider.
 
@@ -568,7 +663,7 @@ class Lifecycle(RuleBasedStateMachine):
         COVERAGE["foreign-provider"] += 1
 
     @precondition(lambda self: self._apps(lambda a: a.impostor is not None))
-    @rule(pick=st.integers(0, 9))
+    @between_hooks(pick=st.integers(0, 9))
     def the_impostor_is_corrected(self, pick: int):
         self._correct(self._pick(self._apps(lambda a: a.impostor is not None), pick))
 
@@ -609,6 +704,53 @@ class Lifecycle(RuleBasedStateMachine):
             COVERAGE["time-passes-on-a-draining-job"] += 1
         self.clock.advance(timedelta(minutes=minutes))
 
+    @precondition(lambda self: self._draining_jobs())
+    @between_hooks(
+        pick=st.integers(0, 99),
+        offset=st.sampled_from(AROUND_THE_DEADLINE),
+        job_ended=st.booleans(),
+    )
+    def drain_deadline_comes(self, pick: int, offset: timedelta, job_ended: bool):
+        """Time passes to about the drain deadline of a retired scaleset whose runner
+        still has a job, GARM's workers tick, the job perhaps ends just then (unseen, the
+        scaleset no longer listens), and the leader's timer fires."""
+        name, scaleset_id = self._pick(self._draining_jobs(), pick)
+        due = self.garm.disabled_since[scaleset_id] + DRAIN_DEADLINE + offset
+        if due > self.clock.now:
+            self.clock.advance(due - self.clock.now)
+        COVERAGE["time-passes-on-a-draining-job"] += 1
+        self.garm.tick()
+        if job_ended and name in {i["name"] for i in self.garm.instances()}:
+            self.garm.finish_job(name)
+            COVERAGE["job-finished"] += 1
+        leader = self.leader()
+        if leader.hooks:
+            self.tick(leader)
+
+    def _draining_jobs(self) -> list[tuple[str, int]]:
+        """(runner, scaleset id) of the busy runners of retired scalesets, GARM's order."""
+        return [
+            (i["name"], i["scale_set_id"])
+            for i in self.garm.instances()
+            if i.get("status") == "running"
+            and i.get("runner_status") == "active"
+            and i["scale_set_id"] in self.garm.disabled_since
+        ]
+
+    @precondition(lambda self: any(u.hooks for u in self.alive()))
+    @rule(pick=st.integers(0, 9))
+    def reconcile_timer_fires(self, pick: int):
+        """The timer's dispatch runs on a unit: the leader's own timer, or one queued on a
+        unit that has lost the lease since (or an operator's juju-exec)."""
+        self.tick(self._pick([u for u in self.alive() if u.hooks], pick))
+
+    @rule(seconds=st.integers(1, 900))
+    def time_passes(self, seconds: int):
+        """Seconds to minutes pass, for GARM and the charm; GARM's workers tick."""
+        self.clock.advance(timedelta(seconds=seconds))
+        self.garm.tick()
+        COVERAGE["time-passes"] += 1
+
     def _github_catches_up(self) -> None:
         self.garm.register_on_create = True
         for scaleset in self.garm.scalesets():
@@ -620,6 +762,8 @@ class Lifecycle(RuleBasedStateMachine):
     @invariant()
     def every_invariant(self):
         self.check()
+        for unit in self.alive():
+            self.timer_only_on_the_leader(unit)
         if sum(1 for a in self.apps.values() if a.valid) == 2:
             COVERAGE["two-apps"] += 1
         COVERAGE["steps checked"] += 1
@@ -647,7 +791,7 @@ class Lifecycle(RuleBasedStateMachine):
         served and still asks for must stay together on one such scaleset.
         """
         asked = self._asked()
-        serving = [_tags(s) for s in self.garm.scalesets() if _serves(s)]
+        serving = [_tags(s) for s in self.garm.scalesets() if self.serves(s)]
         self.guaranteed &= set().union(*asked.values()) if asked else set()
         lost = self.guaranteed - set().union(*serving)
         assert not lost, self._explain(f"labels {sorted(lost)} no longer served")
@@ -676,7 +820,7 @@ class Lifecycle(RuleBasedStateMachine):
         self.whole = {(app, wanted) for app, wanted in self.whole if asked.get(app) == wanted}
         live = self.garm.scalesets()
         for app, wanted in asked.items():
-            exact = [s for s in live if _serves(s) and _tags(s) == wanted]
+            exact = [s for s in live if self.serves(s) and _tags(s) == wanted]
             if (app, wanted) in self.whole:
                 assert exact, self._explain(f"{app}'s scaleset {sorted(wanted)} retired")
             elif exact:
@@ -694,7 +838,7 @@ class Lifecycle(RuleBasedStateMachine):
             what = f"runner {name} ({'forced' if force else 'plain'}) removed"
             assert since is not None, self._explain(f"{what} from an enabled scaleset")
             assert at - since >= DRAIN_DEADLINE, self._explain(f"{what} {at - since} after")
-            stamp = read_retirement_stamp(by_id.get(scaleset_id, {}).get("extended_state", ""))
+            stamp = Notes.read(by_id.get(scaleset_id, {}).get("extended_state", "")).retired_at
             assert stamp is not None, self._explain(f"{what}: scaleset has no retired-at stamp")
             assert at >= stamp + DRAIN_DEADLINE, self._explain(
                 f"{what} before the charm's own deadline (stamped {stamp})"
@@ -729,32 +873,36 @@ class Lifecycle(RuleBasedStateMachine):
         for app, n in self._pending():
             self._join(app, n)
         self._github_catches_up()
-        # Jobs on serving scalesets end; one on a retired scaleset is stuck for good, so
-        # the charm must force-remove it once the drain deadline has passed.
-        enabled = {s["id"] for s in self.garm.scalesets() if s.get("enabled")}
+        # Every job ends at last. GitHub refuses to remove a runner while its job runs,
+        # so a job past the drain deadline is what held its scaleset; once it ends,
+        # GARM's consolidation (a retired scaleset hears nothing) reaps the runner.
         for instance in self.garm.instances():
-            if instance.get("runner_status") == "active" and instance["scale_set_id"] in enabled:
+            if instance.get("runner_status") == "active":
                 self.garm.finish_job(instance["name"])
-        self.clock.advance(DRAIN_DEADLINE + timedelta(hours=1))
         leader = self.leader()
         expected = self._expected_status()
-        for _ in range(SETTLE_PASSES):
+        deadline = self.clock.now + SETTLE_WITHIN
+        wait, quiet = TIMER_INTERVAL, 0
+        while quiet < 2:
+            assert self.clock.now < deadline, self._explain(
+                f"not settled within {SETTLE_WITHIN}: {leader.state.unit_status!r}, "
+                f"expected {expected!r}"
+            )
+            self.clock.advance(wait)
             self.garm.tick()
-            self.garm.tick()
-            self.hook(leader, "update_status", lambda _: _Event("update_status"))
-            if leader.state.unit_status == expected:
-                break
-        assert leader.state.unit_status == expected, self._explain(
-            f"not settled: {leader.state.unit_status!r}, expected {expected!r}"
-        )
-        writes = len(self.garm.writes())
-        self.hook(leader, "update_status", lambda _: _Event("update_status"))
-        extra = [f"{w.method} {w.path}" for w in self.garm.writes()[writes:]]
-        assert not extra, self._explain(f"a settled leader wrote {extra}")
+            writes = len(self.garm.writes())
+            if leader.has_timer:
+                self.tick(leader)
+            else:
+                self.hook(leader, "update_status", lambda _: _Event("update_status"))
+            wrote = len(self.garm.writes()) > writes
+            settled = not wrote and leader.state.unit_status == expected
+            quiet = quiet + 1 if settled else 0
+            wait = TIMER_INTERVAL if wrote or settled else min(wait * 2, LONGEST_WAIT)
         for app in self.apps.values():
             if app.valid:
                 assert any(
-                    _serves(s) and _tags(s) == app.wanted() for s in self.garm.scalesets()
+                    self.serves(s) and _tags(s) == app.wanted() for s in self.garm.scalesets()
                 ), self._explain(f"{app.name} settled without its scaleset")
 
     # --- running hooks ------------------------------------------------------------------
@@ -770,22 +918,148 @@ class Lifecycle(RuleBasedStateMachine):
         The unit's relations show its own view with the data published now; goal-state
         answers what the controller holds; the unit's machine is the one the charm sees.
         """
+        if self.timer is not None and not self.ticking:
+            self._timer_between_hooks()
+        if unit.dying and self.dying_tick is not None and not self.ticking:
+            self._dying_unit_ticks(unit)
         self.healthy = False
         self._refresh(unit)
         GarmCharm.paths = unit.paths
         self.machines.current = unit.systemctl
         unit.systemctl.goal_state = self._goal_state()
         writes, calls = len(self.garm.writes()), len(unit.systemctl.calls)
+        requests = len(self.garm.requests)
+        waiting = self._waiting()
         self.trail.append(f"{unit.name}{' (dying)' if unit.dying else ''}: {what}")
+        COVERAGE["hooks run"] += 1
         unit.state = unit.ctx.run(event(unit.state), unit.state)
+        self.clock.advance(HOOK_TAKES)
+        unit.hooks += 1
         if unit.dying:
             made = [f"{w.method} {w.path}" for w in self.garm.writes()[writes:]]
             assert not made, self._explain(f"dying {unit.name} wrote {made} in {what}")
         if ["restart", "garm"] in unit.systemctl.calls[calls:]:
             self.garm.set_providers(_configured_providers(unit.paths))
+        self.nothing_resent_before_its_backoff(waiting, self.garm.requests[requests:], what)
         self._share_app_data(unit)
+        self.timer_only_on_the_leader(unit)
         self.check()
         self.healthy = True
+
+    def _waiting(self) -> dict[str, datetime]:
+        """What GARM's notes say must not be asked yet, as a hook starts: the delete of a
+        scaleset GARM kept, the removal of runners GitHub would not let go, each until
+        the ``retry-at`` noted on the scaleset."""
+        now, out = self.clock.now, {}
+        runners = self.garm.instances()
+        for scaleset in self.garm.scalesets():
+            notes = Notes.read(scaleset.get("extended_state", ""))
+            if not notes.waiting(now) or notes.retry_at is None:
+                continue
+            if notes.kept:
+                out[f"/scalesets/{scaleset['id']}"] = notes.retry_at
+            if notes.refused:
+                for runner in runners:
+                    if runner["scale_set_id"] == scaleset["id"]:
+                        out[f"/instances/{runner['name']}"] = notes.retry_at
+        return out
+
+    def nothing_resent_before_its_backoff(
+        self, waiting: dict[str, datetime], sent: list[Any], what: str
+    ) -> None:
+        """No hook deletes a scaleset or force-removes its runners before the retry-at
+        noted on it: the back-off holds across hooks, timer ticks and leaders."""
+        for request in sent:
+            if request.method != "DELETE":
+                continue
+            path = request.path.rstrip("/")
+            assert path not in waiting, self._explain(
+                f"{what}: DELETE {path} before its retry-at {waiting[path]}"
+            )
+            if path.startswith("/instances/"):
+                COVERAGE["removal-refused(job-running)"] += request.status == 400
+
+    def _timer_between_hooks(self) -> None:
+        """Perhaps the reconcile timer's dispatch runs now, on some unit, before the hook."""
+        assert self.timer is not None
+        if self.timer.draw(st.integers(0, TIMER_ODDS), label="timer fires") != 0:
+            return
+        units = [u for u in self.alive() if u.hooks]
+        if not units:
+            return
+        unit = self._pick(units, self.timer.draw(st.integers(0, 9), label="on unit"))
+        self.ticking = True
+        try:
+            self.tick(unit)
+        finally:
+            self.ticking = False
+        COVERAGE["timer-between-hooks"] += 1
+
+    def _dying_unit_ticks(self, unit: GarmUnit) -> None:
+        """Count down to the dying unit's queued timer dispatch; run it when due."""
+        assert self.dying_tick is not None
+        if self.dying_tick:
+            self.dying_tick -= 1
+            return
+        self.dying_tick = None
+        self.ticking = True
+        try:
+            self.tick(unit)
+        finally:
+            self.ticking = False
+
+    def tick(self, unit: GarmUnit) -> None:
+        """The timer's juju-exec dispatch (``reconcile-tick``) runs on ``unit``.
+
+        On the live leader it is a pass like any hook's. On a non-leader (its lease moved
+        since the dispatch was queued, or an operator ran it) or a dying unit it changes
+        nothing: no request to GARM, no relation data, no GARM configuration; it may only
+        take this unit's own timer (and a GARM it should no longer run) away.
+        """
+        role = "dying" if unit.dying else "leader" if unit.state.leader else "non-leader"
+        COVERAGE[f"timer({role})"] += 1
+        before, requests = self._unit_snapshot(unit), len(self.garm.requests)
+        self.hook(unit, "reconcile-tick (timer)", lambda _: reconcile_tick())
+        if role == "leader":
+            return
+        sent = [f"{r.method} {r.path}" for r in self.garm.requests[requests:]]
+        assert not sent, self._explain(f"{role} {unit.name}'s timer tick sent {sent}")
+        after = self._unit_snapshot(unit)
+        for what, was in before.items():
+            assert after[what] == was, self._explain(
+                f"{role} {unit.name}'s timer tick changed its {what}"
+            )
+        if unit.dying:
+            assert unit.state.unit_status == ops.MaintenanceStatus(BEING_REMOVED), self._explain(
+                f"dying {unit.name} says {unit.state.unit_status!r}"
+            )
+
+    @staticmethod
+    def _unit_snapshot(unit: GarmUnit) -> dict[str, Any]:
+        """What a tick on a non-leader or dying unit may not change."""
+        relations = {
+            r.id: (dict(r.local_app_data), dict(r.local_unit_data)) for r in unit.state.relations
+        }
+        config = unit.paths.config_dir
+        files = (
+            {str(p): p.read_bytes() for p in sorted(config.rglob("*")) if p.is_file()}
+            if config.is_dir()
+            else {}
+        )
+        return {"relation data": relations, "GARM configuration": files}
+
+    def timer_only_on_the_leader(self, unit: GarmUnit) -> None:
+        """Only the live leader has the reconcile timer, and it has it once GARM runs.
+
+        Checked on a unit after its own hook: one whose lease just moved has not been
+        told yet.
+        """
+        if unit.dying or not unit.state.leader:
+            assert not unit.has_timer, self._explain(
+                f"{'dying' if unit.dying else 'non-leader'} {unit.name} keeps the timer"
+            )
+        elif unit.runs_garm:
+            assert unit.has_timer, self._explain(f"leader {unit.name} runs GARM, no timer")
 
     def _refresh(self, unit: GarmUnit) -> None:
         """The configurator relations as this unit sees them: its members, their data now."""
@@ -929,6 +1203,11 @@ class Lifecycle(RuleBasedStateMachine):
 
     # --- looking at the world -----------------------------------------------------------
 
+    def serves(self, scaleset: dict[str, Any]) -> bool:
+        """Can be handed jobs now: enabled, registered on GitHub and its listener open
+        (GARM opens it seconds after the create, re-enable or registration)."""
+        return self.garm.listening(scaleset["id"])
+
     def alive(self) -> list[GarmUnit]:
         return [self.units[u] for u in sorted(self.units)]
 
@@ -973,11 +1252,19 @@ class Lifecycle(RuleBasedStateMachine):
     def _explain(self, message: str) -> str:
         hooks = "\n  ".join(self.trail[-25:])
         live = "\n  ".join(
-            f"{s['name']} enabled={s.get('enabled', False)} provider={s['provider_name']} "
+            f"{s['id']}: {s['name']} enabled={s.get('enabled', False)} "
+            f"provider={s['provider_name']} "
             f"tags={sorted(_tags(s))} state={s.get('extended_state', '')!r}"
             for s in self.garm.scalesets()
         )
-        return f"{message}\nlast hooks:\n  {hooks}\nGARM's scalesets:\n  {live}"
+        runners = "\n  ".join(
+            f"{i['name']} of {i['scale_set_id']}: {i.get('status')}/{i.get('runner_status')}"
+            for i in self.garm.instances()
+        )
+        return (
+            f"{message}\nat {self.clock.now}, last hooks:\n  {hooks}\n"
+            f"GARM's scalesets:\n  {live}\nGARM's runners:\n  {runners}"
+        )
 
 
 # --- small helpers ---------------------------------------------------------------------
@@ -1013,11 +1300,6 @@ def _rel(state: testing.State, rid: int) -> Any:
 
 def _tags(scaleset: dict[str, Any]) -> frozenset[str]:
     return frozenset(t["name"].lower() for t in scaleset.get("tags", []))
-
-
-def _serves(scaleset: dict[str, Any]) -> bool:
-    """Enabled and registered on GitHub: runners can be handed jobs."""
-    return bool(scaleset.get("enabled") and scaleset.get("scale_set_id"))
 
 
 def _configured_providers(paths: workload.Paths) -> list[str]:
