@@ -35,7 +35,7 @@ def sandboxed_machine(clock: Callable[[], datetime]) -> Iterator[Path]:
     root = Path(tempfile.mkdtemp())
     saved = (GarmCharm.paths, GarmCharm.service_user, passwd.add_user, subprocess.run)
     saved_clock = GarmCharm.__dict__["now"]  # the staticmethod itself, not its function
-    GarmCharm.now = staticmethod(clock)  # type: ignore[assignment]
+    setattr(GarmCharm, "now", staticmethod(clock))  # noqa: B010 (restored as it was)
     GarmCharm.paths = workload.Paths(root / "machine")
     GarmCharm.service_user = pwd.getpwuid(os.getuid()).pw_name
     passwd.add_user = lambda *_, **__: None  # type: ignore[assignment]
@@ -44,7 +44,7 @@ def sandboxed_machine(clock: Callable[[], datetime]) -> Iterator[Path]:
         yield root
     finally:
         GarmCharm.paths, GarmCharm.service_user, passwd.add_user, subprocess.run = saved
-        GarmCharm.now = saved_clock
+        setattr(GarmCharm, "now", saved_clock)  # noqa: B010 (the staticmethod, as it was)
         shutil.rmtree(root)
 
 
