@@ -136,7 +136,7 @@ def reconcile(
     )
     ledger = _Ledger(now, dict(kept.refusals), dict(kept.taken), changed=kept != before)
     current = plan(desired, observed, now, settings)
-    _log_refused(desired, current)
+    _log_refused(desired, current, frozenset(kept.refusals))
     try:
         for _ in range(MAX_ROUNDS):
             todo = [a for a in current.actions if _target(a) not in ledger.closed]
@@ -153,13 +153,17 @@ def reconcile(
     return ledger.outcome(current)
 
 
-def _log_refused(desired: Desired, current: Plan) -> None:
+def _log_refused(desired: Desired, current: Plan, refused_before: frozenset[str]) -> None:
     """Log at error level the specs the operator must fix.
 
-    Held specs are not repeated here: they were logged when their data was parsed.
+    Held specs are not repeated here: they were logged when their data was parsed. Nor
+    are creates refused before: the refusal was logged whole when it came, and the
+    timer's pass every 30 s would repeat it for as long as it lasts.
     """
     held = {(h.source, h.name) for h in desired.held}
     for skipped in current.skipped:
+        if skipped.name.lower() in refused_before:
+            continue
         if skipped.blocking and (skipped.source, skipped.name) not in held:
             logger.error(
                 "scaleset %s of %s skipped: %s", skipped.name, skipped.source, skipped.reason

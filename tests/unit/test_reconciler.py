@@ -324,7 +324,7 @@ def test_names_github_holds_are_not_walked_again_on_every_pass(passes, garm, clo
     assert [m for m, _ in passes.writes] == ["POST"] * MAX_CANDIDATES
 
 
-def test_a_refused_create_is_remembered_backed_off_and_retried(passes, garm, clock):
+def test_a_refused_create_is_remembered_backed_off_and_retried(passes, garm, clock, caplog):
     garm.inject(
         "POST",
         r"/organizations/.+/scalesets",
@@ -340,8 +340,11 @@ def test_a_refused_create_is_remembered_backed_off_and_retried(passes, garm, clo
     assert memory is not None and memory.refusals["ci"].refusals == 1
     (skipped,) = outcome.skipped
     assert skipped.blocking and "runner group nope not found" in skipped.reason
+    caplog.clear()
     assert passes.run(spec, memory=memory).memory is None  # nothing new
     assert passes.writes == []  # within the back-off: not re-sent
+    # Logged whole when it came; not again on every timer pass while it lasts.
+    assert [r for r in caplog.records if r.levelname == "ERROR"] == []
     passes.later(FIRST_RETRY)
     again = passes.run(spec, memory=memory).memory
     assert again is not None and again.refusals["ci"].refusals == 2
