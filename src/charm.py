@@ -257,7 +257,8 @@ class GarmCharm(ops.CharmBase):
         )
         try:
             problems = self._ensure_running(inputs, config)
-            self._keep_timer(config)
+            # GARM runs on this leader now: so does the timer that reconciles it.
+            reconcile_timer.keep(self.paths, self.unit.name, config.reconcile_interval)
             with contextlib.closing(self._client(config)) as client:
                 setup_problems, observed = self._ensure_setup(
                     client, inputs, state.desired.complete, config
@@ -276,17 +277,6 @@ class GarmCharm(ops.CharmBase):
         except _NotReadyError as exc:
             return exc.summary
         return summarise(self._outcome, state, problems)
-
-    def _keep_timer(self, config: CharmConfig) -> None:
-        """Run passes every ``reconcile-interval`` seconds while GARM runs on this leader."""
-        if config.reconcile_interval:
-            units = reconcile_timer.render_timer(
-                self.unit.name, config.reconcile_interval, reconcile_timer.TIMEOUT_SECONDS
-            )
-            if reconcile_timer.ensure(self.paths, units):
-                logger.info("reconcile timer set to every %ss", config.reconcile_interval)
-        elif reconcile_timer.remove(self.paths):
-            logger.info("reconcile timer removed (reconcile-interval is 0)")
 
     def _ensure_running(self, inputs: GarmInputs, config: CharmConfig) -> list[UnitProblem]:
         """Install, configure and (re)start GARM as needed, then wait for it to answer.

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from garm_models import format_time, parse_time
-from scaleset_notes import LONGEST_RETRY, REFUSALS_BEFORE_BLOCKED, backoff
+from scaleset_notes import REFUSALS_BEFORE_BLOCKED, backoff, believed_wait
 
 KEY = "create-refusals"
 
@@ -72,8 +72,7 @@ class CreateMemory:
 
     def taken_now(self, now: datetime) -> frozenset[str]:
         """The names still known to be taken; a time too far ahead is not believed."""
-        latest = now + LONGEST_RETRY
-        return frozenset(n for n, until in self.taken.items() if now < until <= latest)
+        return frozenset(n for n, until in self.taken.items() if believed_wait(until, now))
 
     def kept_for(self, logical_names: frozenset[str] | None, now: datetime) -> CreateMemory:
         """Only what still matters.

@@ -42,7 +42,7 @@ from naming import (
     observed_key,
     spec_key,
 )
-from scaleset_notes import LONGEST_RETRY, REFUSALS_BEFORE_BLOCKED, Notes, specs_digest
+from scaleset_notes import REFUSALS_BEFORE_BLOCKED, Notes, believed_wait, specs_digest
 from spec import Desired, ScalesetSpec, Settings, application_of, unit_order
 
 # GARM accepts a client delete only from these statuses (garm-api.md §3); the others
@@ -221,12 +221,13 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
         observed.scalesets, [s.name for s in selection.specs], selection.held
     )
     instances = _instances_by_scaleset(observed.instances)
-    taken = {s.name.lower() for s in observed.scalesets}
+    # Names GARM holds, and names GitHub was found to hold (another manager's, or a late
+    # GARM worker's): no create may take one.
+    taken = {s.name.lower() for s in observed.scalesets} | observed.taken
     ctx = _Context(instances, now, settings, desired.unsettled, draft, observed)
     planned = [
         _plan_current(
             _Family(spec, families[spec.name.lower()], spec.name.lower() in selection.contested),
-            observed,
             taken,
             ctx,
         )
@@ -531,13 +532,13 @@ class _Current:
     live: bool
 
 
-def _plan_current(family: _Family, observed: Observed, taken: set[str], ctx: _Context) -> _Current:
+def _plan_current(family: _Family, taken: set[str], ctx: _Context) -> _Current:
     """Create the family's current generation, or update it in place."""
     spec = family.spec
     key = spec_key(spec)
     current = _pick_current(spec, family.members, key, ctx.settings)
     if current is None:
-        _plan_create(spec, key, observed, taken, ctx)
+        _plan_create(spec, key, taken, ctx)
         return _Current(family, None, False)
     changes = _update_changes(spec, current, ctx.now)
     if changes:
@@ -570,23 +571,23 @@ def _plan_predecessors(current: _Current, cover: _Cover, ctx: _Context) -> None:
 def _plan_create(
     spec: ScalesetSpec,
     key: GenerationKey,
-    observed: Observed,
     taken: set[str],
     ctx: _Context,
 ) -> None:
-    """Create the generation under the first candidate name nobody else holds.
+    """Create the generation under the first candidate name not ``taken``.
 
-    Names GitHub was found to hold this pass count as taken too, so a name another
-    manager (or a late GARM worker) left on GitHub moves the create on to the next
-    candidate. A create refused earlier for the same request waits out its back-off.
+    ``taken`` holds GitHub's names too, so a name left on GitHub moves the create on to
+    the next candidate. A create refused earlier for the same request waits out its
+    back-off.
     """
+    observed = ctx.observed
     name = next(
         (
             candidate
             for candidate in (
                 generation_name(key, i, ctx.settings.name_budget) for i in range(MAX_CANDIDATES)
             )
-            if candidate.lower() not in taken and candidate.lower() not in observed.taken
+            if candidate.lower() not in taken
         ),
         None,
     )
@@ -599,7 +600,7 @@ def _plan_create(
     if (
         refusal is not None
         and refusal.digest == request_digest(body)
-        and ctx.now < refusal.retry_at <= ctx.now + LONGEST_RETRY
+        and believed_wait(refusal.retry_at, ctx.now)
     ):
         _report_refusal(spec, refusal, ctx.draft)
         return

@@ -23,6 +23,7 @@ use a temporary root, and reach systemd only through charmlibs.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,8 @@ from pathlib import Path
 from charmlibs import systemd
 
 import workload
+
+logger = logging.getLogger(__name__)
 
 EVENT = "reconcile-tick"
 SERVICE = "garm-reconcile.service"
@@ -115,6 +118,16 @@ def render_timer(
         "WantedBy=timers.target",
     ]
     return TimerUnits("\n".join(service) + "\n", "\n".join(timer) + "\n")
+
+
+def keep(paths: workload.Paths, unit_name: str, interval_seconds: int) -> None:
+    """The timer as ``reconcile-interval`` asks: every ``interval_seconds``, or none at 0."""
+    if interval_seconds:
+        units = render_timer(unit_name, interval_seconds, TIMEOUT_SECONDS)
+        if ensure(paths, units):
+            logger.info("reconcile timer set to every %ss", interval_seconds)
+    elif remove(paths):
+        logger.info("reconcile timer removed (reconcile-interval is 0)")
 
 
 def ensure(paths: workload.Paths, units: TimerUnits) -> bool:

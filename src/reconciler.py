@@ -93,11 +93,24 @@ def preview(
     memory: CreateMemory | None = None,
 ) -> Plan:
     """Observe and plan without writing anything: what the next pass would start with."""
-    memory = memory or CreateMemory()
-    observed = dataclasses.replace(
-        observe(client), create_refusals=memory.refusals, taken=memory.taken_now(now)
-    )
+    observed, _ = _remembering(observe(client), memory, desired, now)
     return plan(desired, observed, now, settings)
+
+
+def _remembering(
+    observed: Observed, memory: CreateMemory | None, desired: Desired, now: datetime
+) -> tuple[Observed, CreateMemory]:
+    """The observation with what GitHub answered to creates before, and that memory kept.
+
+    Only what still matters is kept (``CreateMemory.kept_for``): names nobody asks for
+    are forgotten on a whole view only, so a held unit keeps its back-off.
+    """
+    asked = {s.name.lower() for s in desired.specs} | {h.name.lower() for h in desired.held}
+    kept = (memory or CreateMemory()).kept_for(frozenset(asked) if desired.complete else None, now)
+    folded = dataclasses.replace(
+        observed, create_refusals=kept.refusals, taken=kept.taken_now(now)
+    )
+    return folded, kept
 
 
 def reconcile(
@@ -128,13 +141,9 @@ def reconcile(
         # Without a full observation nothing can be decided safely, so nothing is done.
         logger.error("GARM refused a read: %s", exc)
         return Outcome(errors=(ActionError(None, exc.cause),))
-    before = memory or CreateMemory()
-    asked = {s.name.lower() for s in desired.specs} | {h.name.lower() for h in desired.held}
-    kept = before.kept_for(frozenset(asked) if desired.complete else None, now)
-    observed = dataclasses.replace(
-        observed, create_refusals=kept.refusals, taken=kept.taken_now(now)
-    )
-    ledger = _Ledger(now, dict(kept.refusals), dict(kept.taken), changed=kept != before)
+    observed, kept = _remembering(observed, memory, desired, now)
+    changed = kept != (memory or CreateMemory())
+    ledger = _Ledger(now, dict(kept.refusals), dict(kept.taken), changed=changed)
     current = plan(desired, observed, now, settings)
     _log_refused(desired, current, frozenset(kept.refusals))
     try:

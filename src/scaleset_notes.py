@@ -42,6 +42,15 @@ def backoff(refusals: int) -> timedelta:
     return min(FIRST_RETRY * (2**doublings), LONGEST_RETRY)
 
 
+def believed_wait(until: datetime | None, now: datetime) -> bool:
+    """Whether something must still wait until ``until``, as written by a back-off.
+
+    A time further ahead than the longest back-off was not written by this rule (a clock
+    that jumped, a hand edit): it is not believed, so nothing waits forever.
+    """
+    return until is not None and now < until <= now + LONGEST_RETRY
+
+
 def specs_digest(extra_specs: Any) -> str:
     """A short digest of an ``extra_specs`` document, equal for equal documents.
 
@@ -116,13 +125,8 @@ class Notes:
         return replace(self, refused=refused, retry_at=now + backoff(refused))
 
     def waiting(self, now: datetime) -> bool:
-        """Whether a refused step must not be tried again yet.
-
-        A retry time further ahead than the longest back-off was not written by this
-        rule (a clock that jumped, a hand edit): it is not believed, so nothing waits
-        forever.
-        """
-        return self.retry_at is not None and now < self.retry_at <= now + LONGEST_RETRY
+        """Whether a refused step must not be tried again yet (``believed_wait``)."""
+        return believed_wait(self.retry_at, now)
 
     def removals_done(self) -> Notes:
         """A force-removal went through: the refusals in a row are over."""
