@@ -66,6 +66,7 @@ class Passes:
             self.client, Desired(tuple(specs)), self.clock.now, settings, memory=memory
         )
         self.last = [r for r in self.garm.requests[start:] if r.path != "/auth/login"]
+        self.outcome = outcome
         return outcome
 
     def later(self, delta: timedelta = YOUNGEST_DELETE) -> None:
@@ -90,7 +91,8 @@ def passes(garm, client, clock) -> Passes:
 def retired_with_a_busy_runner(passes: Passes, garm: GarmDouble) -> tuple[dict, str, ScalesetSpec]:
     """A label change under way: the old generation retired, one job still running on it.
 
-    Returns the old scaleset as GARM listed it, its busy runner, and the new spec.
+    Returns the old scaleset as GARM listed it, its busy runner, and the new spec;
+    ``passes.outcome`` is then the outcome of the pass that retired it.
     """
     passes.run(make_spec())
     (old,) = garm.scalesets()
@@ -149,16 +151,8 @@ def test_label_change_with_nothing_running_hands_over_once_the_new_one_listens(p
 
 
 def test_label_change_waits_for_the_busy_runner_then_deletes(passes, garm):
-    passes.run(make_spec())
-    (old,) = garm.scalesets()
-    passes.later()  # the serving generation is not brand new
-    busy = garm.add_runner(old["id"], runner_status="active")
-    new_spec = make_spec(labels=("linux", "arm64"))
-
-    passes.run(new_spec)
-    passes.later(LISTENER_STARTUP)
-    outcome = passes.run(new_spec)
-    assert [p.describe() for p in outcome.progress] == ["draining 1 runner"]
+    old, busy, new_spec = retired_with_a_busy_runner(passes, garm)
+    assert [p.describe() for p in passes.outcome.progress] == ["draining 1 runner"]
     retired = live(garm)[old["name"]]
     assert "enabled" not in retired
     assert "max_runners" not in retired
