@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import ops
 
@@ -51,11 +52,11 @@ from garm_setup import (
     ensure_admin_and_urls,
     plan_setup,
 )
-from juju_view import JujuView
+from juju_view import DEBUG_SSH, JujuView
 from planner import Observed
 from reconciler import Outcome, describe_action, observe, preview, reconcile
 from sqlite_home import PEERS, SqliteHome
-from state import GarmInputs, UnitProblem, garm_inputs
+from state import GarmInputs, RelationState, UnitProblem, garm_inputs
 from status import Summary, summarise
 
 logger = logging.getLogger(__name__)
@@ -130,6 +131,9 @@ class GarmCharm(ops.CharmBase):
             on["postgresql"].relation_broken,
             on[PEERS].relation_changed,
             on[PEERS].relation_departed,
+            on[DEBUG_SSH].relation_changed,
+            on[DEBUG_SSH].relation_departed,
+            on[DEBUG_SSH].relation_broken,
             on.reconcile_tick,
         ):
             framework.observe(event, self._on_change)
@@ -196,7 +200,7 @@ class GarmCharm(ops.CharmBase):
         except ConfigError as exc:
             event.fail(f"Invalid config: {exc}")
             return
-        state = self.view.relation_state(None)
+        state = self._relation_state(None, config)
         try:
             with contextlib.closing(self._client(config)) as client:
                 planned = preview(
@@ -251,7 +255,7 @@ class GarmCharm(ops.CharmBase):
             return Summary("blocked", f"Invalid config: {exc}")
         if charm_secrets.ensure(self.model):
             return Summary("waiting", "Secrets created; GARM is set up on the next hook")
-        state = self.view.relation_state(event)
+        state = self._relation_state(event, config)
         inputs = garm_inputs(
             state.units, lambda uri: charm_secrets.configurator_value(self.model, uri)
         )
@@ -442,6 +446,11 @@ class GarmCharm(ops.CharmBase):
         return problems, observed
 
     # --- inputs from Juju -----------------------------------------------------------
+
+    def _relation_state(self, event: ops.EventBase | None, config: CharmConfig) -> RelationState:
+        """What the configurators ask for, with what every runner is set up with."""
+        host = urlsplit(self._base_url(config)).hostname or ""
+        return self.view.relation_state(event, self.view.runner_context(event, host))
 
     def _resource(self, name: str) -> Path | None:
         """A resource's file, or None when it is not attached (Juju may hand an empty one)."""

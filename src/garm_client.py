@@ -14,7 +14,7 @@ from typing import Any
 
 import requests
 
-from garm_models import ControllerInfo, Credential, Entity, Instance, ScaleSet
+from garm_models import ControllerInfo, Credential, Entity, Instance, ScaleSet, Template
 
 API_PREFIX = "/api/v1"
 _GITHUB_MESSAGE = re.compile(r'\\?"message\\?"\s*:\s*\\?"((?:[^"\\]|\\[^"])*)')
@@ -131,6 +131,14 @@ class GarmClient:
         """Every repository registered in GARM."""
         return [Entity.repository_from_json(r) for r in self._list("/repositories")]
 
+    def list_templates(self) -> list[Template]:
+        """Every runner install template, without bodies (GARM's list leaves them out)."""
+        return [Template.from_json(t) for t in self._list("/templates")]
+
+    def get_template(self, template_id: int) -> Template:
+        """One runner install template with its body."""
+        return Template.from_json(self._send("GET", f"/templates/{template_id}") or {})
+
     def get_controller(self) -> ControllerInfo:
         """The controller's URLs (reachable before they are set, unlike other routes)."""
         return ControllerInfo.from_json(self._send("GET", "/controller") or {})
@@ -229,6 +237,20 @@ class GarmClient:
         """Remove a runner instance; ``force`` removes it even if the provider fails."""
         params = {"forceRemove": "true"} if force else None
         self._send("DELETE", f"/instances/{name}", params=params)
+
+    # --- template writes -------------------------------------------------------------
+
+    def create_template(self, body: dict[str, Any]) -> Template:
+        """Create a runner install template (``data`` base64 in ``body``)."""
+        return Template.from_json(self._send("POST", "/templates", body))
+
+    def update_template(self, template_id: int, changes: dict[str, Any]) -> Template:
+        """Change a template's name, description or body in place."""
+        return Template.from_json(self._send("PUT", f"/templates/{template_id}", changes))
+
+    def delete_template(self, template_id: int) -> None:
+        """Delete a template; GARM refuses while a pool or scale set uses it (400)."""
+        self._send("DELETE", f"/templates/{template_id}")
 
     # --- transport ------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ values and never key presence (garm-api.md §0.1). Only the fields the charm use
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import re
@@ -99,6 +101,7 @@ class ScaleSet:
     entity_id: str = ""
     entity_name: str = ""
     created_at: datetime = GO_ZERO_TIME
+    template_id: int = 0
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ScaleSet:
@@ -147,6 +150,44 @@ class ScaleSet:
             entity_id=entity_id,
             entity_name=entity_name,
             created_at=parse_time(data.get("created_at")),
+            template_id=_int(data, "template_id"),
+        )
+
+
+@dataclass(frozen=True)
+class Template:
+    """A runner install template (garm-api.md §4).
+
+    ``owner_id`` is a username, or ``system`` for GARM's built-in templates. ``data`` is
+    the decoded body, None when GARM did not send it: its list leaves every body out.
+    """
+
+    id: int
+    name: str
+    description: str = ""
+    os_type: str = ""
+    forge_type: str = ""
+    owner_id: str = ""
+    updated_at: datetime = GO_ZERO_TIME
+    data: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Template:
+        """Build from GARM's JSON; a body that is not base64 UTF-8 text reads as absent."""
+        body = None
+        raw = data.get("data")
+        if isinstance(raw, str):
+            with contextlib.suppress(binascii.Error, UnicodeDecodeError):
+                body = base64.b64decode(raw, validate=True).decode()
+        return cls(
+            id=_int(data, "id"),
+            name=_str(data, "name"),
+            description=_str(data, "description"),
+            os_type=_str(data, "os_type"),
+            forge_type=_str(data, "forge_type"),
+            owner_id=_str(data, "owner_id"),
+            updated_at=parse_time(data.get("updated_at")),
+            data=body,
         )
 
 

@@ -14,9 +14,12 @@ import ops.hookcmds
 
 import lifecycle
 from lifecycle import RelationView
+from runner_options import NO_CONTEXT, DebugSshError, RunnerContext, debug_ssh
 from state import RelationState, relation_state
 
 logger = logging.getLogger(__name__)
+
+DEBUG_SSH = "debug-ssh"
 
 
 class JujuView(ops.Object):
@@ -61,10 +64,34 @@ class JujuView(ops.Object):
             return None
         return frozenset(name for name, g in goal.units.items() if g.status != "dying")
 
-    def relation_state(self, event: ops.EventBase | None) -> RelationState:
+    def runner_context(self, event: ops.EventBase | None, garm_host: str) -> RunnerContext:
+        """What every runner is set up with: GARM's host and the debug-ssh server.
+
+        A tmate unit leaving (``-departed``, ``-broken``) is not used any more in that
+        very hook. Data no runner may be given holds every runner template as it is.
+        """
+        relation = self.model.get_relation(DEBUG_SSH)
+        if relation is None or (
+            isinstance(event, ops.RelationBrokenEvent) and event.relation.id == relation.id
+        ):
+            return RunnerContext(garm_host)
+        leaving = event.departing_unit if isinstance(event, ops.RelationDepartedEvent) else None
+        units = sorted((u for u in relation.units if u != leaving), key=lambda u: u.name)
+        try:
+            server = debug_ssh((u.name, dict(relation.data[u])) for u in units)
+        except DebugSshError as exc:
+            logger.error("debug-ssh data refused, runner templates kept as they are: %s", exc)
+            hold = f"debug-ssh unit {exc}; runner templates are kept as they are"
+            return RunnerContext(garm_host, None, hold)
+        return RunnerContext(garm_host, server)
+
+    def relation_state(
+        self, event: ops.EventBase | None, runner: RunnerContext = NO_CONTEXT
+    ) -> RelationState:
         """Every configurator unit's databag, in a stable order, minus what is leaving.
 
         Whether that view is whole is judged against goal-state (``lifecycle.assess``).
+        ``runner`` is what every runner is set up with besides its unit's options.
         """
         gone_relation = event.relation.id if isinstance(event, ops.RelationBrokenEvent) else None
         gone_unit = event.departing_unit if isinstance(event, ops.RelationDepartedEvent) else None
@@ -86,7 +113,7 @@ class JujuView(ops.Object):
             self._stored.emptied,
             gone_unit.name if gone_unit else None,
         )
-        return relation_state(bool(views), units, view)
+        return relation_state(bool(views), units, view, runner)
 
     def _goal_state(self) -> ops.hookcmds.GoalState | None:
         """Juju's goal-state, read once per hook; None when the tool fails."""

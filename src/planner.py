@@ -31,7 +31,7 @@ from enum import StrEnum
 from typing import Any
 
 from create_refusals import CreateRefusal, request_digest
-from garm_models import Entity, Instance, ScaleSet
+from garm_models import Entity, Instance, ScaleSet, Template
 from naming import (
     MAX_CANDIDATES,
     GenerationKey,
@@ -42,6 +42,7 @@ from naming import (
     observed_key,
     spec_key,
 )
+from runner_templates import Choice, DeleteTemplate, TemplateAction, Templates, template_name
 from scaleset_notes import REFUSALS_BEFORE_BLOCKED, Notes, believed_wait, specs_digest
 from spec import Desired, ScalesetSpec, Settings, application_of, unit_order
 
@@ -74,7 +75,7 @@ class Observed:
     force-remove; ``removed``, scalesets one of whose runners it did force-remove;
     ``taken``, names GitHub holds (lower-cased, remembered for an hour).
     ``create_refusals`` are the creates refused earlier, by logical name, remembered
-    with the application (``create_refusals``).
+    with the application (``create_refusals``). ``templates`` come without bodies.
     """
 
     scalesets: tuple[ScaleSet, ...] = ()
@@ -86,6 +87,7 @@ class Observed:
     removed: frozenset[int] = frozenset()
     taken: frozenset[str] = frozenset()
     create_refusals: Mapping[str, CreateRefusal] = field(default_factory=dict)
+    templates: tuple[Template, ...] = ()
 
 
 class Phase(StrEnum):
@@ -178,7 +180,7 @@ class DeleteScaleset:
     name: str
 
 
-Action = CreateScaleset | UpdateScaleset | RemoveInstance | DeleteScaleset
+Action = CreateScaleset | UpdateScaleset | RemoveInstance | DeleteScaleset | TemplateAction
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,8 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
     """
     draft = _Draft()
     selection = _select(desired, observed, draft)
+    templates = Templates(observed.templates)
+    choices = _choose_templates(selection, templates, bool(desired.template_hold), draft)
     families, orphans = _claim(
         observed.scalesets, [s.name for s in selection.specs], selection.held
     )
@@ -224,10 +228,11 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
     # Names GARM holds, and names GitHub was found to hold (another manager's, or a late
     # GARM worker's): no create may take one.
     taken = {s.name.lower() for s in observed.scalesets} | observed.taken
-    ctx = _Context(instances, now, settings, desired.unsettled, draft, observed)
+    ctx = _Context(instances, now, settings, desired.unsettled, draft, observed, templates)
     planned = [
         _plan_current(
             _Family(spec, families[spec.name.lower()], spec.name.lower() in selection.contested),
+            choices[spec.name.lower()],
             taken,
             ctx,
         )
@@ -248,7 +253,49 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
         runners = len(instances[orphan.id])
         blocked = draft.blocked.get(orphan.id, "")
         draft.progress.append(Progress(None, orphan.name, phase, runners, blocked))
+    if selection.sweep and desired.complete and not desired.template_hold:
+        _plan_template_deletes(selection, choices, desired.unsettled, ctx)
     return Plan(tuple(draft.actions), tuple(draft.progress), tuple(draft.skipped))
+
+
+def _choose_templates(
+    selection: _Selection, templates: Templates, hold: bool, draft: _Draft
+) -> dict[str, Choice]:
+    """Each chosen spec's runner template, its writes planned first.
+
+    A spec whose template cannot be made is left out like one whose provider is not
+    registered yet: its live scalesets keep serving as they are.
+    """
+    choices: dict[str, Choice] = {}
+    for spec in list(selection.specs):
+        logical = spec.name.lower()
+        choice = templates.choose(spec.name, spec.template_blocks, hold=hold)
+        if choice.problem:
+            draft.skipped.append(Skipped(spec.source, spec.name, choice.problem, blocking=True))
+            selection.specs.remove(spec)
+            selection.held.add(logical)
+            continue
+        if choice.action is not None:
+            draft.actions.append(choice.action)
+        choices[logical] = choice
+    return choices
+
+
+def _plan_template_deletes(
+    selection: _Selection, choices: Mapping[str, Choice], unsettled: frozenset[str], ctx: _Context
+) -> None:
+    """Delete the charm's templates nothing uses and nothing asks for.
+
+    GARM refuses to delete a template a scaleset still uses, so one that a draining
+    generation holds waits for that generation's delete. A held, contested or partly
+    seen family keeps its template, as it keeps its scalesets.
+    """
+    wanted = {template_name(n) for n, c in choices.items() if c.template_id or c.action}
+    wanted |= {template_name(n) for n in selection.held | selection.contested | unsettled}
+    in_use = {s.template_id for s in ctx.observed.scalesets}
+    for template_id, template in sorted(ctx.templates.ours.items()):
+        if template.name not in wanted and template_id not in in_use:
+            ctx.draft.actions.append(DeleteTemplate(template_id, template.name))
 
 
 @dataclass(frozen=True)
@@ -265,6 +312,7 @@ class _Context:
     unsettled: frozenset[str]
     draft: _Draft
     observed: Observed
+    templates: Templates
 
 
 EntityKey = tuple[str, str]
@@ -532,15 +580,20 @@ class _Current:
     live: bool
 
 
-def _plan_current(family: _Family, taken: set[str], ctx: _Context) -> _Current:
-    """Create the family's current generation, or update it in place."""
+def _plan_current(family: _Family, choice: Choice, taken: set[str], ctx: _Context) -> _Current:
+    """Create the family's current generation, or update it in place.
+
+    A new generation is created only once its runner template is current, so its first
+    runner is set up as the spec says.
+    """
     spec = family.spec
     key = spec_key(spec)
     current = _pick_current(spec, family.members, key, ctx.settings)
     if current is None:
-        _plan_create(spec, key, taken, ctx)
+        if choice.ready:
+            _plan_create(spec, key, choice.template_id, taken, ctx)
         return _Current(family, None, False)
-    changes = _update_changes(spec, current, ctx.now)
+    changes = _update_changes(spec, current, ctx.now, _template_change(current, choice, ctx))
     if changes:
         purpose = "update" if current.enabled else "re-enable"
         ctx.draft.actions.append(UpdateScaleset(current.id, current.name, changes, purpose))
@@ -571,6 +624,7 @@ def _plan_predecessors(current: _Current, cover: _Cover, ctx: _Context) -> None:
 def _plan_create(
     spec: ScalesetSpec,
     key: GenerationKey,
+    template_id: int,
     taken: set[str],
     ctx: _Context,
 ) -> None:
@@ -595,7 +649,7 @@ def _plan_create(
         reason = "every candidate scaleset name is taken in GARM or on GitHub"
         ctx.draft.skipped.append(Skipped(spec.source, spec.name, reason, blocking=True))
         return
-    body = create_body(spec, name, key)
+    body = create_body(spec, name, key, template_id)
     refusal = observed.create_refusals.get(spec.name.lower())
     if (
         refusal is not None
@@ -620,11 +674,14 @@ def _report_refusal(spec: ScalesetSpec, refusal: CreateRefusal, draft: _Draft) -
     draft.skipped.append(Skipped(spec.source, spec.name, reason, blocking=refusal.blocked))
 
 
-def create_body(spec: ScalesetSpec, name: str, key: GenerationKey) -> dict[str, Any]:
+def create_body(
+    spec: ScalesetSpec, name: str, key: GenerationKey, template_id: int = 0
+) -> dict[str, Any]:
     """The create request: every field of the spec, enabled, labels including the name.
 
     GARM creates scale sets disabled unless told otherwise (garm-api.md §2.3), and the
-    runner group key is hyphenated on create only. Zero values are left out, as Go would.
+    runner group key is hyphenated on create only. Zero values are left out, as Go would:
+    without a template id GARM picks its system template.
     """
     body: dict[str, Any] = {
         "name": name,
@@ -642,11 +699,36 @@ def create_body(spec: ScalesetSpec, name: str, key: GenerationKey) -> dict[str, 
         body["min_idle_runners"] = spec.min_idle_runners
     if spec.extra_specs:
         body["extra_specs"] = spec.extra_specs
+    if template_id:
+        body["template_id"] = template_id
     return body
 
 
-def _update_changes(spec: ScalesetSpec, current: ScaleSet, now: datetime) -> dict[str, Any]:
+def _template_change(current: ScaleSet, choice: Choice, ctx: _Context) -> dict[str, Any]:
+    """Point the current generation at its template, or back at GARM's default.
+
+    A template id changes no runner GARM already made (it does not bump the scale set's
+    generation). Only the charm's own templates are ever swapped out: a template the
+    operator set by hand on a scaleset needing none is left in place.
+    """
+    templates = ctx.templates
+    if not choice.ready:
+        return {}
+    if choice.template_id:
+        wanted = choice.template_id
+    elif current.template_id in templates.ours and templates.base is not None:
+        wanted = templates.base.id
+    else:
+        return {}
+    return {"template_id": wanted} if current.template_id != wanted else {}
+
+
+def _update_changes(
+    spec: ScalesetSpec, current: ScaleSet, now: datetime, template: dict[str, Any]
+) -> dict[str, Any]:
     """The fields of the current generation that really differ from the spec.
+
+    ``template`` is the template id change already decided (``_template_change``).
 
     Values are compared, never key presence: GARM leaves ``min_idle_runners: 0`` and
     ``enabled: false`` off the wire, and ``from_json`` has already read them as zero.
@@ -676,7 +758,7 @@ def _update_changes(spec: ScalesetSpec, current: ScaleSet, now: datetime) -> dic
         "min_idle_runners": current.min_idle_runners,
         "runner_group": current.runner_group or "Default",
     }
-    changes = {k: v for k, v in wanted.items() if have[k] != v}
+    changes = {k: v for k, v in wanted.items() if have[k] != v} | template
     notes = Notes.read(current.extended_state)
     # No extra_specs at all is noted as no digest, so such a scaleset's notes stay empty.
     digest = specs_digest(spec.extra_specs) if spec.extra_specs else ""

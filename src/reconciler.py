@@ -15,9 +15,11 @@ them is re-sent on every pass (ADR 0003).
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -35,14 +37,16 @@ from planner import (
     UpdateScaleset,
     plan,
 )
+from runner_scripts import TemplateError, derive_template
+from runner_templates import CreateTemplate, DeleteTemplate, UpdateTemplate
 from scaleset_notes import LONGEST_RETRY
 from spec import Desired, Settings
 
 logger = logging.getLogger(__name__)
 
-# Create, hand over, retire and delete are four rounds; the rest is headroom for a
-# flip-flop (re-enable, then retire the interim generation) in the same pass.
-MAX_ROUNDS = 8
+# Template, create, hand over, retire, delete and template delete are six rounds; the
+# rest is headroom for a flip-flop (re-enable, then retire the interim generation).
+MAX_ROUNDS = 10
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,7 @@ def observe(client: GarmClient) -> Observed:
         tuple(client.list_instances()),
         frozenset(client.list_providers()),
         (*client.list_organizations(), *client.list_repositories()),
+        templates=tuple(client.list_templates()),
     )
 
 
@@ -190,16 +195,23 @@ class _Ledger:
     done: list[Action] = field(default_factory=list)
     errors: list[ActionError] = field(default_factory=list)
     closed: set[tuple[str, object]] = field(default_factory=set)
+    # Bodies of the base templates read this pass, by id: read once, whatever N.
+    bases: dict[int, str] = field(default_factory=dict)
 
     def apply(self, client: GarmClient, action: Action, observed: Observed) -> Observed:
         """Do one write and keep its result; an unreachable GARM propagates."""
         try:
-            observed = _apply(client, action, observed, self.now)
+            observed = _apply(client, action, observed, self.now, lambda i: self._base(client, i))
         except GarmUnreachable as exc:
             logger.error("GARM unreachable during %s: %s", describe_action(action), exc)
             raise
         except GarmApiError as exc:
             return self._refused(action, exc, observed)
+        except TemplateError as exc:
+            logger.error("cannot %s: %s", describe_action(action), exc)
+            self.closed.add(_target(action))
+            self.errors.append(ActionError(action, str(exc)))
+            return observed
         logger.info("done: %s", describe_action(action))
         self.done.append(action)
         if isinstance(action, DeleteScaleset):
@@ -214,6 +226,15 @@ class _Ledger:
                 observed, removed=observed.removed | {action.scaleset_id}
             )
         return observed
+
+    def _base(self, client: GarmClient, template_id: int) -> str:
+        """GARM's base template body, read at most once per pass."""
+        if template_id not in self.bases:
+            body = client.get_template(template_id).data
+            if not body:
+                raise TemplateError(f"GARM sent template {template_id} without its body")
+            self.bases[template_id] = body
+        return self.bases[template_id]
 
     def _refused(self, action: Action, exc: GarmApiError, observed: Observed) -> Observed:
         """Keep a refusal, and fold what it tells the planner into the observation."""
@@ -265,11 +286,24 @@ def _target(action: Action) -> tuple[str, object]:
         return ("instance", action.instance_name)
     if isinstance(action, UpdateScaleset) and action.purpose == "note":
         return ("notes", action.scaleset_id)
+    if isinstance(action, CreateTemplate | UpdateTemplate | DeleteTemplate):
+        return ("template", action.name)
     return ("scaleset", action.scaleset_id)
 
 
-def _apply(client: GarmClient, action: Action, observed: Observed, now: datetime) -> Observed:
-    """Do one write and return the observation as GARM's answer says it now is."""
+def _apply(
+    client: GarmClient,
+    action: Action,
+    observed: Observed,
+    now: datetime,
+    base: Callable[[int], str],
+) -> Observed:
+    """Do one write and return the observation as GARM's answer says it now is.
+
+    ``base`` reads a base template's body, for a template the charm derives from it.
+    """
+    if isinstance(action, CreateTemplate | UpdateTemplate | DeleteTemplate):
+        return _apply_template(client, action, observed, base)
     if isinstance(action, CreateScaleset):
         created = client.create_scaleset(action.entity, action.body)
         return dataclasses.replace(observed, scalesets=(*observed.scalesets, created))
@@ -303,6 +337,40 @@ def _apply(client: GarmClient, action: Action, observed: Observed, now: datetime
     )
 
 
+def _apply_template(
+    client: GarmClient,
+    action: CreateTemplate | UpdateTemplate | DeleteTemplate,
+    observed: Observed,
+    base: Callable[[int], str],
+) -> Observed:
+    """Write one of the charm's runner templates; the body is derived here, at write time.
+
+    GARM lists templates without bodies, so the base is read only when a template of the
+    charm's must be written, never on a settled pass.
+    """
+    others = tuple(t for t in observed.templates if t.name != action.name)
+    if isinstance(action, DeleteTemplate):
+        client.delete_template(action.template_id)
+        return dataclasses.replace(observed, templates=others)
+    text = derive_template(base(action.base_id), action.blocks)
+    data = base64.b64encode(text.encode()).decode()
+    if isinstance(action, CreateTemplate):
+        body = {
+            "name": action.name,
+            "description": action.description,
+            "data": data,
+            "os_type": "linux",
+            "forge_type": "github",
+        }
+        written = client.create_template(body)
+    else:
+        changes = {"description": action.description, "data": data}
+        written = client.update_template(action.template_id, changes)
+    return dataclasses.replace(
+        observed, templates=(*others, dataclasses.replace(written, data=None))
+    )
+
+
 def describe_action(action: Action) -> str:
     """A log line for an action: names and changed keys, never values.
 
@@ -315,4 +383,10 @@ def describe_action(action: Action) -> str:
         return f"{action.purpose} scaleset {action.name} ({keys})"
     if isinstance(action, RemoveInstance):
         return f"force-remove runner {action.instance_name} of {action.scaleset_name}"
+    if isinstance(action, CreateTemplate):
+        return f"create runner template {action.name} for {action.logical_name}"
+    if isinstance(action, UpdateTemplate):
+        return f"update runner template {action.name} for {action.logical_name}"
+    if isinstance(action, DeleteTemplate):
+        return f"delete runner template {action.name}"
     return f"delete scaleset {action.name}"

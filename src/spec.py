@@ -32,6 +32,9 @@ class ScalesetSpec:
     generation name derived from it (see ``naming``). ``source`` names where the spec came
     from (a configurator unit) so problems can be reported against it and duplicates
     resolved in a stable order.
+    ``template_blocks`` is what the charm adds to GARM's install template for this
+    scaleset's runners (``runner_scripts``); empty when they need nothing added. Neither
+    it nor ``extra_specs`` is part of a generation: both change in place.
     """
 
     source: str
@@ -48,6 +51,7 @@ class ScalesetSpec:
     runner_group: str = "Default"
     os_type: str = "linux"
     extra_specs: dict[str, Any] = field(default_factory=dict)
+    template_blocks: str = ""
 
 
 @dataclass(frozen=True)
@@ -74,13 +78,15 @@ class Desired:
     view does not show is not evidence that the operator wants it gone, so no scaleset
     that no visible unit publishes is retired. ``unsettled`` holds the (lower-cased)
     names that units of such a partially seen application publish: their scalesets are
-    not retired, drained away or deleted either (ADR 0002).
+    not retired, drained away or deleted either (ADR 0002). ``template_hold`` says why
+    no runner template may be written now (debug-ssh data that cannot be used).
     """
 
     specs: tuple[ScalesetSpec, ...] = ()
     held: tuple[HeldSpec, ...] = ()
     complete: bool = True
     unsettled: frozenset[str] = frozenset()
+    template_hold: str = ""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
 from garm_config import OpenstackProvider
 from garm_setup import AppCredential, EntitySpec
 from lifecycle import View
+from runner_options import NO_CONTEXT, RunnerContext, runner_options
+from runner_scripts import PRE_INSTALL_NAME, aproxy_script, install_blocks
 from spec import Desired, HeldSpec, ScalesetSpec, application_of
 
 logger = logging.getLogger(__name__)
@@ -72,13 +74,15 @@ def relation_state(
     related: bool,
     units: Iterable[tuple[str, Mapping[str, str]]],
     view: View = WHOLE,
+    runner: RunnerContext = NO_CONTEXT,
 ) -> RelationState:
     """Parse every configurator unit's databag into a spec, a held spec, or nothing yet.
 
     ``units`` is (unit name, databag) in a stable order. A unit whose data breaks the
     contract, or names another unit's provider, is held (blocking) so its live scaleset
     is left serving; one whose image is not known yet is held (waiting) for the same
-    reason. ``view`` says whether this unit sees every related unit (``lifecycle``).
+    reason. ``view`` says whether this unit sees every related unit (``lifecycle``);
+    ``runner`` is what every runner is set up with besides its unit's options.
     """
     specs: list[ScalesetSpec] = []
     held: list[HeldSpec] = []
@@ -101,6 +105,9 @@ def relation_state(
                 others,
                 application_of(unit) in view.cross_model,
             )
+            if PRE_INSTALL_NAME in (parsed.pre_install_scripts or {}):
+                reason = f"{PRE_INSTALL_NAME!r} is the name of the charm's own proxy script"
+                raise DatabagError("pre_install_scripts", reason)
         except DatabagError as exc:
             logger.error("garm-configurator unit %s published invalid data: %s", unit, exc)
             held.append(HeldSpec(unit, _raw_name(data), f"invalid {exc}"))
@@ -110,14 +117,20 @@ def relation_state(
             group = (application_of(unit), parsed.name.lower())
             not_ready.setdefault(group, HeldSpec(unit, parsed.name, _NO_IMAGE, False))
             continue
-        specs.append(spec_from_unit(unit, parsed))
+        specs.append(spec_from_unit(unit, parsed, runner))
     # Units of one application publishing one name are one scaleset: while one of them
     # can define it, the others still waiting for their image are no news.
     defined = {(application_of(s.source), s.name.lower()) for s in specs}
     held += [h for group, h in not_ready.items() if group not in defined]
     return RelationState(
         related,
-        Desired(tuple(specs), tuple(held), view.complete, frozenset(unsettled - {""})),
+        Desired(
+            tuple(specs),
+            tuple(held),
+            view.complete,
+            frozenset(unsettled - {""}),
+            runner.debug_ssh_problem,
+        ),
         tuple(silent),
         tuple(parsed_units),
         view.missing,
@@ -170,17 +183,29 @@ def _raw_name(data: Mapping[str, str]) -> str:
     return name
 
 
-def spec_from_unit(unit: str, data: ConfiguratorUnitData) -> ScalesetSpec:
+def spec_from_unit(
+    unit: str, data: ConfiguratorUnitData, runner: RunnerContext = NO_CONTEXT
+) -> ScalesetSpec:
     """The scaleset a valid, complete unit asks for.
 
     Pre-install scripts reach GARM's providers as ``extra_specs.pre_install_scripts``,
-    a JSON object of name to base64 script (garm-api.md §2.5).
+    a JSON object of name to base64 script (garm-api.md §2.5), run as root in name order
+    before anything else on the runner. A proxy adds the charm's aproxy script, named to
+    run first, and turns off the OS update at boot (``disable_updates``), which would
+    otherwise run before the proxy is set up. What the runner install template must add
+    is rendered here too, so that the planner can tell from it alone whether the
+    template GARM holds is current.
     """
-    extra_specs = {}
-    if data.pre_install_scripts:
+    options = runner_options(data)
+    scripts = dict(data.pre_install_scripts or {})
+    extra_specs: dict[str, object] = {}
+    if options.proxy is not None:
+        scripts[PRE_INSTALL_NAME] = aproxy_script(options.proxy, runner.garm_host)
+        extra_specs["disable_updates"] = True
+    if scripts:
         extra_specs["pre_install_scripts"] = {
             name: base64.b64encode(script.encode()).decode()
-            for name, script in sorted(data.pre_install_scripts.items())
+            for name, script in sorted(scripts.items())
         }
     kind, entity = ("organization", data.org) if data.org else ("repository", data.repo)
     return ScalesetSpec(
@@ -197,6 +222,7 @@ def spec_from_unit(unit: str, data: ConfiguratorUnitData) -> ScalesetSpec:
         labels=data.labels,
         runner_group=data.runner_group,
         extra_specs=extra_specs,
+        template_blocks=install_blocks(options, runner.debug_ssh),
     )
 
 

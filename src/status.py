@@ -83,6 +83,8 @@ def _problem(
         return "blocked", "Integrate with garm-configurator: juju integrate garm garm-configurator"
     blocking = [f"{s.source}: {s.reason}" for s in outcome.skipped if s.blocking]
     blocking += [f"{p.unit}: {p.reason}" for p in problems if p.blocking]
+    if state.desired.template_hold:
+        blocking.append(state.desired.template_hold)
     if blocking:
         return "blocked", "Fix " + _join(blocking)
     stuck = [f"{p.logical_name or p.scaleset}: {p.blocked}" for p in outcome.progress if p.blocked]

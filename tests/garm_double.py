@@ -9,6 +9,10 @@ strings, RFC 3339 times, a trailing newline) and its status codes, as documented
 faults can be injected so tests can assert on what the client sent and how it copes; what
 GARM keeps but never returns (credential secrets, webhook secrets, stored controller
 settings) is readable through ``credentials()``, ``entities()`` and ``controller()``.
+Runner install templates are state too: the four built-in system templates GARM creates
+on an empty database (short stand-ins of the double's own, ``GITHUB_LINUX_TEMPLATE`` among
+them) and whatever a client creates, edits, deletes or restores, readable through
+``templates()``.
 
 Beyond the wire, the double plays the timing a client meets on a real GARM (observed on
 GARM afda4e76, garm-api.md section 8), on the double's clock (``clock=``) and its ``tick``:
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import bisect
 import contextlib
 import json
 import posixpath
@@ -64,13 +69,6 @@ _DELETION_LANE = frozenset({"pending_delete", "pending_force_delete", "deleting"
 _REAPED_BY_TICK = frozenset({"pending_delete", "pending_force_delete", "deleting"})
 # Statuses DELETE /instances/{name} accepts, in the order runner/runner.go names them.
 _DELETABLE = ("running", "error", "pending_force_delete", "pending_delete")
-# Built-in templates as database/sql/sql.go ensureTemplates creates them on a fresh DB.
-_TEMPLATES: dict[int, tuple[str, str, str]] = {
-    1: ("github_windows", "windows", "github"),
-    2: ("github_linux", "linux", "github"),
-    3: ("gitea_linux", "linux", "gitea"),
-    4: ("gitea_windows", "windows", "gitea"),
-}
 _ZERO_TIME = "0001-01-01T00:00:00Z"
 _GO_VERBS = ("GET", "POST", "PUT", "DELETE")  # methods GARM's catch-all 404 route accepts
 _EMAIL_RE = re.compile(
@@ -99,6 +97,111 @@ _JOB_STILL_RUNNING = (
 LISTENER_DELAY = timedelta(seconds=4.5)  # create / re-enable -> GitHub message session open
 CONSOLIDATION_INTERVAL = timedelta(minutes=5)  # GARM's periodic check against GitHub
 POOL_MANAGER_STARTUP = timedelta(seconds=5)  # "pool manager is starting up" window
+
+# Runner install templates (garm-api.md section 4). GARM embeds long install scripts; the
+# double keeps short stand-ins of its own that have the same shape and use the same Go
+# template fields, so a client that edits or renders a template meets the same structure.
+GITHUB_LINUX_TEMPLATE = r"""#!/bin/bash
+# GARM double: a short stand-in for GARM's built-in GitHub Linux install template.
+
+set -e
+set -o pipefail
+
+CALLBACK_URL="{{ .CallbackURL }}"
+METADATA_URL="{{ .MetadataURL }}"
+BEARER_TOKEN="{{ .CallbackToken }}"
+RUN_HOME="/home/{{ .RunnerUsername }}/actions-runner"
+
+function report() {
+    BODY=$(printf '{"status": "%s", "message": "%s"%s}' "$1" "$2" "$3")
+    curl --fail -s -X POST -H "Authorization: Bearer ${BEARER_TOKEN}" \
+        -d "$BODY" "${CALLBACK_URL}/status" || echo "could not reach GARM"
+}
+
+function sendStatus() {
+    report installing "$1"
+}
+
+function success() {
+    report idle "$1" ", \"agent_id\": ${2:-null}"
+}
+
+function fail() {
+    report failed "$1"
+    exit 1
+}
+
+if [ ! -d "$RUN_HOME" ]; then
+    sendStatus "fetching the runner from {{ .DownloadURL }}"
+    mkdir -p "$RUN_HOME" || fail "cannot create $RUN_HOME"
+    curl --fail -sL -o "/tmp/{{ .FileName }}" "{{ .DownloadURL }}" || fail "download failed"
+    tar xzf "/tmp/{{ .FileName }}" -C "$RUN_HOME" || fail "cannot unpack the runner"
+    chown -R {{ .RunnerUsername }}:{{ .RunnerGroup }} "$RUN_HOME"
+fi
+
+sendStatus "configuring runner"
+{{- if .UseJITConfig }}
+function fetch() {
+    curl --fail -s -H "Authorization: Bearer ${BEARER_TOKEN}" "${METADATA_URL}/$1" -o "$2"
+}
+
+sendStatus "fetching JIT credentials"
+fetch credentials/runner "$RUN_HOME/.runner" || fail "no runner file"
+fetch credentials/credentials "$RUN_HOME/.credentials" || fail "no credentials file"
+fetch system/service-name "$RUN_HOME/.service" || fail "no service name"
+SVC_NAME="$(cat "$RUN_HOME/.service").service"
+fetch "systemd/unit-file?runAsUser={{ .RunnerUsername }}" "/etc/systemd/system/$SVC_NAME" \
+    || fail "no unit file"
+systemctl daemon-reload && systemctl start "$SVC_NAME" || fail "the runner did not start"
+{{- end}}
+
+success "runner installed"
+"""
+_GITHUB_WINDOWS_TEMPLATE = """#ps1_sysnative
+# GARM double: a short stand-in for GARM's built-in GitHub Windows install template.
+$ErrorActionPreference = "Stop"
+$CallbackURL = "{{ .CallbackURL }}"
+$MetadataURL = "{{ .MetadataURL }}"
+Write-Output "installing {{ .RunnerName }} from {{ .DownloadURL }}"
+{{- if .UseJITConfig }}
+Write-Output "fetching JIT credentials from $MetadataURL"
+{{- end }}
+Write-Output "reporting to $CallbackURL"
+"""
+_GITEA_LINUX_TEMPLATE = """#!/bin/bash
+# GARM double: a short stand-in for GARM's built-in Gitea Linux install template.
+set -e
+set -o pipefail
+CALLBACK_URL="{{ .CallbackURL }}"
+RUN_HOME="/home/{{ .RunnerUsername }}/act-runner"
+echo "installing {{ .RunnerName }} from {{ .DownloadURL }} into $RUN_HOME"
+{{- if .UseJITConfig }}
+echo "fetching JIT credentials from {{ .MetadataURL }}"
+{{- end }}
+echo "reporting to $CALLBACK_URL"
+"""
+_GITEA_WINDOWS_TEMPLATE = """#ps1_sysnative
+# GARM double: a short stand-in for GARM's built-in Gitea Windows install template.
+$ErrorActionPreference = "Stop"
+Write-Output "installing {{ .RunnerName }} from {{ .DownloadURL }}"
+Write-Output "reporting to {{ .CallbackURL }}"
+"""
+# The built-in templates in the order database/sql/sql.go ensureTemplates creates them on
+# an empty database (so ids 1-4): name, description, os_type, forge_type.
+_SYSTEM_TEMPLATES: tuple[tuple[str, str, str, str], ...] = (
+    ("github_windows", "Default Windows runner install template for GitHub", "windows", "github"),
+    ("github_linux", "Default Linux runner install template for GitHub", "linux", "github"),
+    ("gitea_linux", "Default Linux runner install template for Gitea", "linux", "gitea"),
+    ("gitea_windows", "Default Windows runner install template for Gitea", "windows", "gitea"),
+)
+# What internal/templates GetTemplateContent hands out per (os_type, forge_type).
+_SYSTEM_TEMPLATE_DATA = {
+    ("linux", "github"): GITHUB_LINUX_TEMPLATE,
+    ("windows", "github"): _GITHUB_WINDOWS_TEMPLATE,
+    ("linux", "gitea"): _GITEA_LINUX_TEMPLATE,
+    ("windows", "gitea"): _GITEA_WINDOWS_TEMPLATE,
+}
+_SYSTEM_OWNER = "system"  # params.SystemUser: the owner_id GARM shows for built-in templates
 
 # Request bodies, as the Go structs decode them: "*" marks a pointer (null resets it),
 # "raw" a json.RawMessage (kept byte for byte; a JSON null becomes the text "null").
@@ -156,6 +259,16 @@ _CONTROLLER_FIELDS = {
     "ca_cert_bundle": "bytes",
     "clear_ca_cert_bundle": "*bool",
 }
+# params/requests.go CreateTemplateParams, UpdateTemplateParams, RestoreTemplateRequest.
+_TEMPLATE_CREATE_FIELDS = {
+    "name": "str",
+    "description": "str",
+    "data": "bytes",
+    "os_type": "str",
+    "forge_type": "str",
+}
+_TEMPLATE_UPDATE_FIELDS = {"name": "*str", "description": "*str", "data": "bytes"}
+_TEMPLATE_RESTORE_FIELDS = {"forge": "str", "os_type": "str", "restore_all": "bool"}
 _USER_FIELDS = {"email": "str", "username": "str", "full_name": "str", "password": "str"}
 _LOGIN_FIELDS = {"username": "str", "password": "str"}
 # Nested structs of the credentials bodies (params/requests.go GithubPAT, GithubApp).
@@ -637,6 +750,25 @@ class _Tag:
 
 
 @dataclass
+class _Template:
+    """A runner install template (database/sql/models.go Template).
+
+    ``user_id`` is the owning user's id, None for a system template (GARM stores NULL
+    there and shows the owner as ``system``). GARM's unique index is (name, user_id), and
+    NULLs never collide in it, so only one user's own templates clash by name."""
+
+    id: int
+    name: str
+    description: str
+    os_type: str
+    forge_type: str
+    data: bytes
+    user_id: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass
 class _ScaleSet:
     id: int
     scale_set_id: int
@@ -758,6 +890,17 @@ _ROUTES = [
         {"GET": "_get_instance", "DELETE": "_delete_instance"},
     ),
     _Route(re.compile(r"/providers"), "api", {"GET": "_list_providers"}),
+    _Route(
+        re.compile(r"/templates"),
+        "api",
+        {"GET": "_list_templates", "POST": "_create_template"},
+    ),
+    _Route(re.compile(r"/templates/restore"), "api", {"POST": "_restore_templates"}),
+    _Route(
+        re.compile(r"/templates/([^/]+)"),
+        "api",
+        {"GET": "_get_template", "PUT": "_update_template", "DELETE": "_delete_template"},
+    ),
     _Route(re.compile(r"/github/endpoints"), "api", {"GET": "_list_endpoints"}),
     _Route(
         re.compile(r"/github/endpoints/([^/]+)"),
@@ -942,6 +1085,12 @@ class GarmDouble:
             self._next_scaleset_id = 1
             self._next_github_id = 101
             self._next_agent_id = 1001
+            # database/sql/sql.go ensureTemplates: the built-in templates of an empty DB.
+            self._templates: dict[int, _Template] = {}
+            self._next_template_id = 1
+            for name, description, os_type, forge_type in _SYSTEM_TEMPLATES:
+                data = _SYSTEM_TEMPLATE_DATA[(os_type, forge_type)].encode()
+                self._new_template(name, description, os_type, forge_type, data, None)
 
     # ------------------------------------------------------------------ setup
 
@@ -1015,6 +1164,30 @@ class GarmDouble:
             scaleset.updated_at = self._now()
             if scaleset.enabled:
                 self._listener_from[scaleset.id] = scaleset.updated_at + LISTENER_DELAY
+
+    def add_template(
+        self,
+        name: str,
+        data: str,
+        *,
+        description: str = "",
+        os_type: str = "linux",
+        forge_type: str = "github",
+        system: bool = False,
+    ) -> int:
+        """Store a runner install template without the API's checks; returns its id.
+
+        It belongs to the admin user, as one made with ``POST /templates`` would, or is a
+        system template (owner ``system``) with ``system=True``."""
+        with self._lock:
+            user_id = None
+            if not system:
+                if self._admin is None:
+                    raise ValueError("no admin user yet to own the template")
+                user_id = self._admin.id
+            return self._new_template(
+                name, description, os_type, forge_type, data.encode(), user_id
+            ).id
 
     # ------------------------------------------------------------------ GitHub listener
 
@@ -1219,6 +1392,19 @@ class GarmDouble:
                 for s in self._scalesets.values()
             ]
 
+    def templates(self) -> list[dict[str, Any]]:
+        """Every runner install template as ``GET /templates/{id}`` would return it, but with
+        ``data`` decoded to text rather than base64, so a test can read the script a client
+        stored (or the built-in stand-ins, ``GITHUB_LINUX_TEMPLATE`` among them)."""
+        with self._lock:
+            return [
+                {
+                    **json.loads(_encode(self._template_json(t, with_data=True))),
+                    "data": t.data.decode("utf-8", errors="replace"),
+                }
+                for t in self._templates.values()
+            ]
+
     def instances(self) -> list[dict[str, Any]]:
         """Every runner row as ``GET /instances`` would return it."""
         with self._lock:
@@ -1312,6 +1498,32 @@ class GarmDouble:
         self._credentials[credential.id] = credential
         self._next_credential_id += 1
         return credential
+
+    def _new_template(
+        self,
+        name: str,
+        description: str,
+        os_type: str,
+        forge_type: str,
+        data: bytes,
+        user_id: str | None,
+    ) -> _Template:
+        """Insert a template row; ids come from a sequence and are never reused (SQLite
+        ``AUTOINCREMENT``), so a restored system template gets a fresh id."""
+        now = self._now()
+        template = _Template(
+            self._next_template_id, name, description, os_type, forge_type, data, user_id, now, now
+        )
+        self._templates[template.id] = template
+        self._next_template_id += 1
+        return template
+
+    def _template_owner(self, template: _Template) -> str:
+        """The owner_id GARM shows: ``system`` for a NULL user, else the user's name."""
+        if template.user_id is None:
+            return _SYSTEM_OWNER
+        admin = self._admin
+        return admin.username if admin is not None and admin.id == template.user_id else ""
 
     def _endpoint_named(self, name: str) -> _Endpoint | None:
         """GARM looks endpoints up with ``LOWER(name) = LOWER(?)``."""
@@ -1659,9 +1871,32 @@ class GarmDouble:
                 ("org_id", entity.id if is_org else "", True),
                 ("org_name", entity.name if is_org else "", True),
                 ("template_id", scaleset.template_id, True),
-                ("template_name", _TEMPLATES[scaleset.template_id][0] if detail else "", True),
+                ("template_name", self._template_name(scaleset) if detail else "", True),
             ]
         )
+
+    def _template_json(self, template: _Template, *, with_data: bool) -> dict[str, object]:
+        """A Template (params/params.go). ``data`` has no omitempty: base64 when loaded,
+        ``null`` in the list, whose query omits the column."""
+        data = base64.b64encode(template.data).decode() if with_data else None
+        return _obj(
+            [
+                ("id", template.id, False),
+                ("created_at", go_time(template.created_at), False),
+                ("updated_at", go_time(template.updated_at), False),
+                ("name", template.name, False),
+                ("description", template.description, False),
+                ("os_type", template.os_type, False),
+                ("forge_type", template.forge_type, True),
+                ("data", data, False),
+                ("owner_id", self._template_owner(template), True),
+            ]
+        )
+
+    def _template_name(self, scaleset: _ScaleSet) -> str:
+        """The preloaded template's name ("" if the row were gone: a zero Template)."""
+        template = self._templates.get(scaleset.template_id)
+        return template.name if template is not None else ""
 
     def _controller_json(self, *, with_hostname: bool) -> dict[str, object]:
         ctl = self._controller
@@ -1904,7 +2139,7 @@ class GarmDouble:
             req.args[0], req.args[1], "error getting entity: error failed to get entity from db: "
         )
         os_type = body.get("os_type", "")
-        template_id = _find_template(os_type, body.get("template_id"))
+        template_id = self._find_template(os_type, body.get("template_id")).id
         name = body.get("name", "")
         group = body.get("github-runner-group", "") or "Default"
         if self._name_taken(entity, name, group, None):
@@ -1989,7 +2224,7 @@ class GarmDouble:
         if min_idle > max_runners:
             raise _bad_request("min_idle_runners cannot be larger than max_runners")
         if "template_id" in body:
-            _find_template(body.get("os_type") or scaleset.os_type, body["template_id"])
+            self._find_template(body.get("os_type") or scaleset.os_type, body["template_id"])
         if body.get("proxy_id"):
             raise _bad_request(
                 "error updating pool: error updating scale set: error checking scale set proxy: "
@@ -2053,6 +2288,186 @@ class GarmDouble:
             generation = scaleset.generation if scaleset is not None else 0
             rows = [i for i in rows if generation > 0]
         return _json_response([self._instance_json(i) for i in rows])
+
+    # ------------------------------------------------------------------ handlers: templates
+
+    def _find_template(self, os_type: str, template_id: int | None) -> _Template:
+        """runner.findTemplate for a GitHub entity: an explicit id must exist (404) and fit
+        the scale set's OS type and forge (400); without one, the first ``system``-owned
+        template of that OS type and forge github is picked (400 when there is none)."""
+        wrap = "failed to find suitable template: "
+        if template_id is None:
+            template = next(
+                (
+                    t
+                    for t in self._templates.values()
+                    if t.os_type == os_type
+                    and t.forge_type == "github"
+                    and self._template_owner(t) == _SYSTEM_OWNER
+                ),
+                None,
+            )
+            if template is None:
+                raise _bad_request(
+                    f"{wrap}no template ID supplied and no default template can be found"
+                )
+        else:
+            found = self._templates.get(template_id)
+            if found is None:
+                raise _not_found(
+                    wrap + "failed to get template: failed to get template: not found"
+                )
+            template = found
+        if template.os_type != os_type:
+            raise _bad_request(
+                wrap + f"selected template OS type ({template.os_type}) and pool OS type "
+                f"({os_type}) do not match"
+            )
+        if template.forge_type != "github":
+            raise _bad_request(
+                wrap + f"selected template forge type ({template.forge_type}) and pool forge "
+                "type (github) do not match"
+            )
+        return template
+
+    def _list_templates(self, req: _Request) -> _Response:
+        """ListTemplates: ``osType`` and ``forgeType`` match exactly, ``partialName`` is a
+        case-insensitive SQL ``LIKE '%...%'`` on the name; ``data`` is not loaded."""
+        os_type = req.query.get("osType", "")
+        forge_type = req.query.get("forgeType", "")
+        partial = req.query.get("partialName", "")
+        rows = [
+            self._template_json(t, with_data=False)
+            for t in self._templates.values()
+            if os_type in ("", t.os_type)
+            and forge_type in ("", t.forge_type)
+            and (not partial or _like_contains(t.name, partial))
+        ]
+        return _json_response(rows)
+
+    def _get_template(self, req: _Request) -> _Response:
+        template = self._templates.get(_parse_template_id(req.args[0]))
+        if template is None:
+            raise _not_found("failed to get template: failed to get template: not found")
+        return _json_response(self._template_json(template, with_data=True))
+
+    def _create_template(self, req: _Request) -> _Response:
+        """runner.CreateTemplate: validate the params, then parse the template, then insert
+        it for the logged-in user (409 when that user already has the name)."""
+        body = _decode(req.text, _TEMPLATE_CREATE_FIELDS)
+        name, data = body.get("name", ""), body.get("data", b"")
+        os_type, forge_type = body.get("os_type", ""), body.get("forge_type", "")
+        problem = _template_params_problem(name, data, os_type, forge_type)
+        if problem is not None:
+            raise _bad_request(f"invalid create params {_go_quote(problem)}")
+        _validate_template(data)
+        admin = self._admin
+        assert admin is not None  # the init-required gate ran first
+        if any(t.name == name and t.user_id == admin.id for t in self._templates.values()):
+            raise _ApiError(
+                409,
+                "Conflict",
+                "failed to create template: a template name already exists with the "
+                "specified name",
+            )
+        template = self._new_template(
+            name, body.get("description", ""), os_type, forge_type, data, admin.id
+        )
+        return _json_response(self._template_json(template, with_data=True))
+
+    def _update_template(self, req: _Request) -> _Response:
+        """runner.UpdateTemplate and the DB update: os/forge type cannot change. Every key
+        sent (``name``, ``description``, or non-empty ``data``) counts as a change, even
+        with the stored value, and the gorm Save re-stamps updated_at; a body with none of
+        them writes nothing."""
+        template_id = _parse_template_id(req.args[0])
+        body = _decode(req.text, _TEMPLATE_UPDATE_FIELDS)
+        if body.get("name") == "":
+            raise _bad_request('invalid update params: "name cannot be empty"')
+        data = body.get("data", b"")
+        if data:
+            _validate_template(data)
+        template = self._templates.get(template_id)
+        if template is None:
+            raise _not_found(
+                "failed to update template: failed to update template: "
+                "failed to get template: not found"
+            )
+        self._write_template(template, body.get("name"), body.get("description"), data)
+        return _json_response(self._template_json(template, with_data=True))
+
+    def _write_template(
+        self, template: _Template, name: str | None, description: str | None, data: bytes
+    ) -> None:
+        """The store's UpdateTemplate write. A rename onto another of the same user's
+        templates breaks the unique index inside the Save: a plain error, so 500 (system
+        templates, NULL in the index, never clash)."""
+        owned = template.user_id is not None
+        if (
+            owned
+            and name is not None
+            and any(
+                t is not template and t.name == name and t.user_id == template.user_id
+                for t in self._templates.values()
+            )
+        ):
+            raise _server_error()
+        if name is None and description is None and not data:
+            return
+        if description is not None:
+            template.description = description
+        if name is not None:
+            template.name = name
+        if data:
+            template.data = data
+        template.updated_at = self._now()
+
+    def _delete_template(self, req: _Request) -> _Response:
+        """runner.DeleteTemplate: 200 with an empty body, also for an unknown id (the
+        not-found is swallowed); 400 while a scale set (or pool) uses it. The double's
+        users are all admins, who may delete system templates too."""
+        template = self._templates.get(_parse_template_id(req.args[0]))
+        if template is None:
+            return _Response(200)
+        if any(s.template_id == template.id for s in self._scalesets.values()):
+            raise _bad_request(
+                "failed to delete template: failed to delete template: "
+                "cannot delete template while in use by pools or scale sets"
+            )
+        del self._templates[template.id]
+        return _Response(200)
+
+    def _restore_templates(self, req: _Request) -> _Response:
+        """runner.RestoreTemplate: for each (os, forge) asked for (``restore_all``: linux
+        then windows, gitea before github; else the body's ``os_type`` and ``forge``), put
+        the built-in content back into the first system-owned template of that pair,
+        renaming it back to ``<forge>_<os>`` if it was renamed (its description stays),
+        or, if there is none, create one with restore's own description. 200, empty body;
+        404 for a pair GARM has no built-in template for."""
+        body = _decode(req.text, _TEMPLATE_RESTORE_FIELDS)
+        if body.get("restore_all"):
+            pairs = [(o, f) for o in ("linux", "windows") for f in ("gitea", "github")]
+        else:
+            pairs = [(body.get("os_type", ""), body.get("forge", ""))]
+        for os_type, forge_type in pairs:
+            data = _builtin_template(os_type, forge_type)
+            name = f"{forge_type}_{os_type}"
+            system = next(
+                (
+                    t
+                    for t in self._templates.values()
+                    if t.os_type == os_type
+                    and t.forge_type == forge_type
+                    and self._template_owner(t) in (_SYSTEM_OWNER, "")
+                ),
+                None,
+            )
+            if system is not None:
+                self._write_template(system, name if system.name != name else None, None, data)
+            else:
+                description = f"Default template for {forge_type} runners on {os_type}"
+                self._new_template(name, description, os_type, forge_type, data, None)
+        return _Response(200)
 
     # ------------------------------------------------------------------ handlers: others
 
@@ -2350,33 +2765,6 @@ class GarmDouble:
 # --------------------------------------------------------------------------- helpers
 
 
-def _find_template(os_type: str, template_id: int | None) -> int:
-    """runner.findTemplate for a GitHub entity: an explicit id must exist and fit, else the
-    system template of the scale set's OS type is picked."""
-    wrap = "failed to find suitable template: "
-    if template_id is None:
-        candidates = [t for t, (_, os_, forge) in _TEMPLATES.items() if forge == "github"]
-        template_id = next((t for t in candidates if _TEMPLATES[t][1] == os_type), 0)
-        if not template_id:
-            raise _bad_request(
-                f"{wrap}no template ID supplied and no default template can be found"
-            )
-    elif template_id not in _TEMPLATES:
-        raise _not_found(wrap + "failed to get template: error fetching template: not found")
-    _, template_os, forge = _TEMPLATES[template_id]
-    if template_os != os_type:
-        raise _bad_request(
-            wrap + f"selected template OS type ({template_os}) and pool OS type ({os_type}) "
-            "do not match"
-        )
-    if forge != "github":
-        raise _bad_request(
-            wrap + f"selected template forge type ({forge}) and pool forge type (github) "
-            "do not match"
-        )
-    return template_id
-
-
 # PUT /scalesets/{id} keys in updateScaleSet's order: (key, bumps generation, rule).
 # "any": a present value counts; "nonempty": GARM ignores an empty string or 0.
 _UPDATABLE: tuple[tuple[str, bool, str], ...] = (
@@ -2415,6 +2803,61 @@ def _scaleset_changes(scaleset: _ScaleSet, body: dict[str, Any]) -> tuple[dict[s
             changes[key] = body[key]
             bump = bump or bumps
     return changes, bump
+
+
+def _parse_template_id(text: str) -> int:
+    """getValueFromVarsAsUint: ``strconv.ParseUint(id, 10, 64)``, 400 naming the value."""
+    if not re.fullmatch(r"[0-9]+", text) or int(text) >= 2**64:
+        raise _bad_request(f"invalid value for {_go_quote('templateID')}: {_go_quote(text)}")
+    return int(text)
+
+
+def _template_params_problem(name: str, data: bytes, os_type: str, forge_type: str) -> str | None:
+    """CreateTemplateParams.Validate: the first thing wrong, in its order, or None."""
+    if not name:
+        return "name cannot be empty"
+    if not data:
+        return "template data is empty"
+    if os_type not in ("linux", "windows"):
+        return f"invalid OS type: {_go_quote(os_type)}"
+    if forge_type not in ("github", "gitea"):
+        return f"invalid forge type: {_go_quote(forge_type)}"
+    return None
+
+
+def _like_contains(name: str, partial: str) -> bool:
+    """SQLite's ``LOWER(name) LIKE LOWER('%<partial>%')``: ``%`` and ``_`` in the partial
+    name are wildcards too, and only ASCII letters fold."""
+    pattern = "".join(
+        ".*" if c == "%" else "." if c == "_" else re.escape(c) for c in _ascii_lower(partial)
+    )
+    return re.search(pattern, _ascii_lower(name), re.DOTALL) is not None
+
+
+def _ascii_lower(text: str) -> str:
+    return "".join(c.lower() if c.isascii() else c for c in text)
+
+
+def _builtin_template(os_type: str, forge_type: str) -> bytes:
+    """internal/templates GetTemplateContent, as restore reaches it (404 when unknown)."""
+    wrap = f"failed to get template content for {forge_type}/{os_type}: "
+    if forge_type not in ("github", "gitea"):
+        raise _not_found(wrap + f"could not find template for forge type: {_go_quote(forge_type)}")
+    if os_type not in ("linux", "windows"):
+        raise _not_found(
+            wrap
+            + f"could not find template for forge {forge_type} and OS type: "
+            + _go_quote(os_type)
+        )
+    return _SYSTEM_TEMPLATE_DATA[(os_type, forge_type)].encode()
+
+
+def _validate_template(data: bytes) -> None:
+    """templates.ValidateTemplate as runner.CreateTemplate / UpdateTemplate wrap it: 400
+    ``failed to validate template: invalid template: line <n>: <parse error>``."""
+    problem = _go_template_problem(data.decode("utf-8", errors="replace"))
+    if problem is not None:
+        raise _bad_request(f"failed to validate template: invalid template: {problem}")
 
 
 def _validate_controller(body: dict[str, Any]) -> None:
@@ -2504,9 +2947,36 @@ def _secrets(auth_type: str, body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_GO_QUOTE_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+    "\\": "\\\\",
+    '"': '\\"',
+}
+
+
 def _go_quote(text: str) -> str:
-    """Go's ``%q`` (strconv.Quote) of printable text: backslashes and quotes escaped."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """Go's ``%q`` (strconv.Quote): quotes and backslashes escaped, control characters as
+    ``\\n``-style or ``\\x``/``\\u`` escapes, printable text kept as it is."""
+    out: list[str] = []
+    for char in text:
+        code = ord(char)
+        if char in _GO_QUOTE_ESCAPES:
+            out.append(_GO_QUOTE_ESCAPES[char])
+        elif char.isprintable():
+            out.append(char)
+        elif code < 0x80:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return '"' + "".join(out) + '"'
 
 
 def _duplicate(name: str) -> str:
@@ -2546,6 +3016,441 @@ def _body_for_record(text: str) -> object | None:
         return json.loads(text)
     except ValueError:
         return text
+
+
+# --------------------------------------------------------------------------- Go templates
+
+# GARM parses install templates with text/template and no FuncMap of its own
+# (internal/templates parseTemplate), so only Go's built-in functions exist.
+_GO_FUNCS = frozenset(
+    {
+        "and",
+        "call",
+        "html",
+        "index",
+        "slice",
+        "js",
+        "len",
+        "not",
+        "or",
+        "print",
+        "printf",
+        "println",
+        "urlquery",
+        "eq",
+        "ge",
+        "gt",
+        "le",
+        "lt",
+        "ne",
+    }
+)
+_GO_KEYWORDS = frozenset(
+    {"block", "break", "continue", "define", "else", "end", "if", "range", "template", "with"}
+)
+_GO_SPACE = frozenset(" \t\r\n")
+_GO_TERMINATORS = _GO_SPACE | frozenset(".,|:)(")  # what may follow a name in an action
+# Token kinds that can start an operand (parse.go pipeline and term).
+_GO_OPERANDS = frozenset(
+    {"word", "dot", "nil", "var", "field", "bool", "char", "number", "lparen", "string", "raw"}
+)
+
+
+@dataclass
+class _GoToken:
+    """One lexer item of an action; ``error`` items carry the lexer's message."""
+
+    kind: str
+    text: str
+    line: int
+
+    def describe(self) -> str:
+        """parse.item's String: keywords, ``.`` and ``nil`` as ``<x>``, the rest quoted and
+        cut after ten characters."""
+        if self.kind in ("keyword", "dot", "nil"):
+            return f"<{self.text}>"
+        if len(self.text) > 10:
+            return _go_quote(self.text[:10]) + "..."
+        return _go_quote(self.text)
+
+
+class _GoTemplateError(Exception):
+    """A text/template parse error: the line it names and the message after it."""
+
+    def __init__(self, line: int, message: str):
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+class _GoLexError(Exception):
+    """The lexer stops: an error item at ``pos`` replaces the item that starts there."""
+
+    def __init__(self, pos: int, message: str):
+        super().__init__(message)
+        self.pos = pos
+        self.message = message
+
+
+def _go_template_problem(text: str) -> str | None:
+    """None when Go's ``template.New("").Parse(text)`` would accept the text, else the
+    error as GARM cleans it up: ``line <n>: <message>``.
+
+    An approximation of text/template/parse, good for what an install template gets
+    wrong: delimiters (an action or comment left open, stray characters such as a second
+    ``{{`` inside an action, open quotes and parentheses), ``if``/``range``/``with``/
+    ``define``/``block`` left without ``end`` or an ``end``/``else`` too many, empty
+    actions and pipelines, ``break``/``continue`` outside ``range`` and calls of
+    functions Go does not have. It does not check variable scopes, number syntax or
+    what a pipeline stage may start with."""
+    try:
+        _GoTemplateCheck(text).run()
+    except _GoTemplateError as exc:
+        return f"line {exc.line}: {exc.message}"
+    return None
+
+
+class _GoTemplateCheck:
+    """Lexes the text one action at a time and parses each action, keeping the open
+    blocks on a stack, so errors come out in the order Go's parser meets them."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.newlines = [i for i, char in enumerate(text) if char == "\n"]
+        # Open blocks, innermost last: (context, in its else branch).
+        self.stack: list[tuple[str, bool]] = []
+        self.tokens: list[_GoToken] = []
+        self.index = 0
+        self.depth = 0  # open parentheses in the current action
+        self.action_line = 0
+
+    def line_at(self, pos: int) -> int:
+        return bisect.bisect_left(self.newlines, pos) + 1
+
+    def run(self) -> None:
+        text, pos = self.text, 0
+        while (start := text.find("{{", pos)) >= 0:
+            inner = start + 2
+            if text[inner : inner + 1] == "-" and text[inner + 1 : inner + 2] in _GO_SPACE:
+                inner += 2  # a left trim marker
+            if text.startswith("/*", inner):
+                pos = self.skip_comment(start, inner)
+                continue
+            pos = self.lex_action(inner)
+            self.parse_action(self.line_at(start))
+        if self.stack:
+            raise _GoTemplateError(self.line_at(len(text)), "unexpected EOF")
+
+    # -------------------------------------------------------------- lexer
+
+    def skip_comment(self, start: int, inner: int) -> int:
+        """lexComment: ``/* ... */`` then the right delimiter, nothing in between."""
+        close = self.text.find("*/", inner + 2)
+        if close < 0:
+            raise _GoTemplateError(self.line_at(start), "unclosed comment")
+        end = self.right_delim(close + 2)
+        if end is None:
+            raise _GoTemplateError(self.line_at(start), "comment ends before closing delimiter")
+        return end + 2
+
+    def right_delim(self, pos: int) -> int | None:
+        """Where ``}}`` starts if a right delimiter (maybe trim-marked) starts at pos."""
+        if self.text.startswith("}}", pos):
+            return pos
+        if self.text[pos : pos + 1] in _GO_SPACE and self.text.startswith("-}}", pos + 1):
+            return pos + 2
+        return None
+
+    def lex_action(self, pos: int) -> int:
+        """Lex one action into ``self.tokens``, ending with an ``rdelim`` item or an
+        ``error`` item (which stops the lexer); returns where the text goes on."""
+        self.tokens, self.index, self.depth = [], 0, 0
+        try:
+            while (close := self.right_delim(pos)) is None:
+                if pos >= len(self.text):
+                    raise _GoLexError(pos, "unclosed action")
+                pos = self.lex_item(pos)
+            if self.depth:
+                raise _GoLexError(pos, "unclosed left paren")
+        except _GoLexError as exc:
+            self.tokens.append(_GoToken("error", exc.message, self.line_at(exc.pos)))
+            return len(self.text)
+        self.tokens.append(_GoToken("rdelim", "}}", self.line_at(close)))
+        return close + 2
+
+    def lex_item(self, pos: int) -> int:
+        """lexInsideAction: one item from ``pos``; returns where the next one starts."""
+        char, after = self.text[pos], self.text[pos + 1 : pos + 2]
+        if char in _GO_SPACE:
+            kind, end = "space", pos + 1
+            while self.text[end : end + 1] in _GO_SPACE and self.right_delim(end) is None:
+                end += 1
+        elif char in "\"'`":
+            kind, end = self.lex_quoted(pos)
+        elif char in "():|=":
+            kind, end = self.lex_operator(pos)
+        elif char == "$" or (char == "." and not after.isdigit()):
+            kind, end = self.lex_name(pos)
+        elif char in "+-." or "0" <= char <= "9":
+            kind, end = self.lex_number(pos)
+        elif _go_alnum(char):
+            kind, end = self.lex_name(pos)
+        elif char.isascii() and char.isprintable():
+            kind, end = "punct", pos + 1
+        else:
+            raise _GoLexError(pos, f"unrecognized character in action: {_go_rune(char)}")
+        self.tokens.append(_GoToken(kind, self.text[pos:end], self.line_at(pos)))
+        return end
+
+    def lex_number(self, pos: int) -> tuple[str, int]:
+        """A number, loosely: a sign alone is bad syntax, the rest is not checked."""
+        end = pos + 1
+        while end < len(self.text) and (_go_alnum(self.text[end]) or self.text[end] in ".+-"):
+            end += 1
+        if end == pos + 1 and self.text[pos] in "+-":
+            raise _GoLexError(pos, f"bad number syntax: {_go_quote(self.text[pos])}")
+        return "number", end
+
+    def lex_quoted(self, pos: int) -> tuple[str, int]:
+        """A string, character constant or raw string; unterminated is an error."""
+        quote = self.text[pos]
+        if quote == "`":
+            end = self.text.find("`", pos + 1)
+            if end < 0:
+                raise _GoLexError(pos, "unterminated raw quoted string")
+            return "raw", end + 1
+        end = pos + 1
+        while end < len(self.text) and self.text[end] not in (quote, "\n"):
+            end += 2 if self.text[end] == "\\" and self.text[end + 1 : end + 2] != "\n" else 1
+        if self.text[end : end + 1] != quote:
+            what = "quoted string" if quote == '"' else "character constant"
+            raise _GoLexError(pos, f"unterminated {what}")
+        return ("string" if quote == '"' else "char"), end + 1
+
+    def lex_operator(self, pos: int) -> tuple[str, int]:
+        char = self.text[pos]
+        if char == "(":
+            self.depth += 1
+            return "lparen", pos + 1
+        if char == ")":
+            self.depth -= 1
+            if self.depth < 0:
+                raise _GoLexError(pos, "unexpected right paren")
+            return "rparen", pos + 1
+        if char == ":":
+            if self.text[pos + 1 : pos + 2] != "=":
+                raise _GoLexError(pos, "expected :=")
+            return "declare", pos + 2
+        return ("pipe" if char == "|" else "assign"), pos + 1
+
+    def lex_name(self, pos: int) -> tuple[str, int]:
+        """A variable, field, ``.``, keyword, bool, ``nil`` or identifier; it must be
+        followed by a terminator (a space, ``.,|:()`` or the right delimiter)."""
+        char = self.text[pos]
+        end = pos + 1 if char in "$." else pos
+        while end < len(self.text) and _go_alnum(self.text[end]):
+            end += 1
+        word = self.text[pos:end]
+        follow = self.text[end : end + 1]
+        if follow and follow not in _GO_TERMINATORS and self.right_delim(end) is None:
+            raise _GoLexError(pos, f"bad character {_go_rune(follow)}")
+        if char == "$":
+            return "var", end
+        if char == ".":
+            return ("field" if end > pos + 1 else "dot"), end
+        if word in _GO_KEYWORDS:
+            return "keyword", end
+        return ("bool" if word in ("true", "false") else "nil" if word == "nil" else "word"), end
+
+    # -------------------------------------------------------------- parser
+
+    def next(self) -> _GoToken:
+        token = self.tokens[min(self.index, len(self.tokens) - 1)]
+        self.index += 1
+        return token
+
+    def next_non_space(self) -> _GoToken:
+        token = self.next()
+        while token.kind == "space":
+            token = self.next()
+        return token
+
+    def peek_non_space(self) -> _GoToken:
+        index = self.index
+        token = self.next_non_space()
+        self.index = index
+        return token
+
+    def unexpected(self, token: _GoToken, context: str) -> _GoTemplateError:
+        """Tree.unexpected: a lexer error names where its action began when that was on
+        another line."""
+        if token.kind != "error":
+            return _GoTemplateError(token.line, f"unexpected {token.describe()} in {context}")
+        extra = ""
+        if self.action_line and self.action_line != token.line:
+            extra = f" in action started at :{self.action_line}"
+            if token.text.endswith(" action"):
+                extra = extra[len(" in action") :]
+        return _GoTemplateError(token.line, token.text + extra)
+
+    def expect(self, kind: str, context: str) -> _GoToken:
+        token = self.next_non_space()
+        if token.kind != kind:
+            raise self.unexpected(token, context)
+        return token
+
+    def parse_action(self, action_line: int) -> None:
+        """One action, as parse(), itemList and action() see it."""
+        first = self.peek_non_space()
+        keyword = first.text if first.kind == "keyword" else ""
+        if keyword == "define" and not self.stack:
+            self.action_line = 0  # parse() takes a top-level define before textOrAction
+            self.next_non_space()
+            self.template_name("define clause")
+            self.expect("rdelim", "define clause")
+            self.stack.append(("define clause", False))
+            return
+        self.action_line = action_line
+        if keyword in ("", "define"):  # elsewhere define is no control word: a bad command
+            self.pipeline("command", "rdelim")
+            return
+        self.next_non_space()
+        if keyword in ("if", "range", "with"):
+            self.pipeline(keyword, "rdelim")
+            self.stack.append((keyword, False))
+        elif keyword in ("block", "template"):
+            self.template_call(keyword)
+        elif keyword in ("break", "continue"):
+            token = self.expect("rdelim", "{{" + keyword + "}}")
+            if not self.in_range():
+                raise _GoTemplateError(token.line, f"{{{{{keyword}}}}} outside {{{{range}}}}")
+        elif keyword == "end":
+            token = self.expect("rdelim", "end")
+            if not self.stack:
+                raise _GoTemplateError(token.line, "unexpected {{end}}")
+            self.stack.pop()
+        else:
+            self.else_branch()
+
+    def template_name(self, context: str) -> None:
+        token = self.next_non_space()
+        if token.kind not in ("string", "raw"):
+            raise self.unexpected(token, context)
+
+    def template_call(self, keyword: str) -> None:
+        """``{{block "name" pipeline}}`` opens a body; ``{{template "name" [pipeline]}}``
+        does not."""
+        context = f"{keyword} clause"
+        self.template_name(context)
+        if keyword == "block":
+            self.pipeline(context, "rdelim")
+            self.stack.append((context, False))
+        elif self.peek_non_space().kind != "rdelim":
+            self.pipeline(context, "rdelim")
+
+    def in_range(self) -> bool:
+        """Whether a ``range`` body (not its else branch) encloses this point of the
+        current template (define and block bodies are templates of their own)."""
+        for context, in_else in reversed(self.stack):
+            if context in ("define clause", "block clause"):
+                return False
+            if context == "range" and not in_else:
+                return True
+        return False
+
+    def else_branch(self) -> None:
+        """elseControl and what parseControl makes of the else: ``else if`` in an if and
+        ``else with`` in a with chain on; a second else, or one at top level or in a
+        define or block body, is an error."""
+        chained = self.peek_non_space()
+        is_chain = chained.kind == "keyword" and chained.text in ("if", "with")
+        token = chained if is_chain else self.expect("rdelim", "else")
+        if not self.stack:
+            raise _GoTemplateError(token.line, "unexpected {{else}}")
+        context, in_else = self.stack[-1]
+        if context in ("define clause", "block clause"):
+            raise _GoTemplateError(token.line, f"unexpected {{{{else}}}} in {context}")
+        if in_else:
+            raise _GoTemplateError(token.line, "expected end; found {{else}}")
+        if not is_chain:
+            self.stack[-1] = (context, True)
+            return
+        if chained.text != context:
+            raise self.unexpected(chained, "input")
+        self.next_non_space()
+        self.pipeline(context, "rdelim")
+
+    def pipeline(self, context: str, end: str) -> None:
+        """Tree.pipeline: optional declarations, then commands up to ``end``; none at
+        all is ``missing value for <context>``."""
+        self.declarations(context)
+        commands = 0
+        while True:
+            token = self.next_non_space()
+            if token.kind == end:
+                if not commands:
+                    raise _GoTemplateError(token.line, f"missing value for {context}")
+                return
+            if token.kind not in _GO_OPERANDS:
+                raise self.unexpected(token, context)
+            self.index -= 1
+            self.command()
+            commands += 1
+
+    def declarations(self, context: str) -> None:
+        """``$x :=`` (or ``=``), and ``$i, $e :=`` in a range."""
+        if self.peek_non_space().kind != "var":
+            return
+        index = self.index
+        self.next_non_space()
+        after = self.peek_non_space()
+        if after.kind in ("declare", "assign"):
+            self.next_non_space()
+        elif after.kind == "punct" and after.text == ",":
+            self.next_non_space()
+            if context != "range" or self.next_non_space().kind != "var":
+                raise _GoTemplateError(after.line, f"too many declarations in {context}")
+            token = self.next_non_space()
+            if token.kind not in ("declare", "assign"):
+                raise self.unexpected(token, context)
+        else:
+            self.index = index
+
+    def command(self) -> None:
+        """Tree.command: space-separated operands up to ``|``, ``)`` or ``}}``."""
+        while True:
+            self.operand()
+            token = self.next()
+            if token.kind == "space":
+                continue
+            if token.kind in ("rdelim", "rparen"):
+                self.index -= 1
+            elif token.kind != "pipe":
+                raise self.unexpected(token, "operand")
+            return
+
+    def operand(self) -> None:
+        """Tree.term plus the fields chained to it; nothing when no term comes next."""
+        token = self.next_non_space()
+        if token.kind == "word" and token.text not in _GO_FUNCS:
+            raise _GoTemplateError(token.line, f"function {_go_quote(token.text)} not defined")
+        if token.kind == "lparen":
+            self.pipeline("parenthesized pipeline", "rparen")
+        elif token.kind not in _GO_OPERANDS:
+            self.index -= 1
+            return
+        while self.tokens[min(self.index, len(self.tokens) - 1)].kind == "field":
+            self.index += 1
+
+
+def _go_alnum(char: str) -> bool:
+    """The lexer's isAlphaNumeric: underscore, letters and digits."""
+    return char == "_" or char.isalpha() or char.isdigit()
+
+
+def _go_rune(char: str) -> str:
+    """Go's ``%#U``: ``U+007B '{'``, without the quoted character when not printable."""
+    return f"U+{ord(char):04X}" + (f" '{char}'" if char.isprintable() else "")
 
 
 # --------------------------------------------------------------------------- server

@@ -72,6 +72,7 @@ def scaleset_json(
     extra_specs: Any = None,
     created_at: datetime = T0,
     updated_at: datetime = T0,
+    template_id: int = 2,
 ) -> dict[str, Any]:
     """One scaleset as ``GET /scalesets`` lists it, zero-valued omitempty keys absent."""
     full: dict[str, Any] = {
@@ -100,7 +101,7 @@ def scaleset_json(
         "github-runner-group": runner_group,
         "tags": [{"id": f"tag-{label}", "name": label} for label in labels],
         "status_messages": None,
-        "template_id": 2,
+        "template_id": template_id,
     }
     if org is not None:
         full["org_id"], full["org_name"] = org
@@ -136,3 +137,28 @@ def instance_json(
         "generation": 0,
     }
     return {k: v for k, v in data.items() if v not in ("", 0) or k == "generation"}
+
+
+def template_json(
+    id: int,
+    name: str,
+    *,
+    description: str = "",
+    owner_id: str = "admin",
+    os_type: str = "linux",
+    forge_type: str = "github",
+    updated_at: datetime = T0,
+) -> dict[str, Any]:
+    """One runner install template as ``GET /templates`` lists it: ``data`` null."""
+    data: dict[str, Any] = {
+        "id": id,
+        "created_at": go_time(T0),
+        "updated_at": go_time(updated_at),
+        "name": name,
+        "description": description,
+        "os_type": os_type,
+        "forge_type": forge_type,
+        "data": None,
+        "owner_id": owner_id,
+    }
+    return {k: v for k, v in data.items() if v != "" or k in ("os_type",)}

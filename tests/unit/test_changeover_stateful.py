@@ -42,10 +42,13 @@ from garm_models import parse_time
 from naming import normalise_labels
 from planner import YOUNGEST_DELETE, Action, CreateScaleset, RemoveInstance, UpdateScaleset
 from reconciler import Outcome, preview, reconcile
+from runner_options import RunnerOptions
+from runner_scripts import derive_template, install_blocks
+from runner_templates import CreateTemplate, DeleteTemplate, UpdateTemplate, template_name
 from scaleset_notes import FIRST_RETRY, Notes
 from spec import Desired, ScalesetSpec, Settings
 from tests.clock import FakeClock
-from tests.garm_double import CONSOLIDATION_INTERVAL, GarmDouble
+from tests.garm_double import CONSOLIDATION_INTERVAL, GITHUB_LINUX_TEMPLATE, GarmDouble
 from tests.soak import soak_settings
 from tests.wire import T0
 
@@ -53,6 +56,9 @@ PROVIDER = "garm-configurator-0"
 SETTINGS = Settings(handover_timeout=timedelta(minutes=30), drain_deadline=timedelta(hours=7))
 LOGICAL = ("ci", "big")
 LABEL_SETS = (("linux",), ("linux", "x64"), ("linux", "arm64"), ("Linux", "X64", "gpu"))
+# Runner options a configurator may publish for a logical scaleset: none, or a pre-job
+# script in one of two versions (a change made in place, never by replacement).
+PRE_JOB_SCRIPTS = (None, "echo one", "echo two")
 CREATE_ROUTE = r"/organizations/[^/]+/scalesets/?"
 READS = (("GET", r"/scalesets/?"), ("GET", r"/instances/?"), ("GET", r"/providers/?"))
 FAULTS = ("500", "400", "drop", "drop_after")
@@ -88,6 +94,8 @@ MUST_SEE = (
     "waited out a back-off",
     "create refused",
     "blocked",
+    "template rewritten in place",
+    "template deleted",
 )
 
 
@@ -100,6 +108,7 @@ class _Before:
     born: Mapping[int, datetime]
     runners: Mapping[str, dict[str, Any]]
     refusals: Mapping[str, CreateRefusal]
+    ours: frozenset[int]
     requests: int
     removals: int
     deletions: int
@@ -128,6 +137,8 @@ class Changeover(RuleBasedStateMachine):
         garm.add_org("example-org")
         self.client = GarmClient(garm.url, garm.username, garm.password, timeout=(1, 1))
         self.labels: dict[str, tuple[str, ...]] = {"ci": ("linux", "x64"), "big": ("linux",)}
+        # The pre-job script each logical scaleset's runners get (None: no options).
+        self.pre_job: dict[str, str | None] = {}
         self.served: dict[str, set[str]] = {}
         # What GitHub answered to creates, as the charm keeps it in the peer relation.
         self.memory = CreateMemory()
@@ -145,12 +156,15 @@ class Changeover(RuleBasedStateMachine):
         start=st.sampled_from(STARTS),
         labels=st.sampled_from(LABEL_SETS),
         deletes_kept=st.booleans(),
+        script=st.sampled_from(PRE_JOB_SCRIPTS),
     )
-    def begin(self, start, labels, deletes_kept):
+    def begin(self, start, labels, deletes_kept, script):
         """Start from nothing, or from both scalesets serving, a job on each, perhaps a
         job that will run for hours, perhaps relabelled at once (a drain ahead); with a
-        GitHub that refuses to delete scale sets (GARM keeps them), or not."""
+        GitHub that refuses to delete scale sets (GARM keeps them), or not; ``ci``'s
+        runners with a pre-job script, or not."""
         self.garm.delete_keeps_record = deletes_kept
+        self.pre_job["ci"] = script
         if start == "empty":
             return
         for _ in range(10):
@@ -171,6 +185,11 @@ class Changeover(RuleBasedStateMachine):
         if labels != self.labels.get(logical) and self.has_generation(logical, labels):
             COVERAGE["flip-flops"] += 1
         self.labels[logical] = labels
+
+    @rule(logical=st.sampled_from(LOGICAL), script=st.sampled_from(PRE_JOB_SCRIPTS))
+    def change_options(self, logical, script):
+        """The configurator sets, changes or drops a runner option: changed in place."""
+        self.pre_job[logical] = script
 
     @rule(logical=st.sampled_from(LOGICAL))
     def unpublish(self, logical):
@@ -346,11 +365,41 @@ class Changeover(RuleBasedStateMachine):
 
     def check_pass(self, before: _Before, *, faulty: bool) -> None:
         """What one pass sent, judged against GARM's ground truth as the pass started."""
+        self.templates_written_as_asked(before, faulty=faulty)
         self.no_runner_removed_before_its_deadline(before)
         self.nothing_deleted_young(before)
         refused = self.nothing_resent_before_its_backoff(before)
         if not faulty:
             self.every_refusal_noted(refused)
+
+    def templates_written_as_asked(self, before: _Before, *, faulty: bool) -> None:
+        """A new generation is created with its logical scaleset's current template, or
+        GARM's own when it has no options; a template is deleted only when nothing uses
+        it (GARM would refuse), and only the charm's templates are ever written."""
+        desired = {s.name: s for s in self.desired().specs}
+        sent = self.garm.requests[before.requests :]
+        templates = {t["name"]: t for t in self.garm.templates()}
+        for request in sent:
+            path = request.path.rstrip("/")
+            if request.method == "POST" and path.endswith("/scalesets") and request.status == 200:
+                assert isinstance(request.body, dict)
+                spec = desired[_logical_of(request.body)]
+                mine = templates.get(template_name(spec.name))
+                if spec.template_blocks:
+                    assert mine is not None and request.body["template_id"] == mine["id"]
+                    base = GITHUB_LINUX_TEMPLATE
+                    assert mine["data"] == derive_template(base, spec.template_blocks)
+                else:
+                    assert "template_id" not in request.body
+            elif path.startswith("/templates/") and request.method in ("PUT", "DELETE"):
+                template_id = int(path.rsplit("/", 1)[1])
+                assert template_id in before.ours, f"template {template_id} is not the charm's"
+                if request.method == "PUT" and request.status == 200:
+                    COVERAGE["template rewritten in place"] += 1
+                elif request.status == 200:
+                    COVERAGE["template deleted"] += 1
+                else:
+                    assert faulty, f"{request.method} {path} answered {request.status}"
 
     def no_runner_removed_before_its_deadline(self, before: _Before) -> None:
         """A runner is removed only from a retired scaleset, past the drain deadline by
@@ -515,6 +564,9 @@ class Changeover(RuleBasedStateMachine):
             born=born,
             runners={i["name"]: i for i in self.garm.instances()},
             refusals=dict(self.memory.refusals),
+            ours=frozenset(
+                t["id"] for t in self.garm.templates() if t["name"].startswith("garm-charm-")
+            ),
             requests=len(self.garm.requests),
             removals=len(self.garm.removals),
             deletions=len(self.garm.deletions),
@@ -547,6 +599,9 @@ class Changeover(RuleBasedStateMachine):
                     max_runners=3,
                     min_idle_runners=1 if logical == "big" else 0,
                     labels=labels,
+                    template_blocks=install_blocks(
+                        RunnerOptions(pre_job_script=self.pre_job.get(logical)), None
+                    ),
                 )
                 for i, (logical, labels) in enumerate(sorted(self.labels.items()))
             )
@@ -606,12 +661,25 @@ class Changeover(RuleBasedStateMachine):
             wait = TIMER_INTERVAL if wrote or settled else min(wait * 2, LONGEST_WAIT)
         live = self.garm.scalesets()
         assert len(live) == len(self.labels), live
+        templates = {t["name"]: t for t in self.garm.templates()}
+        system = templates["github_linux"]["id"]
         for logical, labels in self.labels.items():
             (mine,) = [s for s in live if logical in {t["name"] for t in s.get("tags", [])}]
             assert mine.get("enabled") is True
             assert {t["name"].lower() for t in mine["tags"]} == set(
                 normalise_labels((*labels, logical))
             )
+            template = templates.get(template_name(logical))
+            if self.pre_job.get(logical):
+                assert template is not None and mine["template_id"] == template["id"]
+                script = self.pre_job[logical]
+                blocks = install_blocks(RunnerOptions(pre_job_script=script), None)
+                assert template["data"] == derive_template(GITHUB_LINUX_TEMPLATE, blocks)
+            else:
+                assert template is None and mine["template_id"] == system
+        # No template of the charm's outlives what asked for it.
+        wanted = {template_name(n) for n in self.labels if self.pre_job.get(n)}
+        assert {n for n in templates if n.startswith("garm-charm-")} == wanted
 
 
 def test_changeovers_keep_every_invariant(garm: GarmDouble, clock: FakeClock):
@@ -620,7 +688,7 @@ def test_changeovers_keep_every_invariant(garm: GarmDouble, clock: FakeClock):
             super().__init__(garm, clock)
 
     COVERAGE.clear()
-    run_state_machine_as_test(OnThisGarm, settings=soak_settings(50, 60))
+    run_state_machine_as_test(OnThisGarm, settings=soak_settings(50, 80))
     # The stories must have reached what the invariants guard, or they prove nothing.
     missing = [seen for seen in MUST_SEE if not COVERAGE[seen]]
     assert not missing, f"stories never reached {missing}: {dict(COVERAGE)}"
@@ -637,6 +705,11 @@ def _route_of(action: Action) -> tuple[str, str]:
         return "PUT", rf"/scalesets/{action.scaleset_id}/?"
     if isinstance(action, RemoveInstance):
         return "DELETE", rf"/instances/{action.instance_name}/?"
+    if isinstance(action, CreateTemplate):
+        return "POST", r"/templates/?"
+    if isinstance(action, UpdateTemplate | DeleteTemplate):
+        method = "PUT" if isinstance(action, UpdateTemplate) else "DELETE"
+        return method, rf"/templates/{action.template_id}/?"
     return "DELETE", rf"/scalesets/{action.scaleset_id}/?"
 
 

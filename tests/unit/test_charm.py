@@ -120,9 +120,19 @@ def test_deploy_relate_creates_the_scaleset(ctx, world, resources):
     assert created["max_runners"] == 10
     assert created["min_idle_runners"] == 1
     assert created["image"] == EXAMPLE_UNIT["image_id"]
-    assert created["extra_specs"] == {
-        "pre_install_scripts": {"pre_install.sh": "IyEvYmluL2Jhc2gKYXB0LWdldCBpbnN0YWxsIC15IGpx"}
-    }
+    # The unit's proxy: the charm's aproxy script first, then the configurator's own.
+    assert list(created["extra_specs"]["pre_install_scripts"]) == [
+        "00-aproxy.sh",
+        "pre_install.sh",
+    ]
+    assert created["extra_specs"]["pre_install_scripts"]["pre_install.sh"] == (
+        "IyEvYmluL2Jhc2gKYXB0LWdldCBpbnN0YWxsIC15IGpx"
+    )
+    assert created["extra_specs"]["disable_updates"] is True
+    # Its other options: a runner template of its own, in use from the first runner.
+    [template] = [t for t in world.templates() if t["name"] == "garm-charm-lg-x64"]
+    assert created["template_id"] == template["id"]
+    assert "DOCKERHUB_MIRROR=https://registry-mirror.internal:5000" in template["data"]
     assert tags(world) == [["large", "lg-x64", "linux", "self-hosted", "x64"]]
 
 

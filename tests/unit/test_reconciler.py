@@ -413,7 +413,8 @@ def test_observation_is_a_constant_number_of_list_calls(passes, count):
     passes.run(*specs)
     passes.run(*specs)
     assert passes.writes == []
-    assert passes.reads == 5  # scalesets, instances, providers, organizations, repositories
+    # scalesets, instances, providers, organizations, repositories, templates
+    assert passes.reads == 6
 
 
 def test_preview_plans_without_writing(garm, client, clock):

@@ -8,6 +8,8 @@ import pytest
 from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
 
 from lifecycle import View
+from runner_options import DebugSsh, Proxy, RunnerContext, RunnerOptions
+from runner_scripts import PRE_INSTALL_NAME, aproxy_script, install_blocks
 from spec import HeldSpec, ScalesetSpec
 from state import relation_state, spec_from_unit
 from tests.databags import EXAMPLE_UNIT, SECOND_UNIT, follower
@@ -21,8 +23,18 @@ def parse(**changes: str | None) -> ConfiguratorUnitData:
 
 
 def test_the_contract_example_parses_into_the_spec_it_describes():
-    spec = spec_from_unit("garm-configurator/0", ConfiguratorUnitData.from_databag(EXAMPLE_UNIT))
+    runner = RunnerContext(garm_host="10.1.2.9")
+    spec = spec_from_unit(
+        "garm-configurator/0", ConfiguratorUnitData.from_databag(EXAMPLE_UNIT), runner
+    )
     script = "#!/bin/bash\napt-get install -y jq"
+    proxy = Proxy("http://squid.internal:3128", ("80", "443"), ("10.0.0.0/8", "192.168.0.0/16"))
+    options = RunnerOptions(
+        dockerhub_mirror="https://registry-mirror.internal:5000",
+        proxy=proxy,
+        otel_endpoint="http://otel.internal:4317",
+        pre_job_script='echo "job ${GITHUB_JOB} starting"',
+    )
     assert spec == ScalesetSpec(
         source="garm-configurator/0",
         name="lg-x64",
@@ -37,9 +49,74 @@ def test_the_contract_example_parses_into_the_spec_it_describes():
         labels=("self-hosted", "linux", "x64", "large"),
         runner_group="Default",
         extra_specs={
-            "pre_install_scripts": {"pre_install.sh": base64.b64encode(script.encode()).decode()}
+            "disable_updates": True,
+            "pre_install_scripts": {
+                # The charm's proxy script sorts first: it runs before the configurator's.
+                PRE_INSTALL_NAME: b64(aproxy_script(proxy, "10.1.2.9")),
+                "pre_install.sh": b64(script),
+            },
         },
+        template_blocks=install_blocks(options, None),
     )
+    assert list(spec.extra_specs["pre_install_scripts"]) == [PRE_INSTALL_NAME, "pre_install.sh"]
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def test_a_unit_without_runner_options_needs_no_template_and_no_proxy():
+    spec = spec_from_unit(CFG0, parse())
+    assert spec.template_blocks == ""
+    assert "disable_updates" not in spec.extra_specs
+
+
+def test_debug_ssh_alone_gives_every_scaleset_a_template():
+    server = DebugSsh("tmate.internal", 10022, "SHA256:rsa", "SHA256:ed")
+    spec = spec_from_unit(CFG0, parse(), RunnerContext(debug_ssh=server))
+    assert spec.template_blocks == install_blocks(RunnerOptions(), server)
+    assert "TMATE_SERVER_HOST=tmate.internal" in spec.template_blocks
+
+
+def test_a_configurator_script_may_not_take_the_name_of_the_charms_proxy_script():
+    data = {**SECOND_UNIT, "pre_install_scripts": '{"00-aproxy.sh": "echo mine"}'}
+    state = relation_state(True, [(CFG1, data)])
+    [held] = state.desired.held
+    assert held.source == CFG1
+    assert held.reason.startswith("invalid pre_install_scripts: '00-aproxy.sh'")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "why"),
+    [
+        ("runner_http_proxy", "squid.internal:3128", "http(s) URL"),
+        ("runner_http_proxy", "http://user:secret@squid:3128", "credentials"),
+        ("dockerhub_mirror", "https://mirror.internal/$(id)'", "not a URL"),
+        ("otel_collector_endpoint", "http://{{ .CallbackToken }}", "not a URL"),
+        ("dockerhub_mirror", "https://mirror:0", "port 0"),
+        ("aproxy_redirect_ports", "80,70000", "not a port"),
+        ("aproxy_redirect_ports", "443-80", "ascending"),
+        ("aproxy_exclude_addresses", "10.0.0.0/8,fe80::1", "IPv4"),
+        ("aproxy_exclude_addresses", "10.0.0.0/33", "IPv4"),
+    ],
+)
+def test_a_bad_runner_option_holds_the_unit_naming_the_key(key, value, why):
+    data = {**SECOND_UNIT, "runner_http_proxy": "http://squid.internal:3128", key: value}
+    state = relation_state(True, [(CFG1, data)])
+    assert state.desired.specs == ()
+    [held] = state.desired.held
+    assert (held.source, held.name, held.blocking) == (CFG1, "sm-x64", True)
+    assert held.reason.startswith(f"invalid {key}:")
+    assert why in held.reason
+    # The secret in a refused proxy URL is not repeated back.
+    assert "secret" not in held.reason
+
+
+def test_redirect_ports_and_exclusions_mean_nothing_without_a_proxy():
+    spec = spec_from_unit(
+        CFG0, parse(aproxy_redirect_ports="8080", aproxy_exclude_addresses="10.0.0.0/8")
+    )
+    assert spec.extra_specs == {}
 
 
 def test_a_repository_unit_targets_the_repository():

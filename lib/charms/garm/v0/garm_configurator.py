@@ -14,14 +14,16 @@ same model, so a configurator can publish with it.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from urllib.parse import urlsplit
 
 LIBID = "5c0a8f4e3b8d4f1e9a7c2d6b1e4f8a90"
 LIBAPI = 0
-LIBPATCH = 1
+LIBPATCH = 2
 
 MAX_RUNNERS_LIMIT = 1000
 MAX_LABELS = 32
@@ -35,6 +37,10 @@ _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,63}$")
 _ORG = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
 _REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 _OS_ARCHES = ("amd64", "arm64", "i386", "arm")
+# What a URL may hold (RFC 3986's characters, without quotes or braces), so that a URL
+# placed in a runner script or install template stays one word of data.
+_URL_CHARS = re.compile(r"^[A-Za-z0-9._~:/?#@!$&()*+,;=%\[\]-]+$")
+_URL_KEYS = ("dockerhub_mirror", "runner_http_proxy", "otel_collector_endpoint")
 # Keys whose presence says the unit has published a scaleset definition at all.
 _SCALESET_KEYS = ("name", "provider_name", "flavor", "os_arch", "max_runner")
 
@@ -142,6 +148,57 @@ def _scripts(data: Mapping[str, str]) -> dict[str, str]:
     return scripts
 
 
+def _url(key: str, value: str | None) -> None:
+    """A runner option that must be an http(s) URL with a host and a valid port."""
+    if value is None:
+        return
+    if not _URL_CHARS.match(value):
+        raise DatabagError(key, "is not a URL (spaces, quotes or braces are not allowed)")
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        raise DatabagError(key, f"is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise DatabagError(key, f"{value!r} is not an http(s) URL with a host")
+    if port == 0:
+        raise DatabagError(key, "port 0 is not a port")
+    if key == "runner_http_proxy" and (parts.username or parts.password):
+        raise DatabagError(key, "credentials in the proxy URL are not supported by aproxy")
+
+
+def parse_ports(raw: str) -> list[str]:
+    """``aproxy_redirect_ports``: ports and ``N-M`` ranges, 1 to 65535, comma-separated.
+
+    Raises ``DatabagError`` on the first token that is neither.
+    """
+    ports = []
+    for token in (part.strip() for part in raw.split(",")):
+        if not token:
+            continue
+        low, dash, high = token.partition("-")
+        bounds = [low.strip(), high.strip()] if dash else [low]
+        if not all(b.isascii() and b.isdigit() and 1 <= int(b) <= 65535 for b in bounds):
+            raise DatabagError("aproxy_redirect_ports", f"{token!r} is not a port (1-65535)")
+        if dash and int(bounds[0]) > int(bounds[1]):
+            raise DatabagError("aproxy_redirect_ports", f"{token!r} is not an ascending range")
+        ports.append("-".join(bounds))
+    return ports
+
+
+def _ipv4_list(raw: str | None) -> None:
+    """``aproxy_exclude_addresses``: IPv4 addresses and CIDRs, comma-separated."""
+    for token in (part.strip() for part in (raw or "").split(",")):
+        if not token:
+            continue
+        try:
+            ipaddress.IPv4Network(token, strict=False)
+        except ValueError:
+            raise DatabagError(
+                "aproxy_exclude_addresses", f"{token!r} is not an IPv4 address or CIDR"
+            ) from None
+
+
 @dataclass(frozen=True)
 class ConfiguratorUnitData:
     """One configurator unit's databag, parsed.
@@ -220,6 +277,10 @@ class ConfiguratorUnitData:
             if f.name.startswith(("openstack_", "github_", "dockerhub", "aproxy", "otel"))
             or f.name == "runner_http_proxy"
         }
+        for key in _URL_KEYS:
+            _url(key, optional[key])
+        _ipv4_list(optional["aproxy_exclude_addresses"])
+        parse_ports(optional["aproxy_redirect_ports"] or "")
         return cls(
             name=name,
             provider_name=_matching(data, "provider_name", _NAME, "a provider name"),

@@ -1,0 +1,780 @@
+"""What the charm puts on a runner: the aproxy pre-install script and the install blocks.
+
+GARM sets a runner up in two stages, and the charm adds to each:
+
+* before anything else, cloud-init runs every ``extra_specs.pre_install_scripts`` entry
+  as root, in name order. ``aproxy_script`` is one of them: it must run before the
+  runner's install script downloads anything, since that download may only get out
+  through the proxy.
+* then the runner install template (a Go ``text/template`` holding bash) runs as the
+  runner user. ``install_blocks`` is the text the charm adds to it, and
+  ``derive_template`` puts that text into GARM's ``github_linux`` template just before
+  the runner is configured, when ``$RUN_HOME`` exists and the runner has not started,
+  so the runner reads what the blocks write when it first starts.
+
+Everything here is a pure function of its inputs, byte for byte: the charm keeps a
+digest of what it rendered to tell whether GARM's copy is current, and a rendering that
+varied would rewrite templates on every pass. Every value is quoted for the shell it
+lands in; the one piece of text that is not the charm's own, the pre-job script, is
+carried base64-encoded so that nothing in it can be read as shell or as a template.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+import re
+import shlex
+from collections.abc import Iterable, Mapping
+from urllib.parse import urlsplit
+
+from runner_options import LOOPBACK, DebugSsh, Proxy, RunnerOptions
+
+# The name GARM runs the aproxy script under: "00-" sorts before any other script a
+# configurator may send (its own is ``pre_install.sh``), so the proxy is up first.
+PRE_INSTALL_NAME = "00-aproxy.sh"
+# The line of GARM's github_linux template the blocks go before (see derive_template).
+ANCHOR = 'sendStatus "configuring runner"'
+
+APROXY_LISTEN_PORT = 54969
+# A table of the charm's own, so loading it again replaces it and touches nothing else.
+NFT_TABLE = "garm_aproxy"
+# Where the charm keeps its files on a runner (see install_blocks for why here).
+CHARM_DIR = "/opt/garm-charm"
+HOOK_NAME = "job-started.sh"
+PRE_JOB_NAME = "pre-job.sh"
+NFT_NAME = "aproxy.nft"
+DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
+OTEL_CONFIG = "/etc/otelcol/config.d/garm-charm.yaml"
+OTEL_SNAP = "opentelemetry-collector"
+# The collector's own receiver, which jobs export to; only reachable from the runner.
+OTEL_LOCAL_GRPC = "127.0.0.1:4317"
+OTEL_LOCAL_HTTP = "127.0.0.1:4318"
+# The job's environment variables the collector labels everything with.
+OTEL_JOB_ATTRIBUTES = (
+    ("github.repository", "GITHUB_REPOSITORY"),
+    ("github.workflow", "GITHUB_WORKFLOW"),
+    ("github.job", "GITHUB_JOB"),
+    ("github.run_id", "GITHUB_RUN_ID"),
+    ("github.run_attempt", "GITHUB_RUN_ATTEMPT"),
+    ("github.runner_name", "RUNNER_NAME"),
+)
+# Any address that leaves by the default route: `ip route get` on it names the source
+# address of that route, the host's primary one. TEST-NET-1, so nothing is ever sent.
+ROUTE_PROBE = "192.0.2.1"
+# The quoted heredoc delimiter for base64 text. Base64 has no "_", so no line of it can
+# end the heredoc early, whatever the encoded file holds.
+BASE64_DELIMITER = "GARM_CHARM_BASE64"
+NFT_DELIMITER = "GARM_APROXY_NFT"
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# What may be handed to getent for resolving: a DNS name, never anything option-like.
+_HOSTNAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})$")
+_PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
+
+
+class TemplateError(ValueError):
+    """The charm's blocks cannot go into a runner install template; says what to do."""
+
+
+def _fill(text: str, values: Mapping[str, str]) -> str:
+    """``text`` with every ``@NAME@`` replaced by ``values[NAME]``, all in one pass.
+
+    One pass, so a value that happens to look like a placeholder is never replaced in
+    turn; a placeholder without a value is a bug here and raises ``KeyError``.
+    """
+    return _PLACEHOLDER.sub(lambda match: values[match.group(1)], text)
+
+
+def _refuse_template_actions(text: str, what: str) -> None:
+    """Raise if ``text`` would be read by GARM as a Go template action."""
+    for marker in ("{{", "}}"):
+        if marker in text:
+            raise TemplateError(
+                f"{what} contains {marker!r}, which GARM would read as part of a template "
+                "action; the value that put it there must change"
+            )
+
+
+# --------------------------------------------------------------------------- aproxy
+
+
+def _redirect_ports(ports: Iterable[str]) -> list[tuple[int, int]]:
+    """The ports as ascending, merged ``(low, high)`` ranges.
+
+    nft refuses an anonymous set whose intervals overlap ("80, 1-1024"), so overlapping
+    and adjacent ranges are merged here rather than left for the runner to fail on.
+    """
+    ranges: list[tuple[int, int]] = []
+    for port in ports:
+        low, _, high = port.strip().partition("-")
+        bounds = (int(low), int(high or low))
+        if not (1 <= bounds[0] <= bounds[1] <= 65535):
+            raise ValueError(f"{port!r} is not a port or an ascending port range")
+        ranges.append(bounds)
+    merged: list[tuple[int, int]] = []
+    for low, high in sorted(ranges):
+        if merged and low <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(high, merged[-1][1]))
+        else:
+            merged.append((low, high))
+    return merged
+
+
+def _address_or_name(host: str) -> ipaddress.IPv4Network | str | None:
+    """A host to keep out of the redirect: an IPv4 /32, a name to resolve, or nothing.
+
+    An IPv6 address needs nothing (aproxy only takes IPv4 traffic), and neither does
+    something that is not a host name: it is never handed to a command as an argument.
+    """
+    host = host.strip().strip("[]")
+    if not host:
+        return None
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host.lower() if _HOSTNAME.match(host) else None
+    return ipaddress.IPv4Network(address) if address.version == 4 else None
+
+
+def _proxy_target(url: str) -> tuple[str, str]:
+    """The proxy's host, and ``host:port`` as aproxy takes it (scheme's port if none)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or _DEFAULT_PORTS.get(parts.scheme, 80)
+    shown = f"[{host}]" if ":" in host else host
+    return host, f"{shown}:{port}"
+
+
+def _nft_ports(ports: list[tuple[int, int]]) -> str:
+    """The redirected ports as the elements of an nft anonymous set."""
+    return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in ports)
+
+
+def _nft_rules(networks: list[ipaddress.IPv4Network], ports: list[tuple[int, int]]) -> str:
+    """The static part of the aproxy table: the excluded sets and the output chain.
+
+    Two sets, because resolved addresses may fall inside a configured network, and an
+    interval set refuses overlapping elements: networks known now are merged here into
+    ``excluded_nets``; addresses resolved on the runner go to the plain set
+    ``excluded_hosts``. The table is declared, deleted and defined again in one nft
+    transaction, so loading it twice replaces it instead of adding a second copy.
+    """
+    elements = ", ".join(str(net) for net in networks)
+    dports = _nft_ports(ports)
+    return "\n".join(
+        [
+            f"table ip {NFT_TABLE}",
+            f"delete table ip {NFT_TABLE}",
+            f"table ip {NFT_TABLE} {{",
+            "    set excluded_nets {",
+            "        type ipv4_addr",
+            "        flags interval",
+            f"        elements = {{ {elements} }}",
+            "    }",
+            "    set excluded_hosts {",
+            "        type ipv4_addr",
+            "    }",
+            "    chain output {",
+            "        type nat hook output priority -100; policy accept;",
+            "        ip daddr @excluded_nets return",
+            "        ip daddr @excluded_hosts return",
+            f"        tcp dport {{ {dports} }} counter dnat to 127.0.0.1:{APROXY_LISTEN_PORT}",
+            "    }",
+            "}",
+        ]
+    )
+
+
+def _nft_prerouting(ports: list[tuple[int, int]]) -> str:
+    """The chain for containers' traffic, which reaches the host through prerouting.
+
+    Loopback cannot be a destination there, so it goes to the host's primary address
+    (``$garm_primary``, defined when the script finds it). Traffic addressed to the host
+    itself is left alone: it is not on its way out.
+    """
+    dports = _nft_ports(ports)
+    return "\n".join(
+        [
+            f"table ip {NFT_TABLE} {{",
+            "    chain prerouting {",
+            "        type nat hook prerouting priority -100; policy accept;",
+            "        fib daddr type local return",
+            "        ip daddr @excluded_nets return",
+            "        ip daddr @excluded_hosts return",
+            f"        tcp dport {{ {dports} }} counter dnat to $garm_primary:{APROXY_LISTEN_PORT}",
+            "    }",
+            "}",
+        ]
+    )
+
+
+_APROXY_SCRIPT = r"""#!/bin/bash
+# Written by the garm charm. GARM runs it as root before the runner's install script:
+# it sends this runner's outbound web traffic (and its containers') through aproxy to
+# the operator's proxy. Each step is logged; a step that fails stops the redirect from
+# being set up, since redirecting traffic to an aproxy that is not running would cut
+# the runner off instead.
+set -u
+set -o pipefail
+umask 022
+
+PROXY_URL=@PROXY_URL@
+APROXY_TARGET=@APROXY_TARGET@
+LISTEN_PORT=@LISTEN_PORT@
+NFT_DIR=@NFT_DIR@
+NFT_FILE=@NFT_FILE@
+# Names whose addresses are kept out of the redirect (GARM's, the proxy's).
+RESOLVE=(@RESOLVE@)
+
+log() {
+    echo "garm-aproxy: $*"
+    logger -t garm-aproxy -- "$*" 2>/dev/null || true
+}
+
+aproxy_active() {
+    snap services aproxy 2>/dev/null |
+        awk 'NR > 1 && $3 == "active" { found = 1 } END { exit !found }'
+}
+
+log "setting snapd's proxy to $PROXY_URL"
+if ! snap set system proxy.http="$PROXY_URL" proxy.https="$PROXY_URL"; then
+    log "could not set snapd's proxy; installing aproxy may fail"
+fi
+
+if snap list aproxy >/dev/null 2>&1; then
+    log "aproxy is already installed"
+else
+    for attempt in 1 2 3; do
+        log "installing aproxy (attempt $attempt of 3)"
+        if snap install aproxy --edge; then
+            break
+        fi
+        sleep 10
+    done
+    if ! snap list aproxy >/dev/null 2>&1; then
+        log "aproxy could not be installed; traffic is not redirected"
+        exit 1
+    fi
+fi
+
+log "pointing aproxy at $APROXY_TARGET, listening on port $LISTEN_PORT"
+if ! snap set aproxy proxy="$APROXY_TARGET" listen=":$LISTEN_PORT"; then
+    log "aproxy could not be configured; traffic is not redirected"
+    exit 1
+fi
+snap restart aproxy || log "could not restart aproxy; waiting for it anyway"
+
+active=no
+for ((waited = 0; waited < 30; waited++)); do
+    if aproxy_active; then
+        active=yes
+        break
+    fi
+    sleep 1
+done
+if [ "$active" != yes ]; then
+    log "aproxy is not active after 30 s; traffic is not redirected"
+    exit 1
+fi
+
+if ! command -v nft >/dev/null 2>&1; then
+    log "nft is not installed; traffic is not redirected"
+    exit 1
+fi
+
+hosts=()
+for name in "${RESOLVE[@]}"; do
+    mapfile -t addresses < <(getent ahostsv4 "$name" | awk '{ print $1 }' |
+        grep -E '^[0-9]{1,3}([.][0-9]{1,3}){3}$' | sort -u)
+    if [ "${#addresses[@]}" -eq 0 ]; then
+        log "could not resolve $name; its traffic on the redirected ports goes to aproxy"
+        continue
+    fi
+    log "keeping $name (${addresses[*]}) out of the redirect"
+    hosts+=("${addresses[@]}")
+done
+
+primary=$(ip -4 route get @ROUTE_PROBE@ 2>/dev/null |
+    sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -n 1)
+if ! [[ $primary =~ ^[0-9]{1,3}([.][0-9]{1,3}){3}$ ]]; then
+    log "found no primary IPv4 address; containers' traffic is not redirected"
+    primary=""
+fi
+
+mkdir -p "$NFT_DIR"
+{
+    cat <<'@NFT_DELIMITER@'
+@NFT_RULES@
+@NFT_DELIMITER@
+    if [ -n "$primary" ]; then
+        printf 'define garm_primary = %s\n' "$primary"
+        cat <<'@NFT_DELIMITER@'
+@NFT_PREROUTING@
+@NFT_DELIMITER@
+    fi
+    if [ "${#hosts[@]}" -gt 0 ]; then
+        printf 'add element ip @NFT_TABLE@ excluded_hosts { %s }\n' \
+            "$(printf '%s\n' "${hosts[@]}" | sort -u | paste -s -d, -)"
+    fi
+} >"$NFT_FILE"
+
+log "redirecting outbound traffic to aproxy (rules in $NFT_FILE)"
+if ! nft -f "$NFT_FILE"; then
+    log "nft refused the rules in $NFT_FILE; traffic is not redirected"
+    exit 1
+fi
+log "done: outbound traffic goes through aproxy to $APROXY_TARGET"
+"""
+
+
+def aproxy_script(proxy: Proxy, garm_host: str, *, root: str = "") -> str:
+    """The root pre-install script that sends a runner's web traffic through aproxy.
+
+    Kept out of the redirect: loopback, the configured exclusions, GARM (which runners
+    call back to directly) and the proxy itself, whose own port may be one redirected
+    (``http://proxy`` is port 80), so that aproxy's connections to it do not come back
+    to aproxy. Addresses known now are written in; names are resolved on the runner.
+    ``root`` prefixes every path the script writes, for tests; it is "" in production.
+    """
+    proxy_host, target = _proxy_target(proxy.url)
+    networks = [ipaddress.IPv4Network(LOOPBACK)]
+    networks += [ipaddress.IPv4Network(net, strict=False) for net in proxy.exclude]
+    names: list[str] = []
+    for host in (garm_host, proxy_host):
+        kept = _address_or_name(host)
+        if isinstance(kept, ipaddress.IPv4Network):
+            networks.append(kept)
+        elif kept and kept not in names:
+            names.append(kept)
+    merged = list(ipaddress.collapse_addresses(networks))
+    ports = _redirect_ports(proxy.redirect_ports)
+    nft_dir = root + CHARM_DIR
+    return _fill(
+        _APROXY_SCRIPT,
+        {
+            "PROXY_URL": shlex.quote(proxy.url),
+            "APROXY_TARGET": shlex.quote(target),
+            "LISTEN_PORT": str(APROXY_LISTEN_PORT),
+            "NFT_DIR": shlex.quote(nft_dir),
+            "NFT_FILE": shlex.quote(f"{nft_dir}/{NFT_NAME}"),
+            "RESOLVE": " ".join(shlex.quote(name) for name in names),
+            "ROUTE_PROBE": ROUTE_PROBE,
+            "NFT_DELIMITER": NFT_DELIMITER,
+            "NFT_RULES": _nft_rules(merged, ports),
+            "NFT_PREROUTING": _nft_prerouting(ports),
+            "NFT_TABLE": NFT_TABLE,
+        },
+    )
+
+
+# ---------------------------------------------------------------------- job hook
+
+_HOOK_HEAD = r"""#!/bin/bash
+# Job-started hook, written by the garm charm. The actions runner runs it as the runner
+# user before every job, with the job's environment. Were it to exit non-zero, the job
+# would fail: so nothing here stops it, each failure is logged, and it exits 0.
+set +e
+
+log() {
+    echo "garm-charm job hook: $*"
+    logger -t garm-charm -- "job hook: $*" 2>/dev/null
+}
+"""
+
+_HOOK_OTEL = r"""
+otel_endpoint=@OTEL_ENDPOINT@
+
+# A job's values as YAML double-quoted strings. "$" is doubled because the collector
+# expands ${...} in its config, which would let a workflow name read its environment.
+yaml_string() {
+    local value=$1 backslash=\\ quote='"' dollar='$'
+    value=${value//[[:cntrl:]]/ }
+    value=${value//"$backslash"/"$backslash$backslash"}
+    value=${value//"$quote"/"$backslash$quote"}
+    value=${value//"$dollar"/"$dollar$dollar"}
+    printf '"%s"' "$value"
+}
+
+attribute() {
+    printf '      - key: %s\n        value: %s\n        action: upsert\n' \
+        "$1" "$(yaml_string "$2")"
+}
+
+# Jobs export to the collector on this runner; it labels what they send (and this
+# host's metrics) with the job, and exports it all to the operator's endpoint.
+start_collector() {
+    local config=@OTEL_CONFIG@ tmp
+    tmp=$(mktemp) || return 1
+    {
+        printf '%s\n' \
+            'receivers:' \
+            '  otlp:' \
+            '    protocols:' \
+            '      grpc:' \
+            '        endpoint: "@OTEL_LOCAL_GRPC@"' \
+            '      http:' \
+            '        endpoint: "@OTEL_LOCAL_HTTP@"' \
+            '  hostmetrics:' \
+            '    collection_interval: 15s' \
+            '    scrapers:' \
+            '      cpu: {}' \
+            '      disk: {}' \
+            '      filesystem: {}' \
+            '      load: {}' \
+            '      memory: {}' \
+            '      network: {}' \
+            'processors:' \
+            '  batch: {}' \
+            '  resource/github:' \
+            '    attributes:'
+@OTEL_ATTRIBUTES@
+        printf '%s\n' 'exporters:' '  otlp:'
+        printf '    endpoint: %s\n' "$(yaml_string "$otel_endpoint")"
+        printf '%s\n' \
+            'service:' \
+            '  pipelines:' \
+            '    metrics:' \
+            '      receivers: [otlp, hostmetrics]' \
+            '      processors: [resource/github, batch]' \
+            '      exporters: [otlp]' \
+            '    traces:' \
+            '      receivers: [otlp]' \
+            '      processors: [resource/github, batch]' \
+            '      exporters: [otlp]' \
+            '    logs:' \
+            '      receivers: [otlp]' \
+            '      processors: [resource/github, batch]' \
+            '      exporters: [otlp]'
+    } >"$tmp"
+    if ! sudo -n install -d -m 0755 @OTEL_CONFIG_DIR@ ||
+        ! sudo -n install -m 0644 "$tmp" "$config"; then
+        log "could not write $config"
+        rm -f "$tmp"
+        return 1
+    fi
+    rm -f "$tmp"
+    sudo -n snap enable @OTEL_SNAP@ && sudo -n snap start @OTEL_SNAP@
+}
+
+log "starting the OpenTelemetry collector, exporting to $otel_endpoint"
+start_collector || log "the OpenTelemetry collector could not be started; the job goes on"
+"""
+
+_HOOK_PRE_JOB = r"""
+log "running the pre-job script"
+bash @PRE_JOB@ </dev/null
+status=$?
+if [ "$status" -ne 0 ]; then
+    log "the pre-job script failed with exit code $status; the job goes on"
+fi
+"""
+
+
+def job_hook(options: RunnerOptions, *, root: str = "") -> str:
+    """The job-started hook: start the collector for the job, run the pre-job script.
+
+    The endpoint is set once, quoted, in a shell variable and used only through it:
+    it is never expanded inside a heredoc or a format string, so nothing in it can be
+    read as shell or break out of the YAML it lands in. ``root`` as for install_blocks.
+    """
+    parts = [_HOOK_HEAD]
+    if options.otel_endpoint:
+        config = root + OTEL_CONFIG
+        attributes = "\n".join(
+            "        attribute " + key + ' "${' + variable + ':-}"'
+            for key, variable in OTEL_JOB_ATTRIBUTES
+        )
+        values = {
+            "OTEL_ENDPOINT": shlex.quote(options.otel_endpoint),
+            "OTEL_CONFIG": shlex.quote(config),
+            "OTEL_CONFIG_DIR": shlex.quote(config.rpartition("/")[0]),
+            "OTEL_LOCAL_GRPC": OTEL_LOCAL_GRPC,
+            "OTEL_LOCAL_HTTP": OTEL_LOCAL_HTTP,
+            "OTEL_ATTRIBUTES": attributes,
+            "OTEL_SNAP": OTEL_SNAP,
+        }
+        parts.append(_fill(_HOOK_OTEL, values))
+    if options.pre_job_script:
+        pre_job = shlex.quote(f"{root}{CHARM_DIR}/{PRE_JOB_NAME}")
+        parts.append(_fill(_HOOK_PRE_JOB, {"PRE_JOB": pre_job}))
+    parts.append("\nexit 0\n")
+    return "".join(parts)
+
+
+# ------------------------------------------------------------------ install blocks
+
+_BLOCK_HEAD = r"""# >>> garm charm: runner options >>>
+# Added by the garm charm just before the runner is configured: $RUN_HOME exists and
+# the runner, which has not started yet, reads what is written here when it does.
+# Nothing here may stop the install: it runs in a function called as "f || log",
+# where errexit does not apply, and nothing in it exits.
+garm_charm_log() {
+    echo "garm-charm: $*"
+    logger -t garm-charm -- "$*" 2>/dev/null || true
+}
+
+# Appends each argument as a line of the runner's .env: KEY=value, the value verbatim.
+garm_charm_env() {
+    local env_file="$RUN_HOME/.env"
+    if [ -s "$env_file" ] && [ -n "$(tail -c 1 "$env_file")" ]; then
+        echo >>"$env_file"
+    fi
+    if ! printf '%s\n' "$@" >>"$env_file"; then
+        garm_charm_log "could not add to $env_file"
+        return 1
+    fi
+}
+"""
+
+_BLOCK_PUT = r"""
+# Writes stdin, base64-decoded, to $2 with mode $1; the file is root's, so via sudo.
+garm_charm_put() {
+    local tmp
+    tmp=$(mktemp) || return 1
+    if base64 -d >"$tmp" && sudo -n install -m "$1" "$tmp" "$2"; then
+        rm -f "$tmp"
+        return 0
+    fi
+    rm -f "$tmp"
+    garm_charm_log "could not write $2"
+    return 1
+}
+"""
+
+# Merges the mirror into an existing daemon.json, first, keeping every other setting.
+# Kept free of braces and of single quotes, as it is quoted for the shell and lives in
+# a Go template.
+_MERGE_DAEMON_JSON = """\
+import json, os, shutil, sys
+path, url = sys.argv[1], sys.argv[2]
+try:
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+except (OSError, ValueError) as e:
+    sys.exit("%s: %s" % (path, e))
+if not isinstance(data, dict):
+    sys.exit("%s: not a JSON object" % path)
+mirrors = data.get("registry-mirrors")
+mirrors = mirrors if isinstance(mirrors, list) else []
+data["registry-mirrors"] = [url] + [m for m in mirrors if m != url]
+tmp = path + ".garm-charm"
+with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(data, f, indent=2)
+    f.write(chr(10))
+shutil.copymode(path, tmp)
+os.replace(tmp, path)
+"""
+
+_BLOCK_DOCKER = r"""
+# The Docker Hub mirror, for Docker itself where it is installed. A daemon.json that
+# exists is merged into (which needs python3) or else left as it is: the operator's
+# image may rely on it.
+garm_charm_docker_mirror() {
+    local daemon_json=@DAEMON_JSON@
+    if ! command -v docker >/dev/null 2>&1; then
+        garm_charm_log "Docker is not installed: the Docker Hub mirror is only in .env"
+        return 0
+    fi
+    if [ ! -e "$daemon_json" ]; then
+        garm_charm_log "writing $daemon_json with the Docker Hub mirror"
+        if ! sudo -n install -d -m 0755 @DAEMON_DIR@ ||
+            ! printf '%s\n' @DAEMON_CONTENT@ |
+            sudo -n tee "$daemon_json" >/dev/null; then
+            garm_charm_log "could not write $daemon_json"
+            return 1
+        fi
+    elif ! command -v python3 >/dev/null 2>&1; then
+        garm_charm_log "$daemon_json exists and there is no python3 to merge the mirror" \
+            "into it: left it alone, Docker does not use the mirror"
+        return 1
+    else
+        garm_charm_log "adding the Docker Hub mirror to $daemon_json"
+        if ! sudo -n python3 -I -c @MERGE@ "$daemon_json" @MIRROR@; then
+            garm_charm_log "could not merge the mirror into $daemon_json: left it alone"
+            return 1
+        fi
+    fi
+    if ! sudo -n systemctl try-restart docker.service; then
+        garm_charm_log "could not restart Docker: it uses the mirror from its next start"
+        return 1
+    fi
+}
+"""
+
+_BLOCK_MAIN = r"""
+garm_charm_runner_options() {
+    local failed=0
+    if [ -z "${RUN_HOME:-}" ]; then
+        garm_charm_log "RUN_HOME is not set: not in GARM's github_linux template"
+        return 1
+    fi
+    sendStatus "applying the runner options of the garm charm"
+@STEPS@
+    return "$failed"
+}
+
+garm_charm_runner_options ||
+    garm_charm_log "some runner options were not applied (see above); installing anyway" ||
+    true
+# <<< garm charm: runner options <<<
+"""
+
+_STEP_FILES = r"""
+    # The job-started hook (it starts the collector, runs the pre-job script) and the
+    # pre-job script, carried base64-encoded; read them on a runner in @DIR@.
+    local hook_written=no
+    if ! sudo -n install -d -m 0755 @DIR@; then
+        garm_charm_log "could not create "@DIR@
+        failed=1
+    else
+@PUTS@
+    fi
+    if [ "$hook_written" = yes ]; then
+        garm_charm_env @HOOK_LINE@ || failed=1
+    else
+        garm_charm_log "the job-started hook is not set: no collector, no pre-job script"
+        failed=1
+    fi""".removeprefix("\n")
+
+
+def _env_line(key: str, value: str) -> str:
+    """One ``KEY=value`` line of the runner's .env, quoted as one shell word.
+
+    The runner reads the value verbatim to the end of the line, so a line break in it
+    would start a line of its own choosing: refused, though validation upstream already
+    keeps them out.
+    """
+    line = f"{key}={value}"
+    if any(char in line for char in "\r\n\0"):
+        raise TemplateError(f"the runner's {key} would contain a line break; refused")
+    return shlex.quote(line)
+
+
+def _env_lines(options: RunnerOptions, debug: DebugSsh | None) -> list[str]:
+    """The .env lines besides the hook's, in a fixed order."""
+    lines = []
+    if options.dockerhub_mirror:
+        lines.append(_env_line("DOCKERHUB_MIRROR", options.dockerhub_mirror))
+        lines.append(_env_line("CONTAINER_REGISTRY_URL", options.dockerhub_mirror))
+    if options.otel_endpoint:
+        lines.append(_env_line("ACTION_OTEL_EXPORTER_OTLP_ENDPOINT", options.otel_endpoint))
+    if debug is not None:
+        lines.append(_env_line("TMATE_SERVER_HOST", debug.host))
+        lines.append(_env_line("TMATE_SERVER_PORT", str(debug.port)))
+        lines.append(_env_line("TMATE_SERVER_RSA_FINGERPRINT", debug.rsa_fingerprint))
+        lines.append(_env_line("TMATE_SERVER_ED25519_FINGERPRINT", debug.ed25519_fingerprint))
+    return lines
+
+
+def _put(path: str, content: str, *, hook: bool = False) -> str:
+    """The block's lines that write ``content`` to ``path`` (mode 0755), base64-carried.
+
+    Base64, so that the file can hold anything (quotes, ``$(...)``, ``{{``, a line equal
+    to the heredoc's delimiter) and still reach the runner byte for byte, never read as
+    shell or as a template on the way. Writing the hook is what lets .env name it.
+    """
+    encoded = base64.encodebytes(content.encode()).decode()
+    command = f"garm_charm_put 0755 {shlex.quote(path)} <<'{BASE64_DELIMITER}'"
+    if hook:
+        return (
+            f"        if {command}; then\n{encoded}{BASE64_DELIMITER}\n"
+            "            hook_written=yes\n"
+            "        fi"
+        )
+    return f"        {command} || failed=1\n{encoded}{BASE64_DELIMITER}"
+
+
+def _files_step(options: RunnerOptions, root: str) -> str:
+    """The step writing the job-started hook (and pre-job script) and pointing at it."""
+    directory = root + CHARM_DIR
+    hook_path = f"{directory}/{HOOK_NAME}"
+    puts = []
+    if options.pre_job_script:
+        puts.append(_put(f"{directory}/{PRE_JOB_NAME}", options.pre_job_script))
+    puts.append(_put(hook_path, job_hook(options, root=root), hook=True))
+    return _fill(
+        _STEP_FILES,
+        {
+            "DIR": shlex.quote(directory),
+            "PUTS": "\n".join(puts),
+            "HOOK_LINE": _env_line("ACTIONS_RUNNER_HOOK_JOB_STARTED", hook_path),
+        },
+    )
+
+
+def _docker_function(mirror: str, root: str) -> str:
+    """The function that sets Docker's registry mirror."""
+    daemon_json = root + DOCKER_DAEMON_JSON
+    return _fill(
+        _BLOCK_DOCKER,
+        {
+            "DAEMON_JSON": shlex.quote(daemon_json),
+            "DAEMON_DIR": shlex.quote(daemon_json.rpartition("/")[0]),
+            "DAEMON_CONTENT": shlex.quote(json.dumps({"registry-mirrors": [mirror]})),
+            "MERGE": shlex.quote(_MERGE_DAEMON_JSON),
+            "MIRROR": shlex.quote(mirror),
+        },
+    )
+
+
+def install_blocks(options: RunnerOptions, debug: DebugSsh | None, *, root: str = "") -> str:
+    """What the charm adds to the runner install template; "" when nothing is needed.
+
+    A proxy alone needs nothing here (the aproxy pre-install script does it all). The
+    block appends to ``$RUN_HOME/.env``, sets Docker's mirror, and writes the job-started
+    hook and the pre-job script to ``/opt/garm-charm``: root's (through the runner
+    user's sudo), mode 0755, so the runner reads and runs them and a job changes them
+    only on purpose, with sudo (no security boundary: the runner user has sudo). Not
+    in ``$RUN_HOME``, which holds the runner's own files, is replaced when the runner
+    updates itself, and must not exist before the runner is unpacked into it; not
+    beside it in ``/home/runner``, which jobs and their tools write to and clean.
+    ``root`` prefixes every absolute path written, for tests; it is "" in production.
+
+    Raises ``TemplateError`` if the text would hold ``{{`` or ``}}``, or a value a line
+    break.
+    """
+    env = _env_lines(options, debug)
+    hooked = bool(options.otel_endpoint or options.pre_job_script)
+    if not env and not hooked:
+        return ""
+    functions = [_BLOCK_HEAD]
+    steps = []
+    if hooked:
+        functions.append(_BLOCK_PUT)
+        steps.append(_files_step(options, root))
+    if env:
+        lines = "".join(f" \\\n        {line}" for line in env)
+        steps.append(f"    garm_charm_env{lines} ||\n        failed=1")
+    if options.dockerhub_mirror:
+        functions.append(_docker_function(options.dockerhub_mirror, root))
+        steps.append("    garm_charm_docker_mirror || failed=1")
+    text = "".join(functions) + _fill(_BLOCK_MAIN, {"STEPS": "\n".join(steps)})
+    _refuse_template_actions(text, "the charm's runner options block")
+    return text
+
+
+def derive_template(base: str, blocks: str) -> str:
+    """``base`` with ``blocks`` on lines of their own just before the anchor line.
+
+    The anchor is the first line that is exactly ``ANCHOR`` at column 0 (trailing
+    whitespace aside): in GARM's github_linux template, at that point ``$RUN_HOME``
+    exists and is the current directory, and the runner is not configured or started.
+    No blocks leave ``base`` as it is.
+    """
+    if not blocks:
+        return base
+    _refuse_template_actions(blocks, "the charm's runner options block")
+    insert = blocks if blocks.endswith("\n") else blocks + "\n"
+    offset = 0
+    for line in base.split("\n"):
+        if line.rstrip() == ANCHOR:
+            return base[:offset] + insert + base[offset:]
+        offset += len(line) + 1
+    raise TemplateError(
+        f"the runner install template has no line {ANCHOR!r} at the start of a line, "
+        "which the charm puts its runner options before: restore GARM's github_linux "
+        "template (garm-cli template restore), or remove the runner options (Docker Hub "
+        "mirror, OpenTelemetry endpoint, pre-job script) and the debug-ssh relation"
+    )

@@ -1,0 +1,169 @@
+"""The charm's runner install templates in GARM: which exist, which are current, which go.
+
+A scaleset whose runners need setting up (runner options, debug-ssh) gets a template of
+its own, named after its logical scaleset and derived from GARM's system
+``github_linux`` template as GARM holds it, with the charm's blocks added
+(``runner_scripts``). Whether a template is current is decided without reading its body:
+its description carries a digest of the base template's id and last change and of the
+blocks the charm rendered, so a settled pass needs GARM's template list and nothing more
+(ADR 0004). Templates the charm did not make are never written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from garm_models import Template, format_time
+
+BASE_NAME = "github_linux"
+SYSTEM_OWNER = "system"
+PREFIX = "garm-charm-"
+MARKER = "Managed by the garm charm"
+# Bumped when the way blocks are put into the base changes, so every template follows.
+SPLICE_VERSION = "1"
+_DIGEST = "digest "
+
+
+def template_name(logical_name: str) -> str:
+    """The template of one logical scaleset; lower-cased, as logical names compare."""
+    return PREFIX + logical_name.lower()
+
+
+def description(logical_name: str, digest: str) -> str:
+    """What the template says about itself: who keeps it, for what, and its digest."""
+    return f"{MARKER} for scaleset {logical_name}; edits are overwritten. {_DIGEST}{digest}"
+
+
+def digest(base: Template, blocks: str) -> str:
+    """What a template derived from ``base`` with ``blocks`` holds, in 16 hex digits.
+
+    The base enters by id and last change: a restored or edited system template changes
+    its ``updated_at`` (and a restore may change its id), which the list shows.
+    """
+    text = f"{SPLICE_VERSION}\n{base.id}\n{format_time(base.updated_at)}\n{blocks}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def is_ours(template: Template) -> bool:
+    """Made by the charm: its name and its description say so, and GARM did not make it."""
+    return (
+        template.owner_id != SYSTEM_OWNER
+        and template.name.startswith(PREFIX)
+        and template.description.startswith(MARKER)
+    )
+
+
+@dataclass(frozen=True)
+class CreateTemplate:
+    """Create a logical scaleset's template from the base and the charm's blocks."""
+
+    logical_name: str
+    name: str
+    description: str
+    base_id: int
+    blocks: str
+
+
+@dataclass(frozen=True)
+class UpdateTemplate:
+    """Rewrite a template of the charm's in place: new runners get it, running ones not."""
+
+    template_id: int
+    logical_name: str
+    name: str
+    description: str
+    base_id: int
+    blocks: str
+
+
+@dataclass(frozen=True)
+class DeleteTemplate:
+    """Delete a template of the charm's that no scaleset uses or asks for any more."""
+
+    template_id: int
+    name: str
+
+
+TemplateAction = CreateTemplate | UpdateTemplate | DeleteTemplate
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The template a logical scaleset's generations should use, and how to get there.
+
+    ``template_id`` is 0 for GARM's default (no template of the charm's). ``ready`` says
+    a new generation may be created with it now: it exists and is current. ``action``
+    is the template write this needs first; ``problem`` says why none can be made.
+    """
+
+    template_id: int = 0
+    ready: bool = True
+    action: TemplateAction | None = None
+    problem: str = ""
+
+
+class Templates:
+    """GARM's templates, indexed once per plan so each scaleset's choice is constant time."""
+
+    def __init__(self, templates: Iterable[Template]):
+        self.base: Template | None = None
+        self._by_name: dict[str, Template] = {}
+        self._foreign: set[str] = set()
+        self.ours: dict[int, Template] = {}
+        for template in templates:
+            if (
+                template.owner_id == SYSTEM_OWNER
+                and template.name == BASE_NAME
+                and template.os_type == "linux"
+                and template.forge_type in ("github", "")
+            ):
+                self.base = template
+            elif is_ours(template):
+                self.ours[template.id] = template
+                self._by_name.setdefault(template.name, template)
+            else:
+                self._foreign.add(template.name)
+
+    def choose(self, logical_name: str, blocks: str, *, hold: bool = False) -> Choice:
+        """The template for a logical scaleset whose runners need ``blocks`` added.
+
+        No blocks means GARM's default template. ``hold`` (debug-ssh data unusable)
+        writes no template: an existing one is used as it is, and a scaleset that has
+        none yet must wait, since a runner without its options may not even start.
+        """
+        name = template_name(logical_name)
+        mine = self._by_name.get(name)
+        if hold:
+            if mine is not None:
+                return Choice(mine.id)
+            return Choice(ready=not blocks)
+        if not blocks:
+            return Choice()
+        if mine is None and name in self._foreign:
+            return Choice(
+                ready=False,
+                problem=f"runner template {name} exists and the charm did not make it: "
+                "rename or delete it in GARM",
+            )
+        if self.base is None:
+            return Choice(
+                ready=False,
+                problem=f"GARM has no system {BASE_NAME} template to build runner templates "
+                "from: restore it with garm-cli template restore",
+            )
+        wanted = digest(self.base, blocks)
+        text = description(logical_name, wanted)
+        if mine is None:
+            create = CreateTemplate(logical_name, name, text, self.base.id, blocks)
+            return Choice(ready=False, action=create)
+        if mine.description.rpartition(_DIGEST)[2] != wanted:
+            update = UpdateTemplate(mine.id, logical_name, name, text, self.base.id, blocks)
+            return Choice(mine.id, ready=False, action=update)
+        return Choice(mine.id)
+
+    def logical_of(self, template_id: int) -> str | None:
+        """The lower-cased logical name a template of the charm's is kept for."""
+        template = self.ours.get(template_id)
+        return template.name.removeprefix(PREFIX) if template else None
