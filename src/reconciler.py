@@ -54,10 +54,13 @@ class ActionError:
     """A call GARM refused; ``action`` is None when it was one of the observing reads.
 
     ``error`` is the refusal's short cause, fit for a status line; the log has it whole.
+    ``blocking`` marks a write the charm could not even make, for a cause in GARM that
+    only the operator can remove (a base template it cannot build on).
     """
 
     action: Action | None
     error: str
+    blocking: bool = False
 
 
 @dataclass(frozen=True)
@@ -210,7 +213,7 @@ class _Ledger:
         except TemplateError as exc:
             logger.error("cannot %s: %s", describe_action(action), exc)
             self.closed.add(_target(action))
-            self.errors.append(ActionError(action, str(exc)))
+            self.errors.append(ActionError(action, str(exc), blocking=True))
             return observed
         logger.info("done: %s", describe_action(action))
         self.done.append(action)

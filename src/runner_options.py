@@ -115,7 +115,9 @@ def debug_ssh(units: Iterable[tuple[str, Mapping[str, str]]]) -> DebugSsh | None
         values = {}
         for key in DEBUG_SSH_KEYS:
             value = data[key].strip()
-            if any(ord(c) < 33 or ord(c) == 127 for c in value) or len(value) > 255:
+            if len(value) > 255:
+                raise DebugSshError(unit, key, "longer than 255 characters")
+            if any(ord(c) < 33 or ord(c) == 127 for c in value):
                 raise DebugSshError(unit, key, "contains whitespace or a control character")
             if "{{" in value or "}}" in value or "'" in value:
                 raise DebugSshError(unit, key, "contains characters a runner script refuses")

@@ -773,8 +773,6 @@ def derive_template(base: str, blocks: str) -> str:
             return base[:offset] + insert + base[offset:]
         offset += len(line) + 1
     raise TemplateError(
-        f"the runner install template has no line {ANCHOR!r} at the start of a line, "
-        "which the charm puts its runner options before: restore GARM's github_linux "
-        "template (garm-cli template restore), or remove the runner options (Docker Hub "
-        "mirror, OpenTelemetry endpoint, pre-job script) and the debug-ssh relation"
+        f"GARM's github_linux template has no line {ANCHOR!r} to put runner options "
+        "before: restore it (garm-cli template restore)"
     )

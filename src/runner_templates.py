@@ -148,6 +148,9 @@ class Templates:
                 "rename or delete it in GARM",
             )
         if self.base is None:
+            # Without a base nothing can be made or checked; one made before serves on.
+            if mine is not None:
+                return Choice(mine.id)
             return Choice(
                 ready=False,
                 problem=f"GARM has no system {BASE_NAME} template to build runner templates "

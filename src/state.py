@@ -19,7 +19,7 @@ from garm_config import OpenstackProvider
 from garm_setup import AppCredential, EntitySpec
 from lifecycle import View
 from runner_options import NO_CONTEXT, RunnerContext, runner_options
-from runner_scripts import PRE_INSTALL_NAME, aproxy_script, install_blocks
+from runner_scripts import PRE_INSTALL_NAME, TemplateError, aproxy_script, install_blocks
 from spec import Desired, HeldSpec, ScalesetSpec, application_of
 
 logger = logging.getLogger(__name__)
@@ -105,9 +105,7 @@ def relation_state(
                 others,
                 application_of(unit) in view.cross_model,
             )
-            if PRE_INSTALL_NAME in (parsed.pre_install_scripts or {}):
-                reason = f"{PRE_INSTALL_NAME!r} is the name of the charm's own proxy script"
-                raise DatabagError("pre_install_scripts", reason)
+            _check_script_names(parsed)
         except DatabagError as exc:
             logger.error("garm-configurator unit %s published invalid data: %s", unit, exc)
             held.append(HeldSpec(unit, _raw_name(data), f"invalid {exc}"))
@@ -117,7 +115,13 @@ def relation_state(
             group = (application_of(unit), parsed.name.lower())
             not_ready.setdefault(group, HeldSpec(unit, parsed.name, _NO_IMAGE, False))
             continue
-        specs.append(spec_from_unit(unit, parsed, runner))
+        try:
+            specs.append(spec_from_unit(unit, parsed, runner))
+        except TemplateError as exc:
+            # Values are checked before this, so only a value that slipped through lands
+            # here; it is refused, never allowed to break the hook.
+            logger.error("garm-configurator unit %s: runner options refused: %s", unit, exc)
+            held.append(HeldSpec(unit, parsed.name, f"runner options refused: {exc}"))
     # Units of one application publishing one name are one scaleset: while one of them
     # can define it, the others still waiting for their image are no news.
     defined = {(application_of(s.source), s.name.lower()) for s in specs}
@@ -167,6 +171,24 @@ def _owned(
             "a unit may only define its own",
         )
     return dataclasses.replace(data, provider_name=own)
+
+
+def _check_script_names(data: ConfiguratorUnitData) -> None:
+    """Refuse a configurator script that would run before the charm's proxy script.
+
+    GARM's provider runs pre-install scripts in byte order of their names; behind a
+    proxy, one that ran first would find no way out (and the name itself is the
+    charm's).
+    """
+    if not data.runner_http_proxy:
+        return
+    for name in sorted(data.pre_install_scripts or {}):
+        if name <= PRE_INSTALL_NAME:
+            raise DatabagError(
+                "pre_install_scripts",
+                f"{name!r} would run before the charm's proxy script {PRE_INSTALL_NAME}: "
+                "give it a name that sorts after it",
+            )
 
 
 def _raw_name(data: Mapping[str, str]) -> str:

@@ -85,6 +85,7 @@ def _problem(
     blocking += [f"{p.unit}: {p.reason}" for p in problems if p.blocking]
     if state.desired.template_hold:
         blocking.append(state.desired.template_hold)
+    blocking += [e.error for e in outcome.errors if e.blocking]
     if blocking:
         return "blocked", "Fix " + _join(blocking)
     stuck = [f"{p.logical_name or p.scaleset}: {p.blocked}" for p in outcome.progress if p.blocked]
@@ -92,10 +93,11 @@ def _problem(
         return "blocked", "Stuck: " + _join(stuck)
     if outcome.unreachable is not None:
         return "waiting", f"GARM unreachable, will retry: {outcome.unreachable}"
-    if outcome.errors:
-        count = len(outcome.errors)
+    refused = [e for e in outcome.errors if not e.blocking]
+    if refused:
+        count = len(refused)
         noun = "call" if count == 1 else "calls"
-        return "waiting", f"GARM refused {count} {noun}: {outcome.errors[0].error}"
+        return "waiting", f"GARM refused {count} {noun}: {refused[0].error}"
     if not state.desired.complete:
         return "waiting", f"Waiting for {state.unseen}: nothing it may serve is retired until then"
     waiting = [f"{s.source}: {s.reason}" for s in outcome.skipped if not s.blocking]

@@ -66,14 +66,17 @@ class Story:
         self.state = self.ctx.run(event, self.state)
         status = self.state.unit_status
         lines = [f"garm/0 {status.name}: {status.message}"]
+        templates = {t["id"]: t["name"] for t in self.garm.templates()}
         for scaleset in sorted(self.garm.scalesets(), key=lambda s: s["id"]):
             runners = [i for i in self.garm.instances() if i["scale_set_id"] == scaleset["id"]]
             busy = sum(i.get("runner_status") == "active" for i in runners)
             labels = ",".join(sorted(t["name"] for t in scaleset.get("tags", [])))
             state = "enabled " if scaleset.get("enabled") else "retired "
+            template = templates.get(scaleset.get("template_id", 0), "")
+            shown_template = "" if template == "github_linux" else f" template={template}"
             lines.append(
                 f"{'':>10}{scaleset['name']:<12}{state}[{labels}] "
-                f"runners={len(runners)} busy={busy}"
+                f"runners={len(runners)} busy={busy}{shown_template}"
             )
         shown = "\n".join(lines)
         if shown != self.shown:
@@ -125,7 +128,22 @@ def main() -> int:
         print(f"{'':>10} at its next check against GitHub, every 5 minutes)")
         story.wait(360)
 
-        relation = story.units(u0={**CI, "labels": "linux,arm64"})
+        # A runner option is not a label: it is changed in place, nothing is replaced.
+        before = [s["id"] for s in garm.scalesets()]
+        mirrored = {**CI, "labels": "linux,arm64", "dockerhub_mirror": "https://mirror.internal"}
+        relation = story.units(u0=mirrored, u1=BIG)
+        story.run(
+            "config-changed (ci: hub mirror)",
+            story.ctx.on.relation_changed(relation, remote_unit=0),
+        )
+        in_place = [s["id"] for s in garm.scalesets()] == before
+        print(
+            f"{'':>10}(ci's runners get the mirror from the template garm-charm-ci; "
+            + ("no scaleset replaced)" if in_place else "REPLACED a scaleset)")
+        )
+        story.wait(60)
+
+        relation = story.units(u0=mirrored)
         story.run(
             "relation-departed (unit 1)",
             story.ctx.on.relation_departed(relation, remote_unit=1, departing_unit=1),
@@ -133,7 +151,8 @@ def main() -> int:
         story.wait(120)
 
         converged = (
-            story.state.unit_status == testing.ActiveStatus("1 scaleset in sync")
+            in_place
+            and story.state.unit_status == testing.ActiveStatus("1 scaleset in sync")
             and len(garm.scalesets()) == 1
         )
         print("converged" if converged else "NOT converged")

@@ -338,23 +338,24 @@ def _go_string(text: str) -> str:
     return _HTML_RE.sub(lambda m: _HTML_ESCAPES[m.group()], json.dumps(text, ensure_ascii=False))
 
 
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_SPACE = re.compile(r"[ \t\r\n]+")
+
+
 def _go_compact(raw: str) -> str:
     """Compact JSON text like Go's encoder does for a RawMessage: drop insignificant
-    whitespace and HTML-escape inside strings, leaving every other byte (and escape) alone."""
+    whitespace and HTML-escape inside strings, leaving every other byte (and escape) alone.
+
+    By regular expression, not character by character: scale sets' ``extra_specs`` hold
+    scripts, and a list of a thousand is megabytes that Go encodes in milliseconds.
+    """
     out: list[str] = []
-    in_string = escaped = False
-    for char in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-            out.append(_HTML_ESCAPES.get(char, char))
-        elif char not in " \t\r\n":
-            in_string = char == '"'
-            out.append(char)
+    position = 0
+    for string in _JSON_STRING.finditer(raw):
+        out.append(_JSON_SPACE.sub("", raw[position : string.start()]))
+        out.append(_HTML_RE.sub(lambda m: _HTML_ESCAPES[m.group()], string.group()))
+        position = string.end()
+    out.append(_JSON_SPACE.sub("", raw[position:]))
     return "".join(out)
 
 

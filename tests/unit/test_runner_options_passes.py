@@ -19,8 +19,9 @@ from planner import LISTENER_STARTUP
 from runner_options import DebugSsh, RunnerContext
 from runner_scripts import ANCHOR, PRE_INSTALL_NAME, derive_template
 from runner_templates import template_name
-from spec import ScalesetSpec
-from state import spec_from_unit
+from spec import Desired, ScalesetSpec
+from state import RelationState, spec_from_unit
+from status import summarise
 from tests.databags import SECOND_UNIT
 from tests.garm_double import GITHUB_LINUX_TEMPLATE, GarmDouble
 from tests.unit.test_reconciler import PROVIDER, Passes
@@ -182,11 +183,16 @@ def test_a_base_template_without_the_anchor_is_an_error_and_creates_nothing(pass
     passes.client.update_template(
         base, {"data": base64.b64encode(b"#!/bin/bash\necho changed\n").decode()}
     )
-    outcome = passes.run(spec(**OPTIONS))
+    wanted = spec(**OPTIONS)
+    outcome = passes.run(wanted)
     assert not outcome.ok
     assert ANCHOR in outcome.errors[0].error
     assert garm.scalesets() == []
     assert charm_templates(garm) == []
+    # Only the operator can fix GARM's template: blocked, saying how.
+    summary = summarise(outcome, RelationState(True, Desired((wanted,))))
+    assert summary.kind == "blocked"
+    assert "garm-cli template restore" in summary.message
 
 
 def test_a_restored_base_rewrites_the_charms_template_once(passes, garm):

@@ -189,6 +189,13 @@ def test_without_a_base_template_nothing_is_made_and_the_operator_is_told():
     assert "garm-cli template restore" in skipped.reason
 
 
+def test_without_a_base_template_one_made_before_serves_on():
+    live = generation(SPEC, 1, template_id=7)
+    result = run(SPEC, observed=observe(live, templates=(WINDOWS, ours(7, SPEC))))
+    assert result.actions == ()
+    assert result.skipped == ()
+
+
 def test_held_debug_ssh_writes_no_template_and_creates_nothing_that_needs_one():
     hold = "debug-ssh unit tmate/0: port: 'x' is not a port number"
     live = generation(make_spec(), 1, template_id=7)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
@@ -61,6 +62,32 @@ def test_the_contract_example_parses_into_the_spec_it_describes():
     assert list(spec.extra_specs["pre_install_scripts"]) == [PRE_INSTALL_NAME, "pre_install.sh"]
 
 
+# The keys garm-provider-openstack's extra_specs schema lists; it sets
+# additionalProperties false, so a runner of a scaleset with any other key never boots.
+OPENSTACK_EXTRA_SPECS = {
+    "security_groups",
+    "network_id",
+    "storage_backend",
+    "boot_from_volume",
+    "boot_disk_size",
+    "use_config_drive",
+    "enable_boot_debug",
+    "allowed_image_owners",
+    "image_visibility",
+    "disable_updates",
+    "extra_packages",
+    "runner_install_template",
+    "extra_context",
+    "pre_install_scripts",
+}
+
+
+def test_extra_specs_hold_only_keys_the_openstack_provider_accepts():
+    spec = spec_from_unit("garm-configurator/0", ConfiguratorUnitData.from_databag(EXAMPLE_UNIT))
+    assert spec.extra_specs
+    assert set(spec.extra_specs) <= OPENSTACK_EXTRA_SPECS
+
+
 def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
@@ -78,12 +105,29 @@ def test_debug_ssh_alone_gives_every_scaleset_a_template():
     assert "TMATE_SERVER_HOST=tmate.internal" in spec.template_blocks
 
 
-def test_a_configurator_script_may_not_take_the_name_of_the_charms_proxy_script():
-    data = {**SECOND_UNIT, "pre_install_scripts": '{"00-aproxy.sh": "echo mine"}'}
+PROXIED = {**SECOND_UNIT, "runner_http_proxy": "http://squid.internal:3128"}
+
+
+@pytest.mark.parametrize("name", ["00-aproxy.sh", "0-setup.sh", "00-0.sh", "00-A.sh", "00-_x"])
+def test_behind_a_proxy_no_configurator_script_may_run_before_the_charms(name):
+    data = {**PROXIED, "pre_install_scripts": json.dumps({name: "echo mine"})}
     state = relation_state(True, [(CFG1, data)])
     [held] = state.desired.held
     assert held.source == CFG1
-    assert held.reason.startswith("invalid pre_install_scripts: '00-aproxy.sh'")
+    assert held.reason.startswith(f"invalid pre_install_scripts: {name!r} would run before")
+
+
+@pytest.mark.parametrize("name", ["pre_install.sh", "01-setup.sh", "00-b.sh"])
+def test_scripts_that_sort_after_the_charms_run_after_it(name):
+    data = {**PROXIED, "pre_install_scripts": json.dumps({name: "echo mine"})}
+    [spec] = relation_state(True, [(CFG1, data)]).desired.specs
+    assert list(spec.extra_specs["pre_install_scripts"]) == [PRE_INSTALL_NAME, name]
+
+
+def test_without_a_proxy_a_script_may_have_any_name():
+    data = {**SECOND_UNIT, "pre_install_scripts": json.dumps({"00-aproxy.sh": "echo mine"})}
+    [spec] = relation_state(True, [(CFG1, data)]).desired.specs
+    assert list(spec.extra_specs["pre_install_scripts"]) == ["00-aproxy.sh"]
 
 
 @pytest.mark.parametrize(
@@ -94,6 +138,10 @@ def test_a_configurator_script_may_not_take_the_name_of_the_charms_proxy_script(
         ("dockerhub_mirror", "https://mirror.internal/$(id)'", "not a URL"),
         ("otel_collector_endpoint", "http://{{ .CallbackToken }}", "not a URL"),
         ("dockerhub_mirror", "https://mirror:0", "port 0"),
+        ("dockerhub_mirror", "https://user:secret@mirror", "credentials"),
+        ("otel_collector_endpoint", "http://otel:4317/?token=secret", "query"),
+        ("dockerhub_mirror", "https://mirror/#frag", "fragment"),
+        ("dockerhub_mirror", "https://mirror/v2/library", "no path"),
         ("aproxy_redirect_ports", "80,70000", "not a port"),
         ("aproxy_redirect_ports", "443-80", "ascending"),
         ("aproxy_exclude_addresses", "10.0.0.0/8,fe80::1", "IPv4"),

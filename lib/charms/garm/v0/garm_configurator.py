@@ -8,7 +8,11 @@ and Phase B (OpenStack and GitHub App settings plus ``image_id``, leader only, o
 image is known).
 
 ``ConfiguratorUnitData.from_databag`` parses a databag and treats every value as hostile:
-it raises ``DatabagError`` naming the key and the rule broken. ``to_databag`` renders the
+it raises ``DatabagError`` naming the key and the rule broken. Runner options are checked
+too (LIBPATCH 2): a mirror, proxy or OTel endpoint must be an http(s) URL with a host,
+made of RFC 3986 characters without quotes, spaces or braces (the proxy without
+credentials); redirect ports are ``N`` or ascending ``N-M`` in 1-65535; exclusions are
+IPv4 addresses or CIDRs. These values end up in scripts on every runner. ``to_databag`` renders the
 same model, so a configurator can publish with it.
 """
 
@@ -163,8 +167,14 @@ def _url(key: str, value: str | None) -> None:
         raise DatabagError(key, f"{value!r} is not an http(s) URL with a host")
     if port == 0:
         raise DatabagError(key, "port 0 is not a port")
-    if key == "runner_http_proxy" and (parts.username or parts.password):
-        raise DatabagError(key, "credentials in the proxy URL are not supported by aproxy")
+    # Every runner and every job could read credentials put in one of these URLs.
+    if parts.username is not None or parts.password is not None:
+        raise DatabagError(key, "credentials in the URL are not supported")
+    if parts.query or parts.fragment or "?" in value or "#" in value:
+        raise DatabagError(key, "a query or fragment is not supported")
+    # Docker refuses a registry mirror with a path, and would not start with it.
+    if key == "dockerhub_mirror" and parts.path not in ("", "/"):
+        raise DatabagError(key, "a registry mirror URL has no path")
 
 
 def parse_ports(raw: str) -> list[str]:
