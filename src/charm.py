@@ -450,7 +450,7 @@ class GarmCharm(ops.CharmBase):
     def _relation_state(self, event: ops.EventBase | None, config: CharmConfig) -> RelationState:
         """What the configurators ask for, with what every runner is set up with."""
         host = urlsplit(self._base_url(config)).hostname or ""
-        return self.view.relation_state(event, self.view.runner_context(event, host))
+        return self.view.relation_state(event, self.view.runner_context(host))
 
     def _resource(self, name: str) -> Path | None:
         """A resource's file, or None when it is not attached (Juju may hand an empty one)."""

@@ -14,7 +14,7 @@ import ops.hookcmds
 
 import lifecycle
 from lifecycle import RelationView
-from runner_options import NO_CONTEXT, DebugSshError, RunnerContext, debug_ssh
+from runner_options import DebugSshError, RunnerContext, debug_ssh
 from state import RelationState, relation_state
 
 logger = logging.getLogger(__name__)
@@ -64,19 +64,17 @@ class JujuView(ops.Object):
             return None
         return frozenset(name for name, g in goal.units.items() if g.status != "dying")
 
-    def runner_context(self, event: ops.EventBase | None, garm_host: str) -> RunnerContext:
+    def runner_context(self, garm_host: str) -> RunnerContext:
         """What every runner is set up with: GARM's host and the debug-ssh server.
 
-        A tmate unit leaving (``-departed``, ``-broken``) is not used any more in that
-        very hook. Data no runner may be given holds every runner template as it is.
+        Juju lists no unit in its own ``-departed`` hook and ops no relation in its
+        ``-broken`` hook, so a tmate server that is leaving is not read here. Data no
+        runner may be given holds every runner template as it is.
         """
         relation = self.model.get_relation(DEBUG_SSH)
-        if relation is None or (
-            isinstance(event, ops.RelationBrokenEvent) and event.relation.id == relation.id
-        ):
+        if relation is None:
             return RunnerContext(garm_host)
-        leaving = event.departing_unit if isinstance(event, ops.RelationDepartedEvent) else None
-        units = sorted((u for u in relation.units if u != leaving), key=lambda u: u.name)
+        units = sorted(relation.units, key=lambda u: u.name)
         try:
             server = debug_ssh((u.name, dict(relation.data[u])) for u in units)
         except DebugSshError as exc:
@@ -85,9 +83,7 @@ class JujuView(ops.Object):
             return RunnerContext(garm_host, None, hold)
         return RunnerContext(garm_host, server)
 
-    def relation_state(
-        self, event: ops.EventBase | None, runner: RunnerContext = NO_CONTEXT
-    ) -> RelationState:
+    def relation_state(self, event: ops.EventBase | None, runner: RunnerContext) -> RelationState:
         """Every configurator unit's databag, in a stable order, minus what is leaving.
 
         Whether that view is whole is judged against goal-state (``lifecycle.assess``).

@@ -218,9 +218,10 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
     planning again on the new observation continues the changeover.
     """
     draft = _Draft()
-    selection = _select(desired, observed, draft)
     templates = Templates(observed.templates)
-    choices = _choose_templates(selection, templates, bool(desired.template_hold), draft)
+    selection, choices = _choose_templates(
+        _select(desired, observed, draft), templates, bool(desired.template_hold), draft
+    )
     families, orphans = _claim(
         observed.scalesets, [s.name for s in selection.specs], selection.held
     )
@@ -260,25 +261,28 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
 
 def _choose_templates(
     selection: _Selection, templates: Templates, hold: bool, draft: _Draft
-) -> dict[str, Choice]:
+) -> tuple[_Selection, dict[str, Choice]]:
     """Each chosen spec's runner template, its writes planned first.
 
     A spec whose template cannot be made is left out like one whose provider is not
-    registered yet: its live scalesets keep serving as they are.
+    registered yet: its live scalesets keep serving as they are. Returns the selection
+    without such specs, and the others' choices by logical name.
     """
     choices: dict[str, Choice] = {}
-    for spec in list(selection.specs):
+    specs: list[ScalesetSpec] = []
+    held = set(selection.held)
+    for spec in selection.specs:
         logical = spec.name.lower()
         choice = templates.choose(spec.name, spec.template_blocks, hold=hold)
         if choice.problem:
             draft.skipped.append(Skipped(spec.source, spec.name, choice.problem, blocking=True))
-            selection.specs.remove(spec)
-            selection.held.add(logical)
+            held.add(logical)
             continue
         if choice.action is not None:
             draft.actions.append(choice.action)
         choices[logical] = choice
-    return choices
+        specs.append(spec)
+    return replace(selection, specs=specs, held=held), choices
 
 
 def _plan_template_deletes(
@@ -712,7 +716,7 @@ def _template_change(current: ScaleSet, choice: Choice, ctx: _Context) -> dict[s
     operator set by hand on a scaleset needing none is left in place.
     """
     templates = ctx.templates
-    if not choice.ready:
+    if not choice.ready or choice.keep:
         return {}
     if choice.template_id:
         wanted = choice.template_id

@@ -211,9 +211,11 @@ class _Ledger:
         except GarmApiError as exc:
             return self._refused(action, exc, observed)
         except TemplateError as exc:
-            logger.error("cannot %s: %s", describe_action(action), exc)
             self.closed.add(_target(action))
-            self.errors.append(ActionError(action, str(exc), blocking=True))
+            # A base the charm cannot build on refuses every template alike: said once.
+            if all(e.error != str(exc) for e in self.errors):
+                logger.error("cannot %s: %s", describe_action(action), exc)
+                self.errors.append(ActionError(action, str(exc), blocking=True))
             return observed
         logger.info("done: %s", describe_action(action))
         self.done.append(action)

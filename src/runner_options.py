@@ -97,7 +97,6 @@ class DebugSshError(ValueError):
     """A tmate-ssh-server unit published something no runner may be given."""
 
     def __init__(self, unit: str, key: str, reason: str):
-        self.unit = unit
         super().__init__(f"{unit}: {key}: {reason}")
 
 

@@ -96,12 +96,14 @@ class Choice:
     ``template_id`` is 0 for GARM's default (no template of the charm's). ``ready`` says
     a new generation may be created with it now: it exists and is current. ``action``
     is the template write this needs first; ``problem`` says why none can be made.
+    ``keep``: whatever template a live generation has stays (nothing may be decided).
     """
 
     template_id: int = 0
     ready: bool = True
     action: TemplateAction | None = None
     problem: str = ""
+    keep: bool = False
 
 
 class Templates:
@@ -130,15 +132,16 @@ class Templates:
         """The template for a logical scaleset whose runners need ``blocks`` added.
 
         No blocks means GARM's default template. ``hold`` (debug-ssh data unusable)
-        writes no template: an existing one is used as it is, and a scaleset that has
-        none yet must wait, since a runner without its options may not even start.
+        writes no template and changes no generation's: a new generation gets the one
+        the family has, and one that needs a template it does not have yet waits, since
+        a runner without its options may not even start.
         """
         name = template_name(logical_name)
         mine = self._by_name.get(name)
         if hold:
             if mine is not None:
-                return Choice(mine.id)
-            return Choice(ready=not blocks)
+                return Choice(mine.id, keep=True)
+            return Choice(ready=not blocks, keep=True)
         if not blocks:
             return Choice()
         if mine is None and name in self._foreign:
@@ -165,8 +168,3 @@ class Templates:
             update = UpdateTemplate(mine.id, logical_name, name, text, self.base.id, blocks)
             return Choice(mine.id, ready=False, action=update)
         return Choice(mine.id)
-
-    def logical_of(self, template_id: int) -> str | None:
-        """The lower-cased logical name a template of the charm's is kept for."""
-        template = self.ours.get(template_id)
-        return template.name.removeprefix(PREFIX) if template else None

@@ -19,7 +19,8 @@ from garm_config import OpenstackProvider
 from garm_setup import AppCredential, EntitySpec
 from lifecycle import View
 from runner_options import NO_CONTEXT, RunnerContext, runner_options
-from runner_scripts import PRE_INSTALL_NAME, TemplateError, aproxy_script, install_blocks
+from runner_proxy import PRE_INSTALL_NAME, aproxy_script
+from runner_scripts import TemplateError, install_blocks
 from spec import Desired, HeldSpec, ScalesetSpec, application_of
 
 logger = logging.getLogger(__name__)

@@ -338,7 +338,7 @@ def _go_string(text: str) -> str:
     return _HTML_RE.sub(lambda m: _HTML_ESCAPES[m.group()], json.dumps(text, ensure_ascii=False))
 
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _JSON_SPACE = re.compile(r"[ \t\r\n]+")
 
 

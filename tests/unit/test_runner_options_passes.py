@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import re
 
 import pytest
 from charms.garm.v0.garm_configurator import ConfiguratorUnitData
@@ -17,7 +18,8 @@ from charms.garm.v0.garm_configurator import ConfiguratorUnitData
 from garm_client import GarmClient
 from planner import LISTENER_STARTUP
 from runner_options import DebugSsh, RunnerContext
-from runner_scripts import ANCHOR, PRE_INSTALL_NAME, derive_template
+from runner_proxy import PRE_INSTALL_NAME
+from runner_scripts import ANCHOR, derive_template
 from runner_templates import template_name
 from spec import Desired, ScalesetSpec
 from state import RelationState, spec_from_unit
@@ -132,7 +134,7 @@ def test_a_proxy_is_a_pre_install_script_and_no_os_update_changed_in_place(passe
     assert "squid.internal:3128" in aproxy
     assert "10.1.2.9" in aproxy  # GARM's own address is never sent through the proxy
     assert after["extra_specs"]["disable_updates"] is True
-    # A proxy alone needs no template: the wrapper fetches the template through it.
+    # A proxy alone needs no template: aproxy is set up before anything is fetched.
     assert charm_templates(garm) == []
     assert after["template_id"] == system_linux_id(garm)
 
@@ -178,19 +180,33 @@ def test_a_scaleset_nobody_asks_for_takes_its_template_with_it(passes, garm):
     assert charm_templates(garm) == []
 
 
+def test_the_base_template_is_read_once_a_pass_whatever_the_number_of_templates(passes, garm):
+    specs = [
+        dataclasses.replace(spec(**OPTIONS), name=f"s{i}", source=f"garm-configurator/{i}")
+        for i in range(5)
+    ]
+    passes.run(*specs)
+    assert len(charm_templates(garm)) == 5
+    bodies = [r.path for r in passes.last if re.fullmatch(r"/templates/\d+/?", r.path)]
+    assert bodies == [f"/templates/{system_linux_id(garm)}"]
+
+
 def test_a_base_template_without_the_anchor_is_an_error_and_creates_nothing(passes, garm):
     base = system_linux_id(garm)
     passes.client.update_template(
         base, {"data": base64.b64encode(b"#!/bin/bash\necho changed\n").decode()}
     )
     wanted = spec(**OPTIONS)
-    outcome = passes.run(wanted)
+    other = dataclasses.replace(wanted, name="other", source="garm-configurator/1")
+    outcome = passes.run(wanted, other)
     assert not outcome.ok
-    assert ANCHOR in outcome.errors[0].error
+    # Every template is refused alike: said once, not once per scaleset.
+    [error] = outcome.errors
+    assert ANCHOR in error.error
     assert garm.scalesets() == []
     assert charm_templates(garm) == []
     # Only the operator can fix GARM's template: blocked, saying how.
-    summary = summarise(outcome, RelationState(True, Desired((wanted,))))
+    summary = summarise(outcome, RelationState(True, Desired((wanted, other))))
     assert summary.kind == "blocked"
     assert "garm-cli template restore" in summary.message
 

@@ -22,18 +22,15 @@ import pytest
 import yaml
 
 from runner_options import DebugSsh, Proxy, RunnerOptions
+from runner_proxy import APROXY_LISTEN_PORT, NFT_DELIMITER, PRE_INSTALL_NAME, aproxy_script
 from runner_scripts import (
     ANCHOR,
-    APROXY_LISTEN_PORT,
     BASE64_DELIMITER,
     CHARM_DIR,
     HOOK_NAME,
-    NFT_DELIMITER,
     OTEL_CONFIG,
-    PRE_INSTALL_NAME,
     PRE_JOB_NAME,
     TemplateError,
-    aproxy_script,
     derive_template,
     install_blocks,
     job_hook,
@@ -834,3 +831,41 @@ def test_rendering_is_deterministic():
         )
 
     assert render() == render()
+
+
+# ---------------------------------------------------------- GARM's own template
+
+# GARM's source, where a checkout is at hand (never copied here): the built-in template
+# the charm derives from, as GARM ships it. ``GARM_SOURCE`` names a git checkout or bare
+# repository of github.com/cloudbase/garm.
+GARM_SOURCE = Path(os.environ.get("GARM_SOURCE", "/work/.mirror/cloudbase+garm/repo"))
+GARM_TEMPLATE = "internal/templates/userdata/github_linux_userdata.tmpl"
+
+
+def _garms_github_linux() -> str | None:
+    if not GARM_SOURCE.exists():
+        return None
+    shown = subprocess.run(
+        ["git", "-C", str(GARM_SOURCE), "show", f"HEAD:{GARM_TEMPLATE}"],
+        capture_output=True,
+        text=True,
+    )
+    return shown.stdout if shown.returncode == 0 else None
+
+
+def test_blocks_go_into_garms_real_github_linux_where_the_fixture_says():
+    real = _garms_github_linux()
+    if real is None:
+        pytest.skip(f"no GARM source at {GARM_SOURCE} (set GARM_SOURCE to a checkout)")
+    # The structure the fixture stands in for is GARM's: one anchor at column 0, after
+    # RUN_HOME is set and the runner unpacked, before it is configured and started.
+    assert [line for line in real.split("\n") if line.rstrip() == ANCHOR] == [ANCHOR]
+    anchor = real.index(ANCHOR + "\n")
+    assert real.index("RUN_HOME=") < real.index('if [ ! -d "$RUN_HOME" ]') < anchor
+    assert anchor < real.index("systemctl start $SVC_NAME")
+    derived = derive_template(real, install_blocks(everything(), DEBUG))
+    assert derived.index("garm_charm_runner_options ||") < derived.index(ANCHOR + "\n")
+    result = subprocess.run(
+        ["bash", "-n"], input=without_actions(derived), capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr

@@ -21,7 +21,7 @@ from runner_templates import (
     digest,
     template_name,
 )
-from spec import Desired, ScalesetSpec
+from spec import Desired, HeldSpec, ScalesetSpec
 from tests.unit.test_planner import (
     NOW,
     ORG,
@@ -56,8 +56,8 @@ def observe(*scalesets: ScaleSet, templates=(WINDOWS, BASE), instances=()) -> Ob
     )
 
 
-def run(*specs: ScalesetSpec, observed: Observed, now=NOW, **desired) -> Plan:
-    return plan(Desired(tuple(specs), **desired), observed, now, SETTINGS)
+def run(*specs: ScalesetSpec, observed: Observed, now=NOW, held=(), **desired) -> Plan:
+    return plan(Desired(tuple(specs), tuple(held), **desired), observed, now, SETTINGS)
 
 
 def of_type(result: Plan, kind: type) -> list:
@@ -206,6 +206,36 @@ def test_held_debug_ssh_writes_no_template_and_creates_nothing_that_needs_one():
     # A scaleset that needs a template it does not have yet waits.
     waiting = run(SPEC, observed=observe(), template_hold=hold)
     assert waiting.actions == ()
+
+
+def test_held_debug_ssh_moves_no_generation_to_a_template_it_does_not_have():
+    # Options were dropped and the scaleset went back to GARM's template; a draining
+    # predecessor still holds the charm's, old one. Unusable tmate data decides nothing.
+    hold = "debug-ssh unit tmate/0: port: 'x' is not a port number"
+    live = generation(make_spec(), 1, template_id=BASE.id)
+    draining = retired(generation(SPEC, 2, labels=("linux",), template_id=7))
+    observed = observe(live, draining, templates=(BASE, ours(7, SPEC, blocks="# old\n")))
+    for spec in (make_spec(), SPEC):
+        result = run(spec, observed=observed, template_hold=hold)
+        assert not [
+            a
+            for a in result.actions
+            if isinstance(a, CreateTemplate | UpdateTemplate | DeleteTemplate)
+            or (isinstance(a, UpdateScaleset) and "template_id" in a.changes)
+        ]
+
+
+def test_a_held_or_partly_seen_family_keeps_its_template():
+    unused = ours(7, SPEC)
+    held = HeldSpec("garm-configurator/0", "ci", "invalid max_runner: 0")
+    result = run(observed=observe(templates=(BASE, unused)), held=(held,))
+    assert not of_type(result, DeleteTemplate)
+    partly = run(
+        make_spec(name="other", source="garm-configurator/1"),
+        observed=observe(templates=(BASE, unused)),
+        unsettled=frozenset({"ci"}),
+    )
+    assert not of_type(partly, DeleteTemplate)
 
 
 def test_a_partial_view_deletes_no_template():

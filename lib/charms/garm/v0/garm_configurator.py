@@ -153,7 +153,11 @@ def _scripts(data: Mapping[str, str]) -> dict[str, str]:
 
 
 def _url(key: str, value: str | None) -> None:
-    """A runner option that must be an http(s) URL with a host and a valid port."""
+    """A runner option that must be an http(s) URL with a host and a valid port.
+
+    No message repeats the value: a proxy URL may carry a password, and a refusal is
+    shown in ``juju status`` and logged.
+    """
     if value is None:
         return
     if not _URL_CHARS.match(value):
@@ -161,15 +165,17 @@ def _url(key: str, value: str | None) -> None:
     try:
         parts = urlsplit(value)
         port = parts.port
-    except ValueError as exc:
-        raise DatabagError(key, f"is not a URL ({exc})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise DatabagError(key, f"{value!r} is not an http(s) URL with a host")
+    except ValueError:
+        raise DatabagError(key, "is not a URL (its host or port cannot be read)") from None
+    # Every runner and every job could read credentials put in one of these URLs.
+    if "@" in parts.netloc or (not parts.netloc and "@" in value):
+        raise DatabagError(key, "credentials in the URL are not supported")
+    if parts.scheme not in ("http", "https"):
+        raise DatabagError(key, "is not an http(s) URL (http:// or https:// first)")
+    if not parts.hostname:
+        raise DatabagError(key, "is not an http(s) URL with a host")
     if port == 0:
         raise DatabagError(key, "port 0 is not a port")
-    # Every runner and every job could read credentials put in one of these URLs.
-    if parts.username is not None or parts.password is not None:
-        raise DatabagError(key, "credentials in the URL are not supported")
     if parts.query or parts.fragment or "?" in value or "#" in value:
         raise DatabagError(key, "a query or fragment is not supported")
     # Docker refuses a registry mirror with a path, and would not start with it.
