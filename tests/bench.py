@@ -201,41 +201,44 @@ def until_converged(garm, client, desired: Desired, clock, scenario: str, n: int
 
 
 def run(n: int, latency: float) -> list[Measure]:
-    clock = FakeClock()
-    measures = []
-    with GarmDouble(clock=clock) as garm:
-        garm.add_provider(PROVIDER)
-        garm.add_org("example-org")
-        client = GarmClient(garm.url, garm.username, garm.password)
-        client.login()
-        reconcile(client, specs(n, ("linux",)), clock.now, SETTINGS)  # set up, unmeasured
-        garm.inject("*", r".*", delay=latency, times=10**9)
-        _, steady = one_pass(garm, client, specs(n, ("linux",)), clock, "steady", n)
-        measures.append(dataclasses.replace(steady, scalesets_kb=scalesets_kb(garm)))
-        changed = specs(n, ("linux", "x64"))
-        measures += until_converged(garm, client, changed, clock, "label-change", n)
-        client.close()
-    return measures
+    """Without runner options: settled, then every scaleset's labels changed."""
+    return scenario(
+        specs(n, ("linux",)), specs(n, ("linux", "x64")), latency, "steady", "label-change"
+    )
 
 
 def run_options(n: int, latency: float) -> list[Measure]:
     """Every scaleset with runner options: settled, then every pre-job script changed."""
+    return scenario(
+        option_specs(n, "echo starting"),
+        option_specs(n, "echo another"),
+        latency,
+        "options-steady",
+        "option-change",
+    )
+
+
+def scenario(
+    settled: Desired, changed: Desired, latency: float, steady_name: str, change_name: str
+) -> list[Measure]:
+    """``settled`` set up unmeasured, one pass measured on it, then passes to ``changed``.
+
+    Every request from the measured passes on waits ``latency`` seconds at the double.
+    """
     clock = FakeClock()
-    measures = []
+    n = len(settled.specs)
     with GarmDouble(clock=clock) as garm:
         garm.add_provider(PROVIDER)
         garm.add_org("example-org")
         client = GarmClient(garm.url, garm.username, garm.password)
         client.login()
-        wanted = option_specs(n, "echo starting")
-        setup = reconcile(client, wanted, clock.now, SETTINGS)  # set up, unmeasured
+        setup = reconcile(client, settled, clock.now, SETTINGS)
         if not setup.ok:
-            raise RuntimeError(f"options set-up failed: {setup.errors[:1]}")
+            raise RuntimeError(f"set-up failed: {setup.errors[:1]}")
         garm.inject("*", r".*", delay=latency, times=10**9)
-        _, steady = one_pass(garm, client, wanted, clock, "options-steady", n)
-        measures.append(dataclasses.replace(steady, scalesets_kb=scalesets_kb(garm)))
-        changed = option_specs(n, "echo another")
-        measures += until_converged(garm, client, changed, clock, "option-change", n)
+        _, steady = one_pass(garm, client, settled, clock, steady_name, n)
+        measures = [dataclasses.replace(steady, scalesets_kb=scalesets_kb(garm))]
+        measures += until_converged(garm, client, changed, clock, change_name, n)
         client.close()
     return measures
 

@@ -15,10 +15,12 @@ from ops import testing
 
 import workload
 from charm import GarmCharm
+from garm_client import GarmClient
 from planner import YOUNGEST_DELETE
 from tests.clock import FakeClock
 from tests.garm_double import GarmDouble
 from tests.machine import FakeSystemctl, Machine
+from tests.passes import PROVIDER, Passes
 
 
 @pytest.fixture
@@ -75,3 +77,20 @@ def later(clock: FakeClock, garm: GarmDouble) -> Callable[..., None]:
         garm.tick()
 
     return later
+
+
+@pytest.fixture
+def client(garm: GarmDouble):
+    """A client logged in to GARM as the charm is, the configurator's provider and org
+    registered (``test_garm_client`` has a bare one of its own)."""
+    garm.add_provider(PROVIDER)
+    garm.add_org("example-org")
+    c = GarmClient(garm.url, garm.username, garm.password, timeout=(1.0, 2.0))
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def passes(garm: GarmDouble, client: GarmClient, clock: FakeClock) -> Passes:
+    """Whole reconcile passes over ``client``, each one's requests measured."""
+    return Passes(garm, client, clock)

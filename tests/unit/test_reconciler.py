@@ -7,25 +7,20 @@ from datetime import timedelta
 import pytest
 
 from create_refusals import CreateMemory
-from garm_client import GarmClient
 from naming import MAX_CANDIDATES, generation_name, spec_key
 from planner import (
     LISTENER_STARTUP,
-    YOUNGEST_DELETE,
     CreateScaleset,
     DeleteScaleset,
     Phase,
     RemoveInstance,
     UpdateScaleset,
 )
-from reconciler import Outcome, preview, reconcile
+from reconciler import Outcome, preview
 from scaleset_notes import FIRST_RETRY, LONGEST_RETRY, REFUSALS_BEFORE_BLOCKED, Notes, backoff
-from spec import Desired, ScalesetSpec, Settings
-from tests.clock import FakeClock
+from spec import Desired, ScalesetSpec
 from tests.garm_double import CONSOLIDATION_INTERVAL, GarmDouble
-
-PROVIDER = "garm-configurator-0"
-SETTINGS = Settings()
+from tests.passes import PROVIDER, SETTINGS, Passes
 
 
 def make_spec(name="ci", labels=("linux", "x64"), source="garm-configurator/0", **kw):
@@ -43,49 +38,6 @@ def make_spec(name="ci", labels=("linux", "x64"), source="garm-configurator/0", 
     }
     values.update(kw)
     return ScalesetSpec(**values)
-
-
-@pytest.fixture
-def client(garm: GarmDouble):
-    garm.add_provider(PROVIDER)
-    garm.add_org("example-org")
-    c = GarmClient(garm.url, garm.username, garm.password, timeout=(1.0, 2.0))
-    yield c
-    c.close()
-
-
-class Passes:
-    """Runs passes and measures each one's requests on the double."""
-
-    def __init__(self, garm: GarmDouble, client: GarmClient, clock: FakeClock):
-        self.garm, self.client, self.clock = garm, client, clock
-
-    def run(self, *specs: ScalesetSpec, settings: Settings = SETTINGS, memory=None) -> Outcome:
-        start = len(self.garm.requests)
-        outcome = reconcile(
-            self.client, Desired(tuple(specs)), self.clock.now, settings, memory=memory
-        )
-        self.last = [r for r in self.garm.requests[start:] if r.path != "/auth/login"]
-        self.outcome = outcome
-        return outcome
-
-    def later(self, delta: timedelta = YOUNGEST_DELETE) -> None:
-        """Time passes as the reconcile timer sees it, GARM's workers ticking meanwhile."""
-        self.clock.advance(delta)
-        self.garm.tick()
-
-    @property
-    def reads(self) -> int:
-        return sum(r.method == "GET" for r in self.last)
-
-    @property
-    def writes(self) -> list[tuple[str, str]]:
-        return [(r.method, r.path) for r in self.last if r.method != "GET"]
-
-
-@pytest.fixture
-def passes(garm, client, clock) -> Passes:
-    return Passes(garm, client, clock)
 
 
 def retired_with_a_busy_runner(passes: Passes, garm: GarmDouble) -> tuple[dict, str, ScalesetSpec]:

@@ -12,10 +12,8 @@ import base64
 import dataclasses
 import re
 
-import pytest
 from charms.garm.v0.garm_configurator import ConfiguratorUnitData
 
-from garm_client import GarmClient
 from planner import LISTENER_STARTUP
 from runner_options import DebugSsh, RunnerContext
 from runner_proxy import PRE_INSTALL_NAME
@@ -26,7 +24,7 @@ from state import RelationState, spec_from_unit
 from status import summarise
 from tests.databags import SECOND_UNIT
 from tests.garm_double import GITHUB_LINUX_TEMPLATE, GarmDouble
-from tests.unit.test_reconciler import PROVIDER, Passes
+from tests.passes import PROVIDER
 
 UNIT = "garm-configurator/0"
 OPTIONS = {
@@ -44,20 +42,6 @@ def spec(runner: RunnerContext = GARM_HOST, /, **changes: str | None) -> Scalese
     data = {**SECOND_UNIT, "provider_name": PROVIDER, "org": "example-org", **changes}
     parsed = ConfiguratorUnitData.from_databag({k: v for k, v in data.items() if v is not None})
     return spec_from_unit(UNIT, parsed, runner)
-
-
-@pytest.fixture
-def client(garm: GarmDouble):
-    garm.add_provider(PROVIDER)
-    garm.add_org("example-org")
-    c = GarmClient(garm.url, garm.username, garm.password, timeout=(1.0, 2.0))
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def passes(garm, client, clock) -> Passes:
-    return Passes(garm, client, clock)
 
 
 def charm_templates(garm: GarmDouble) -> list[dict]:

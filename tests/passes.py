@@ -1,0 +1,48 @@
+"""Whole reconcile passes against the GARM double, measured: shared by the pass tests.
+
+``client`` and ``passes`` are fixtures (``tests/unit/conftest.py``): a client logged in
+to a GARM with the configurator's provider and org registered, and ``Passes`` over it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from garm_client import GarmClient
+from planner import YOUNGEST_DELETE
+from reconciler import Outcome, reconcile
+from spec import Desired, ScalesetSpec, Settings
+from tests.clock import FakeClock
+from tests.garm_double import GarmDouble
+
+PROVIDER = "garm-configurator-0"
+SETTINGS = Settings()
+
+
+class Passes:
+    """Runs passes and measures each one's requests on the double."""
+
+    def __init__(self, garm: GarmDouble, client: GarmClient, clock: FakeClock):
+        self.garm, self.client, self.clock = garm, client, clock
+
+    def run(self, *specs: ScalesetSpec, settings: Settings = SETTINGS, memory=None) -> Outcome:
+        start = len(self.garm.requests)
+        outcome = reconcile(
+            self.client, Desired(tuple(specs)), self.clock.now, settings, memory=memory
+        )
+        self.last = [r for r in self.garm.requests[start:] if r.path != "/auth/login"]
+        self.outcome = outcome
+        return outcome
+
+    def later(self, delta: timedelta = YOUNGEST_DELETE) -> None:
+        """Time passes as the reconcile timer sees it, GARM's workers ticking meanwhile."""
+        self.clock.advance(delta)
+        self.garm.tick()
+
+    @property
+    def reads(self) -> int:
+        return sum(r.method == "GET" for r in self.last)
+
+    @property
+    def writes(self) -> list[tuple[str, str]]:
+        return [(r.method, r.path) for r in self.last if r.method != "GET"]
