@@ -27,7 +27,9 @@ import ops
 
 import charm_secrets
 import lifecycle
+import publish
 import reconcile_timer
+import resources
 import workload
 from charm_config import FIRST_UNPRIVILEGED_PORT, CharmConfig, ConfigError, read_config
 from create_refusals import KEY as MEMORY_KEY
@@ -57,7 +59,7 @@ from planner import Observed
 from reconciler import Outcome, describe_action, observe, preview, reconcile
 from sqlite_home import PEERS, SqliteHome
 from state import GarmInputs, RelationState, UnitProblem, garm_inputs
-from status import Summary, summarise
+from status import Summary, describe_progress, summarise
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +157,7 @@ class GarmCharm(ops.CharmBase):
         """The unit is going: GARM stops with it (relations were torn down before)."""
         self.view.note(event)
         reconcile_timer.remove(self.paths)
+        self.unit.set_ports()
         if workload.stop(self.paths.unit_file):
             logger.info("unit stopping: GARM stopped")
         self._summary = Summary("maintenance", BEING_REMOVED)
@@ -204,23 +207,38 @@ class GarmCharm(ops.CharmBase):
         try:
             with contextlib.closing(self._client(config)) as client:
                 planned = preview(
-                    client, state.desired, self.now(), config.settings, self._memory()
+                    client,
+                    state.desired,
+                    self.now(),
+                    config.settings,
+                    self._memory(),
+                    budget=PASS_BUDGET_SECONDS,
                 )
-        except (GarmUnreachable, GarmApiError) as exc:
+        except ops.SecretNotFoundError:
+            event.fail("GARM's admin login is not made yet; try again after the next hook")
+            return
+        except GarmUnreachable as exc:
             event.fail(f"Could not read GARM: {exc}")
+            return
+        except GarmApiError as exc:
+            event.fail(f"Could not read GARM: {exc.cause}")
             return
         event.set_results(
             {
                 "writes": str(len(planned.actions)),
                 "actions": "\n".join(describe_action(a) for a in planned.actions) or "none",
-                "phases": "\n".join(
-                    f"{p.logical_name or p.scaleset}: {p.describe()}" for p in planned.progress
-                )
-                or "converged",
+                "phases": "\n".join(describe_progress(p) for p in planned.progress) or "converged",
+                # What the pass would stop at: a write the charm cannot even make, or its
+                # budget spent (the next pass goes on from there).
+                "errors": "\n".join(e.error for e in planned.errors) or "none",
+                "cut-short": "yes" if planned.cut_short else "no",
             }
         )
 
     def _on_reconcile(self, event: ops.ActionEvent) -> None:
+        if not self.unit.is_leader():
+            event.fail("Run this on the leader unit: juju run garm/leader reconcile")
+            return
         if self.view.dying():
             event.fail(BEING_REMOVED)
             return
@@ -240,9 +258,12 @@ class GarmCharm(ops.CharmBase):
         self._outcome = None
         if self.view.dying():
             reconcile_timer.remove(self.paths)
+            self.unit.set_ports()
             return Summary("maintenance", BEING_REMOVED)
         if not self.unit.is_leader():
             reconcile_timer.remove(self.paths)
+            self.unit.set_ports()
+            self.unit.set_workload_version("")  # no GARM runs here
             if workload.stop(self.paths.unit_file):
                 logger.info("not the leader any more: GARM stopped on this unit")
             if self.sqlite_home.crowded():
@@ -261,8 +282,10 @@ class GarmCharm(ops.CharmBase):
         )
         try:
             problems = self._ensure_running(inputs, config)
-            # GARM runs on this leader now: so does the timer that reconciles it.
+            # GARM runs on this leader now: so does the timer that reconciles it, and its
+            # API port is open (``juju expose`` then lets runners reach it).
             reconcile_timer.keep(self.paths, self.unit.name, config.reconcile_interval)
+            self.unit.set_ports(config.api_port)
             with contextlib.closing(self._client(config)) as client:
                 setup_problems, observed = self._ensure_setup(
                     client, inputs, state.desired.complete, config
@@ -280,25 +303,49 @@ class GarmCharm(ops.CharmBase):
             self._remember(self._outcome.memory)
         except _NotReadyError as exc:
             return exc.summary
+        self._tell_configurators(state, self._outcome)
         return summarise(self._outcome, state, problems)
+
+    def _tell_configurators(self, state: RelationState, outcome: Outcome) -> None:
+        """Publish each configurator unit's scaleset and phase on its relation (leader).
+
+        ops lists no relation in its own ``-broken`` hook, so none being broken is
+        written. Nothing at all when the pass could not read GARM or see every unit.
+        """
+        apps = {r.id: r.app.name for r in self.model.relations[CONFIGURATOR] if r.app}
+        wanted = publish.published(state, outcome, dict(outcome.current), apps)
+        if wanted is None:
+            return
+        for relation in self.model.relations[CONFIGURATOR]:
+            if relation.id not in wanted:
+                continue
+            try:
+                publish.write(relation.data[self.app], wanted[relation.id])
+            except ops.ModelError as exc:  # e.g. a cross-model relation being suspended
+                logger.warning("scaleset states not published on %s: %s", relation.id, exc)
 
     def _ensure_running(self, inputs: GarmInputs, config: CharmConfig) -> list[UnitProblem]:
         """Install, configure and (re)start GARM as needed, then wait for it to answer.
 
         Returns the problems with GARM's database to report.
         """
-        sources: dict[str, Path] = {}
+        paths, user = self.paths, self.service_user
+        sources: dict[str, resources.Prepared] = {}
         for name in RESOURCES:
             path = self._resource(name)
             if path is None:
                 message = f"Attach the {name} resource: juju attach-resource garm {name}=<file>"
                 raise _NotReadyError(Summary("blocked", message))
-            sources[name] = path
-        paths, user = self.paths, self.service_user
+            try:
+                sources[name] = resources.prepare_once(name, path, paths.staging)
+            except resources.ResourceError as exc:
+                logger.error("%s", exc)
+                raise _NotReadyError(Summary("blocked", str(exc))) from None
+        self.unit.set_workload_version(sources["garm"].version or "")
         workload.ensure_user()
-        changed = workload.install_binary(sources["garm"], paths.binary)
+        changed = workload.install_binary(sources["garm"].path, paths.binary)
         changed |= workload.install_binary(
-            sources["garm-provider-openstack"], paths.provider_binary
+            sources["garm-provider-openstack"].path, paths.provider_binary
         )
         workload.ensure_directory(paths.data_dir, user)
         had_config = paths.config_file.exists()

@@ -10,14 +10,21 @@ and resolves the credentials from the Juju secret the provider points at.
 from __future__ import annotations
 
 import logging
+import warnings
 from urllib.parse import urlsplit
 
 import ops
-from dpcharmlibs.interfaces import (
-    RequirerCommonModel,
-    ResourceProviderModel,
-    ResourceRequirerEventHandler,
-)
+
+# The library's models put Field() defaults where pydantic >= 2.12 ignores them and says
+# so at import, on stderr, in every hook's log. Harmless to us (the fields are optional
+# either way); silenced for this import only, so our own code still warns.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message=".*has no effect in the context it was used")
+    from dpcharmlibs.interfaces import (
+        RequirerCommonModel,
+        ResourceProviderModel,
+        ResourceRequirerEventHandler,
+    )
 
 from garm_config import PostgresqlDatabase
 

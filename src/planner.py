@@ -102,11 +102,43 @@ class Phase(StrEnum):
     FORCE_REMOVING = "force-removing"
 
 
+def shown_name(logical_name: str | None, scaleset: str) -> str:
+    """A scaleset as the operator reads it: its logical name, then GARM's.
+
+    ``ci (ci-24ec4a)``. GARM names are opaque (``ci-small`` and ``ci-large`` both show
+    as ``ci-xxxxxx`` under a 10-byte budget), so the logical name leads; either alone
+    when the other is not known, or the same (a legacy scaleset).
+    """
+    if not logical_name:
+        return scaleset
+    if not scaleset or scaleset.lower() == logical_name.lower():
+        return logical_name
+    return f"{logical_name} ({scaleset})"
+
+
+def logical_name_of(scaleset: ScaleSet) -> str | None:
+    """The logical name a scaleset no spec names was made for, when that can be told.
+
+    A generation carries its logical name as a label and is named after it, which
+    ``generation_index`` checks; anything else (a legacy or foreign scaleset) tells
+    nothing beyond its own name.
+    """
+    return next(
+        (label for label in scaleset.labels if generation_index(label, scaleset) is not None),
+        None,
+    )
+
+
 @dataclass(frozen=True)
 class Progress:
-    """A changeover still under way; ``logical_name`` is None for an orphan.
+    """A changeover still under way, of a logical scaleset or of an ``orphan``.
 
-    ``blocked`` is set when it will not move on by itself: the cause and what to do.
+    ``scaleset`` is the GARM name the phase is about: the generation being created,
+    the predecessor being replaced (the least advanced one), or the orphan being
+    removed; "" while a create has no name yet. ``logical_name`` is the spec's name, or
+    for an orphan the one it was made for when that can be told (``logical_name_of``),
+    else None. ``blocked`` is set when it will not move on by itself: the cause and
+    what to do.
     """
 
     logical_name: str | None
@@ -114,6 +146,12 @@ class Progress:
     phase: Phase
     runners: int = 0
     blocked: str = ""
+    orphan: bool = False
+
+    @property
+    def names(self) -> str:
+        """The logical name, then GARM's: ``ci (ci-24ec4a)`` (``shown_name``)."""
+        return shown_name(self.logical_name, self.scaleset)
 
     def describe(self) -> str:
         """The phase as an operator reads it, e.g. ``draining 3 runners``."""
@@ -139,6 +177,11 @@ class Skipped:
     blocking: bool = False
 
 
+# The scaleset writes name the logical scaleset they serve (``logical_name``), for the
+# operator: None for an orphan whose logical name cannot be told. It only describes the
+# write, so it takes no part in equality: two actions writing the same are equal.
+
+
 @dataclass(frozen=True)
 class CreateScaleset:
     """Create the current generation of a logical scaleset under its org or repo."""
@@ -161,6 +204,7 @@ class UpdateScaleset:
     name: str
     changes: dict[str, Any]
     purpose: str
+    logical_name: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -170,6 +214,7 @@ class RemoveInstance:
     instance_name: str
     scaleset_id: int
     scaleset_name: str
+    logical_name: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -178,6 +223,7 @@ class DeleteScaleset:
 
     scaleset_id: int
     name: str
+    logical_name: str | None = field(default=None, compare=False)
 
 
 Action = CreateScaleset | UpdateScaleset | RemoveInstance | DeleteScaleset | TemplateAction
@@ -185,11 +231,16 @@ Action = CreateScaleset | UpdateScaleset | RemoveInstance | DeleteScaleset | Tem
 
 @dataclass(frozen=True)
 class Plan:
-    """The writes to do now, in order, and what is still under way."""
+    """The writes to do now, in order, and what is still under way.
+
+    ``current`` names, per logical scaleset (lower-cased), its current generation in
+    GARM: the live one, or the one being created.
+    """
 
     actions: tuple[Action, ...] = ()
     progress: tuple[Progress, ...] = ()
     skipped: tuple[Skipped, ...] = ()
+    current: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -250,13 +301,15 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
     for current in planned:
         _plan_predecessors(current, cover, ctx)
     for orphan in orphans if selection.sweep and desired.complete else ():
-        phase = _plan_retirement(orphan, cover.covers(orphan), False, ctx)
+        logical = logical_name_of(orphan)
+        phase = _plan_retirement(orphan, logical, cover.covers(orphan), False, ctx)
         runners = len(instances[orphan.id])
         blocked = draft.blocked.get(orphan.id, "")
-        draft.progress.append(Progress(None, orphan.name, phase, runners, blocked))
+        draft.progress.append(Progress(logical, orphan.name, phase, runners, blocked, orphan=True))
     if selection.sweep and desired.complete and not desired.template_hold:
         _plan_template_deletes(selection, choices, desired.unsettled, ctx)
-    return Plan(tuple(draft.actions), tuple(draft.progress), tuple(draft.skipped))
+    current = tuple((c.family.spec.name.lower(), c.name) for c in planned if c.name)
+    return Plan(tuple(draft.actions), tuple(draft.progress), tuple(draft.skipped), current)
 
 
 def _choose_templates(
@@ -577,11 +630,16 @@ class _Family:
 
 @dataclass(frozen=True)
 class _Current:
-    """A family after its current generation was planned: which one it is, and if live."""
+    """A family after its current generation was planned: which one it is, and if live.
+
+    ``name`` is the current generation's GARM name: the live one's, or the one this plan
+    creates, or "" while no create can be planned.
+    """
 
     family: _Family
     scaleset: ScaleSet | None
     live: bool
+    name: str = ""
 
 
 def _plan_current(family: _Family, choice: Choice, taken: set[str], ctx: _Context) -> _Current:
@@ -594,15 +652,16 @@ def _plan_current(family: _Family, choice: Choice, taken: set[str], ctx: _Contex
     key = spec_key(spec)
     current = _pick_current(spec, family.members, key, ctx.settings)
     if current is None:
-        if choice.ready:
-            _plan_create(spec, key, choice.template_id, taken, ctx)
-        return _Current(family, None, False)
+        name = _plan_create(spec, key, choice.template_id, taken, ctx) if choice.ready else ""
+        return _Current(family, None, False, name)
     changes = _update_changes(spec, current, ctx.now, _template_change(current, choice, ctx))
     if changes:
         purpose = "update" if current.enabled else "re-enable"
-        ctx.draft.actions.append(UpdateScaleset(current.id, current.name, changes, purpose))
+        ctx.draft.actions.append(
+            UpdateScaleset(current.id, current.name, changes, purpose, spec.name)
+        )
     live = _is_live(current, spec, ctx.instances[current.id], ctx.now, ctx.settings)
-    return _Current(family, current, live)
+    return _Current(family, current, live, current.name)
 
 
 def _plan_predecessors(current: _Current, cover: _Cover, ctx: _Context) -> None:
@@ -612,17 +671,24 @@ def _plan_predecessors(current: _Current, cover: _Cover, ctx: _Context) -> None:
     members, so nothing serving is retired until the operator settles the duplicate.
     """
     family, serving = current.family, current.scaleset
+    logical = family.spec.name
     predecessors = [m.scaleset for m in family.members if m.scaleset is not serving]
     may_retire = current.live and not family.contested
-    hold = family.spec.name.lower() in ctx.unsettled
-    phases = [_plan_retirement(p, may_retire and cover.covers(p), hold, ctx) for p in predecessors]
+    hold = logical.lower() in ctx.unsettled
+    phases = [
+        _plan_retirement(p, logical, may_retire and cover.covers(p), hold, ctx)
+        for p in predecessors
+    ]
     runners = sum(len(ctx.instances[p.id]) for p in predecessors)
     phase = _family_phase(serving, bool(predecessors), phases)
     if phase is not None and not family.contested:
-        name = serving.name if serving else ""
+        # The GARM name the phase is about: what is created, else what is replaced.
+        about = [p.name for p, at in zip(predecessors, phases, strict=True) if at is phase]
+        replaced = about or [p.name for p in predecessors]
+        name = current.name if phase is Phase.CREATING else replaced[0]
         causes = [ctx.draft.blocked[p.id] for p in predecessors if p.id in ctx.draft.blocked]
         blocked = causes[0] if causes else ""
-        ctx.draft.progress.append(Progress(family.spec.name, name, phase, runners, blocked))
+        ctx.draft.progress.append(Progress(logical, name, phase, runners, blocked))
 
 
 def _plan_create(
@@ -631,12 +697,12 @@ def _plan_create(
     template_id: int,
     taken: set[str],
     ctx: _Context,
-) -> None:
-    """Create the generation under the first candidate name not ``taken``.
+) -> str:
+    """Create the generation under the first candidate name not ``taken``; its name.
 
     ``taken`` holds GitHub's names too, so a name left on GitHub moves the create on to
     the next candidate. A create refused earlier for the same request waits out its
-    back-off.
+    back-off. Returns "" when no create is planned.
     """
     observed = ctx.observed
     name = next(
@@ -652,7 +718,7 @@ def _plan_create(
     if name is None:
         reason = "every candidate scaleset name is taken in GARM or on GitHub"
         ctx.draft.skipped.append(Skipped(spec.source, spec.name, reason, blocking=True))
-        return
+        return ""
     body = create_body(spec, name, key, template_id)
     refusal = observed.create_refusals.get(spec.name.lower())
     if (
@@ -661,7 +727,7 @@ def _plan_create(
         and believed_wait(refusal.retry_at, ctx.now)
     ):
         _report_refusal(spec, refusal, ctx.draft)
-        return
+        return ""
     taken.add(name.lower())
     entity = next(
         e
@@ -669,6 +735,7 @@ def _plan_create(
         if e.kind == spec.entity_kind and e.name.lower() == spec.entity_name.lower()
     )
     ctx.draft.actions.append(CreateScaleset(spec.name, entity, body))
+    return name
 
 
 def _report_refusal(spec: ScalesetSpec, refusal: CreateRefusal, draft: _Draft) -> None:
@@ -812,8 +879,10 @@ def _enabled_since(scaleset: ScaleSet) -> datetime:
     return max(scaleset.created_at, enabled_at or scaleset.created_at)
 
 
-def _plan_retirement(scaleset: ScaleSet, may_retire: bool, hold: bool, ctx: _Context) -> Phase:
-    """Retire, drain and delete one scaleset that is no longer wanted.
+def _plan_retirement(
+    scaleset: ScaleSet, logical: str | None, may_retire: bool, hold: bool, ctx: _Context
+) -> Phase:
+    """Retire, drain and delete one scaleset of ``logical`` that is no longer wanted.
 
     Disabling alone does not drain in GARM (its scale-down target is
     ``min(min_idle + desired, max)``), so retirement also zeroes both counts. A scaleset
@@ -837,12 +906,14 @@ def _plan_retirement(scaleset: ScaleSet, may_retire: bool, hold: bool, ctx: _Con
         # Found enabled again (by hand, say), it may have taken new jobs: a fresh stamp.
         changes["extended_state"] = notes.retired(now).text()
     if changes or notes.retired_at is None:
-        ctx.draft.actions.append(UpdateScaleset(scaleset.id, scaleset.name, changes, "retire"))
+        ctx.draft.actions.append(
+            UpdateScaleset(scaleset.id, scaleset.name, changes, "retire", logical)
+        )
         return Phase.RETIRING
-    return _plan_drain(scaleset, notes, ctx)
+    return _plan_drain(scaleset, logical, notes, ctx)
 
 
-def _plan_drain(scaleset: ScaleSet, notes: Notes, ctx: _Context) -> Phase:
+def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Context) -> Phase:
     """Delete a retired scaleset once empty; remove the runners that hold it for nothing.
 
     GARM refuses to delete a scaleset while any instance row exists, so a deadline that
@@ -856,7 +927,9 @@ def _plan_drain(scaleset: ScaleSet, notes: Notes, ctx: _Context) -> Phase:
     noted = _noted(scaleset, notes, ctx)
     if noted != notes:
         changes = {"extended_state": noted.text()}
-        ctx.draft.actions.append(UpdateScaleset(scaleset.id, scaleset.name, changes, "note"))
+        ctx.draft.actions.append(
+            UpdateScaleset(scaleset.id, scaleset.name, changes, "note", logical)
+        )
         notes = noted
     if not instances:
         if notes.kept >= REFUSALS_BEFORE_BLOCKED:
@@ -868,14 +941,16 @@ def _plan_drain(scaleset: ScaleSet, notes: Notes, ctx: _Context) -> Phase:
         # Only kept deletes hold a delete back; refused force-removals are over.
         waiting = notes.kept > 0 and notes.waiting(now)
         if not waiting and now - scaleset.created_at >= YOUNGEST_DELETE:
-            ctx.draft.actions.append(DeleteScaleset(scaleset.id, scaleset.name))
+            ctx.draft.actions.append(DeleteScaleset(scaleset.id, scaleset.name, logical))
         return Phase.AWAITING_DELETION
     deadline, retired_at = ctx.settings.drain_deadline, notes.retired_at
     past_deadline = bool(deadline) and retired_at is not None and now >= retired_at + deadline
     removing = [i for i in instances if _removable(i, now) and (past_deadline or _failed(i))]
     if not (notes.refused > 0 and notes.waiting(now)):
         for instance in removing:
-            ctx.draft.actions.append(RemoveInstance(instance.name, scaleset.id, scaleset.name))
+            ctx.draft.actions.append(
+                RemoveInstance(instance.name, scaleset.id, scaleset.name, logical)
+            )
     stuck = [
         i
         for i in instances

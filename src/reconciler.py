@@ -11,6 +11,10 @@ is confirmed with one read, and a scaleset GARM kept is noted on it; a force-rem
 GARM refused is noted the same way; a name GitHub already holds moves the create on to
 the next candidate; a refused create is remembered (``create_refusals``), so none of
 them is re-sent on every pass (ADR 0003).
+
+``preview`` is the same pass over a GARM that is read for real and written to in
+imagination (``preview.SimulatedGarm``), so the ``plan`` action tells every write the
+pass would make, those that earlier writes unlock included, and can never drift from it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from create_refusals import CreateMemory, CreateRefusal, first_refusal, request_digest
 from garm_client import GarmApiError, GarmClient, GarmUnreachable
@@ -36,13 +41,16 @@ from planner import (
     Skipped,
     UpdateScaleset,
     plan,
+    shown_name,
 )
+from preview import SimulatedGarm
 from runner_scripts import TemplateError, derive_template
 from runner_templates import CreateTemplate, DeleteTemplate, UpdateTemplate
 from scaleset_notes import LONGEST_RETRY
 from spec import Desired, Settings
 
 logger = logging.getLogger(__name__)
+_Log = logging.Logger | logging.LoggerAdapter[logging.Logger]
 
 # Template, create, hand over, retire, delete and template delete are six rounds; the
 # rest is headroom for a flip-flop (re-enable, then retire the interim generation).
@@ -75,6 +83,8 @@ class Outcome:
     cut_short: bool = False
     # What GitHub answered to creates, to remember, when this pass changed it (else None).
     memory: CreateMemory | None = None
+    # Per logical scaleset (lower-cased), its current generation's GARM name (Plan.current).
+    current: tuple[tuple[str, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -82,7 +92,11 @@ class Outcome:
         return not self.errors and self.unreachable is None
 
 
-def observe(client: GarmClient) -> Observed:
+# What a pass asks of GARM: GARM itself, or the preview's stand-in for it.
+Garm = GarmClient | SimulatedGarm
+
+
+def observe(client: Garm) -> Observed:
     """Read GARM with one list call per kind of object, never one per scaleset."""
     return Observed(
         tuple(client.list_scalesets()),
@@ -93,16 +107,56 @@ def observe(client: GarmClient) -> Observed:
     )
 
 
+@dataclass(frozen=True)
+class Preview:
+    """What the next pass would do, told without writing anything.
+
+    Its writes in order, and its outcome as the pass's last plan would see it
+    (``progress``, ``skipped``). ``errors`` are writes the charm could not even make (a
+    base template it cannot build on); ``cut_short`` says the pass budget would end the
+    pass there.
+    """
+
+    actions: tuple[Action, ...] = ()
+    progress: tuple[Progress, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+    errors: tuple[ActionError, ...] = ()
+    cut_short: bool = False
+
+
+class _Rehearsal(logging.LoggerAdapter[logging.Logger]):
+    """The pass's log lines in a preview: at debug level, and marked, for nothing is done."""
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        super().log(logging.DEBUG, f"preview: {msg}", *args, **kwargs)
+
+
 def preview(
     client: GarmClient,
     desired: Desired,
     now: datetime,
     settings: Settings,
     memory: CreateMemory | None = None,
-) -> Plan:
-    """Observe and plan without writing anything: what the next pass would start with."""
-    observed, _ = _remembering(observe(client), memory, desired, now)
-    return plan(desired, observed, now, settings)
+    *,
+    budget: float | None = None,
+) -> Preview:
+    """The whole next pass, without writing anything: every write, in order.
+
+    The pass itself runs, over a GARM read for real whose writes are answered as GARM
+    would answer them (``preview.SimulatedGarm``), so the writes that earlier writes
+    unlock are told too, at the same ``now`` and within the same ``budget``. Raises
+    ``GarmUnreachable`` or ``GarmApiError`` when GARM cannot be read. A write GitHub
+    would refuse (a delete GARM keeps, say) is told as the pass would try it: the
+    preview cannot know.
+    """
+    garm = SimulatedGarm(client, now)
+    observed = observe(garm)
+    outcome = _pass(garm, desired, now, settings, budget, observed, memory, _Rehearsal(logger, {}))
+    if outcome.unreachable is not None:
+        raise GarmUnreachable(outcome.unreachable)
+    return Preview(
+        outcome.done, outcome.progress, outcome.skipped, outcome.errors, outcome.cut_short
+    )
 
 
 def _remembering(
@@ -122,7 +176,7 @@ def _remembering(
 
 
 def reconcile(
-    client: GarmClient,
+    client: Garm,
     desired: Desired,
     now: datetime,
     settings: Settings,
@@ -139,6 +193,20 @@ def reconcile(
     what GitHub answered to creates before (``create_refusals``); the outcome carries it
     when this pass changed it.
     """
+    return _pass(client, desired, now, settings, budget, observed, memory, logger)
+
+
+def _pass(
+    client: Garm,
+    desired: Desired,
+    now: datetime,
+    settings: Settings,
+    budget: float | None,
+    observed: Observed | None,
+    memory: CreateMemory | None,
+    log: _Log,
+) -> Outcome:
+    """The pass, for ``reconcile`` and ``preview`` alike; ``log`` is where it tells."""
     started = time.monotonic()
     try:
         if observed is None:
@@ -147,13 +215,13 @@ def reconcile(
         return Outcome(unreachable=str(exc))
     except GarmApiError as exc:
         # Without a full observation nothing can be decided safely, so nothing is done.
-        logger.error("GARM refused a read: %s", exc)
+        log.error("GARM refused a read: %s", exc)
         return Outcome(errors=(ActionError(None, exc.cause),))
     observed, kept = _remembering(observed, memory, desired, now)
     changed = kept != (memory or CreateMemory())
-    ledger = _Ledger(now, dict(kept.refusals), dict(kept.taken), changed=changed)
+    ledger = _Ledger(now, dict(kept.refusals), dict(kept.taken), log, changed=changed)
     current = plan(desired, observed, now, settings)
-    _log_refused(desired, current, frozenset(kept.refusals))
+    _log_refused(desired, current, frozenset(kept.refusals), log)
     try:
         for _ in range(MAX_ROUNDS):
             todo = [a for a in current.actions if _target(a) not in ledger.closed]
@@ -161,16 +229,21 @@ def reconcile(
                 break
             for action in todo:
                 if budget is not None and time.monotonic() - started > budget:
-                    logger.warning("pass budget of %ss spent; the next hook continues", budget)
+                    log.warning("pass budget of %ss spent; the next hook continues", budget)
+                    # The status tells what GARM holds now, the writes done folded in.
+                    current = plan(desired, observed, now, settings)
                     return ledger.outcome(current, cut_short=True)
                 observed = ledger.apply(client, action, observed)
             current = plan(desired, observed, now, settings)
     except GarmUnreachable as exc:
+        current = plan(desired, observed, now, settings)
         return ledger.outcome(current, unreachable=str(exc))
     return ledger.outcome(current)
 
 
-def _log_refused(desired: Desired, current: Plan, refused_before: frozenset[str]) -> None:
+def _log_refused(
+    desired: Desired, current: Plan, refused_before: frozenset[str], log: _Log
+) -> None:
     """Log at error level the specs the operator must fix.
 
     Held specs are not repeated here: they were logged when their data was parsed. Nor
@@ -182,7 +255,7 @@ def _log_refused(desired: Desired, current: Plan, refused_before: frozenset[str]
         if skipped.name.lower() in refused_before:
             continue
         if skipped.blocking and (skipped.source, skipped.name) not in held:
-            logger.error(
+            log.error(
                 "scaleset %s of %s skipped: %s", skipped.name, skipped.source, skipped.reason
             )
 
@@ -194,6 +267,7 @@ class _Ledger:
     now: datetime
     refusals: dict[str, CreateRefusal]
     taken: dict[str, datetime]
+    log: _Log
     changed: bool = False
     done: list[Action] = field(default_factory=list)
     errors: list[ActionError] = field(default_factory=list)
@@ -201,12 +275,14 @@ class _Ledger:
     # Bodies of the base templates read this pass, by id: read once, whatever N.
     bases: dict[int, str] = field(default_factory=dict)
 
-    def apply(self, client: GarmClient, action: Action, observed: Observed) -> Observed:
+    def apply(self, client: Garm, action: Action, observed: Observed) -> Observed:
         """Do one write and keep its result; an unreachable GARM propagates."""
         try:
-            observed = _apply(client, action, observed, self.now, lambda i: self._base(client, i))
+            observed = _apply(
+                client, action, observed, self.now, lambda i: self._base(client, i), self.log
+            )
         except GarmUnreachable as exc:
-            logger.error("GARM unreachable during %s: %s", describe_action(action), exc)
+            self.log.error("GARM unreachable during %s: %s", describe_action(action), exc)
             raise
         except GarmApiError as exc:
             return self._refused(action, exc, observed)
@@ -214,10 +290,10 @@ class _Ledger:
             self.closed.add(_target(action))
             # A base the charm cannot build on refuses every template alike: said once.
             if all(e.error != str(exc) for e in self.errors):
-                logger.error("cannot %s: %s", describe_action(action), exc)
+                self.log.error("cannot %s: %s", describe_action(action), exc)
                 self.errors.append(ActionError(action, str(exc), blocking=True))
             return observed
-        logger.info("done: %s", describe_action(action))
+        self.log.info("done: %s", describe_action(action))
         self.done.append(action)
         if isinstance(action, DeleteScaleset):
             # Asked once per pass: a kept scaleset is noted and retried after back-off.
@@ -232,7 +308,7 @@ class _Ledger:
             )
         return observed
 
-    def _base(self, client: GarmClient, template_id: int) -> str:
+    def _base(self, client: Garm, template_id: int) -> str:
         """GARM's base template body, read at most once per pass."""
         if template_id not in self.bases:
             body = client.get_template(template_id).data
@@ -247,11 +323,11 @@ class _Ledger:
         if isinstance(action, RemoveInstance) and exc.status == 404:
             return observed  # reaped between observing and removing: done
         if isinstance(action, CreateScaleset) and exc.name_taken:
-            logger.warning("GitHub already holds scaleset name %s: %s", action.name, exc.cause)
+            self.log.warning("GitHub already holds scaleset name %s: %s", action.name, exc.cause)
             self.taken[action.name.lower()] = self.now + LONGEST_RETRY
             self.changed = True
             return dataclasses.replace(observed, taken=observed.taken | {action.name.lower()})
-        logger.error("GARM refused %s: %s", describe_action(action), exc)
+        self.log.error("GARM refused %s: %s", describe_action(action), exc)
         self.errors.append(ActionError(action, exc.cause))
         if isinstance(action, RemoveInstance):
             return dataclasses.replace(observed, refused=observed.refused | {action.scaleset_id})
@@ -280,6 +356,7 @@ class _Ledger:
             unreachable,
             cut_short,
             CreateMemory(dict(self.refusals), dict(self.taken)) if self.changed else None,
+            current.current,
         )
 
 
@@ -297,11 +374,12 @@ def _target(action: Action) -> tuple[str, object]:
 
 
 def _apply(
-    client: GarmClient,
+    client: Garm,
     action: Action,
     observed: Observed,
     now: datetime,
     base: Callable[[int], str],
+    log: _Log,
 ) -> Observed:
     """Do one write and return the observation as GARM's answer says it now is.
 
@@ -335,7 +413,7 @@ def _apply(
     client.delete_scaleset(action.scaleset_id)
     # GARM answers 200 and keeps the scale set when GitHub refuses (garm-api.md §2.6).
     if client.get_scaleset(action.scaleset_id) is not None:
-        logger.warning("GARM kept scaleset %s after deleting it", action.name)
+        log.warning("GARM kept scaleset %s after deleting it", _names(action))
         return dataclasses.replace(observed, kept=observed.kept | {action.scaleset_id})
     return dataclasses.replace(
         observed, scalesets=tuple(s for s in observed.scalesets if s.id != action.scaleset_id)
@@ -343,7 +421,7 @@ def _apply(
 
 
 def _apply_template(
-    client: GarmClient,
+    client: Garm,
     action: CreateTemplate | UpdateTemplate | DeleteTemplate,
     observed: Observed,
     base: Callable[[int], str],
@@ -379,19 +457,28 @@ def _apply_template(
 def describe_action(action: Action) -> str:
     """A log line for an action: names and changed keys, never values.
 
+    A scaleset is named by its logical name, then GARM's (``shown_name``):
+    ``create scaleset ci (ci-768c7d)``, ``retire scaleset ci (ci-24ec4a): enabled, …``,
+    ``force-remove runner garm-x of ci (ci-24ec4a)``, ``delete scaleset ci (ci-24ec4a)``.
     Values stay out because runner scripts may hold anything an operator pasted in.
     """
     if isinstance(action, CreateScaleset):
-        return f"create scaleset {action.name} for {action.logical_name}"
+        return f"create scaleset {_names(action)}"
     if isinstance(action, UpdateScaleset):
         keys = ", ".join(sorted(action.changes))
-        return f"{action.purpose} scaleset {action.name} ({keys})"
+        return f"{action.purpose} scaleset {_names(action)}: {keys}"
     if isinstance(action, RemoveInstance):
-        return f"force-remove runner {action.instance_name} of {action.scaleset_name}"
+        return f"force-remove runner {action.instance_name} of {_names(action)}"
     if isinstance(action, CreateTemplate):
         return f"create runner template {action.name} for {action.logical_name}"
     if isinstance(action, UpdateTemplate):
         return f"update runner template {action.name} for {action.logical_name}"
     if isinstance(action, DeleteTemplate):
         return f"delete runner template {action.name}"
-    return f"delete scaleset {action.name}"
+    return f"delete scaleset {_names(action)}"
+
+
+def _names(action: CreateScaleset | UpdateScaleset | RemoveInstance | DeleteScaleset) -> str:
+    """The scaleset a write is on: its logical name, then GARM's."""
+    name = action.scaleset_name if isinstance(action, RemoveInstance) else action.name
+    return shown_name(action.logical_name, name)

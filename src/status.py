@@ -48,7 +48,7 @@ def summarise(
     that waits for ``active`` should be held up by hours of draining. ``problems`` are
     those of GARM's own setup (providers, credentials) per unit.
     """
-    progress = _join([_describe(p) for p in outcome.progress])
+    progress = _join([describe_progress(p) for p in outcome.progress])
     problem = _problem(outcome, state, problems)
     if problem is not None:
         kind, message = problem
@@ -67,12 +67,19 @@ def _scalesets(*groups: Iterable[HeldSpec | ScalesetSpec | Skipped]) -> set[tupl
     return {(application_of(i.source), i.name.lower()) for group in groups for i in group}
 
 
-def _describe(progress: Progress) -> str:
-    if progress.logical_name is None:
-        return f"Removing scaleset {progress.scaleset}: {progress.describe()}"
+def describe_progress(progress: Progress) -> str:
+    """One changeover as the operator reads it, the logical name first, then GARM's.
+
+    ``Creating scaleset ci (ci-768c7d)``, ``Replacing scaleset ci (ci-24ec4a): draining
+    1 runner`` (the GARM name is the generation being replaced), ``Removing scaleset
+    ci-large (ci-9f8e7d): awaiting deletion`` (an orphan; its GARM name alone when the
+    logical name it was made for cannot be told).
+    """
+    if progress.orphan or progress.logical_name is None:
+        return f"Removing scaleset {progress.names}: {progress.describe()}"
     if progress.phase is Phase.CREATING:
-        return f"Creating scaleset {progress.logical_name}"
-    return f"Replacing scaleset {progress.logical_name}: {progress.describe()}"
+        return f"Creating scaleset {progress.names}"
+    return f"Replacing scaleset {progress.names}: {progress.describe()}"
 
 
 def _problem(

@@ -91,6 +91,11 @@ class Paths:
         """The timer that starts ``timer_service_file`` (see reconcile_timer)."""
         return self.root / "etc/systemd/system/garm-reconcile.timer"
 
+    @property
+    def staging(self) -> Path:
+        """Where the resources are unpacked and checked before install (root's, 0700)."""
+        return self.root / "var/lib/garm-charm/resources"
+
 
 def install_binary(source: Path, target: Path) -> bool:
     """Install ``source`` as an executable ``target`` unless it is already there.
@@ -227,7 +232,7 @@ def remove(paths: Paths) -> None:
     reconcile timer's units go too, as a backstop: ``reconcile_timer.remove`` is what
     stops and disables the timer first.
     """
-    for directory in (paths.config_dir, paths.data_dir):
+    for directory in (paths.config_dir, paths.data_dir, paths.staging.parent):
         shutil.rmtree(directory, ignore_errors=True)
     for path in (
         paths.binary,

@@ -36,7 +36,6 @@ import os
 import platform
 import re
 import time
-import warnings
 from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
@@ -498,8 +497,6 @@ def latency_table(latencies: list[Latency]) -> str:
 
 def main() -> None:
     """Measure, print, and with ``--write`` keep the table in docs/benchmarks.md."""
-    # dpcharmlibs-interfaces' models warn at import under pydantic >= 2.12; harmless.
-    warnings.filterwarnings("ignore", message=".*has no effect in the context it was used")
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, nargs="*", default=[10, 100, 1000])
     parser.add_argument("--write", action="store_true")

@@ -2,15 +2,19 @@
 
 Every hook runs the real charm code through ops.testing on a sandboxed machine, with
 GARM as the double over loopback HTTP. After each hook it prints a ``juju status``-like
-line (the unit's status) and the scalesets GARM holds. Exits 0 only if the story ends
-converged. Until a Juju controller is at hand, this is how to watch a label change
-happen without a job lost.
+line (the unit's status), what the configurator changed, in words, and the scalesets
+GARM holds, each named as the status names it: its logical name, then GARM's (GARM
+names are opaque hashes). A status that names a scaleset GARM no longer holds is
+flagged. Exits 0 only if the story ends converged and the leaving unit deleted nothing.
+Until a Juju controller is at hand, this is how to watch a label change happen without
+a job lost.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import sys
 import warnings
 from datetime import timedelta
@@ -19,6 +23,8 @@ from ops import testing
 from scenario import _consistency_checker
 
 from charm import GarmCharm
+from garm_models import ScaleSet
+from planner import logical_name_of, shown_name
 from tests.clock import FakeClock
 from tests.databags import SECOND_UNIT
 from tests.garm_double import GarmDouble
@@ -33,6 +39,49 @@ BIG = {
     "labels": "linux,x64,large",
     "min_idle_runner": "1",
 }
+# Databag keys said in words when they change; the others by key, with their values.
+WORDS = {
+    "dockerhub_mirror": "Docker Hub mirror",
+    "runner_http_proxy": "runner HTTP proxy",
+    "pre_job_script": "pre-job script",
+    "otel_collector_endpoint": "OpenTelemetry collector",
+}
+# A GARM name in a status line: ``scaleset ci (ci-24ec4a)``, or an orphan's own name.
+NAMED = re.compile(r"scaleset (?:\S+ \((?P<garm>[^()\s]+)\)|(?P<alone>[^\s:()]+):)")
+
+
+def changes(before: dict[int, dict[str, str]], after: dict[int, dict[str, str]]) -> list[str]:
+    """What a configurator change did, in words: ``labels of ci: linux,x64 → linux,arm64``."""
+    said: list[str] = []
+    for unit in sorted(before.keys() | after.keys()):
+        old, new = before.get(unit), after.get(unit)
+        if old is None and new is not None:
+            said.append(f"unit {unit} publishes {new['name']} [{new['labels']}]")
+            continue
+        if new is None and old is not None:
+            said.append(f"unit {unit} ({old['name']}) departs")
+            continue
+        assert old is not None and new is not None
+        name = new["name"]
+        for key in sorted(old.keys() | new.keys()):
+            was, now = old.get(key), new.get(key)
+            if was == now:
+                continue
+            if key == "name":
+                said.append(f"unit {unit} renames {was} → {now}")
+            elif key == "labels":
+                said.append(f"labels of {name}: {was} → {now}")
+            elif key in WORDS:
+                how = "set" if was is None else "unset" if now is None else "changed"
+                said.append(f"{name}: {WORDS[key]} {how}")
+            else:
+                said.append(f"{key} of {name}: {was} → {now}")
+    return said
+
+
+def garm_name(scaleset: dict) -> str:
+    """A scaleset GARM holds as the charm's status names it: logical name, then GARM's."""
+    return shown_name(logical_name_of(ScaleSet.from_json(scaleset)), scaleset["name"])
 
 
 class Story:
@@ -48,26 +97,40 @@ class Story:
         self.ctx = testing.Context(GarmCharm)
         self.start = clock.now
         self.shown = ""
+        self.published: dict[int, dict[str, str]] = {}
+        self.changed: list[str] = []
+        self.mismatches: list[str] = []
 
-    def units(self, **units: dict[str, str]) -> testing.Relation:
-        """The configurator relation now holding exactly ``units`` (by unit number)."""
+    def units(self, note: str = "", /, **units: dict[str, str]) -> testing.Relation:
+        """The configurator relation now holding exactly ``units`` (by unit number).
+
+        What changed is said with the next hook: ``note``, or else worked out.
+        """
         relation = next(
             r
             for r in self.state.relations
             if isinstance(r, testing.Relation) and r.endpoint == "garm-configurator"
         )
         data = {int(k.removeprefix("u")): v for k, v in units.items()}
+        self.changed = [note] if note else changes(self.published, data)
+        self.published = data
         new = dataclasses.replace(relation, remote_units_data=data)
         self.state = dataclasses.replace(self.state, relations=[new])
         return new
 
+    def say(self, text: str) -> None:
+        """A remark on the story, under the last hook."""
+        print(f"{'':>10}({text})")
+
     def run(self, name: str, event) -> None:
-        """Run one hook and show what changed."""
+        """Run one hook and show what changed: in the configurator, status and GARM."""
         self.state = self.ctx.run(event, self.state)
         status = self.state.unit_status
         lines = [f"garm/0 {status.name}: {status.message}"]
+        held = self.garm.scalesets()
+        lines += self._misnamed(status.message, {s["name"] for s in held})
         templates = {t["id"]: t["name"] for t in self.garm.templates()}
-        for scaleset in sorted(self.garm.scalesets(), key=lambda s: s["id"]):
+        for scaleset in sorted(held, key=lambda s: s["id"]):
             runners = [i for i in self.garm.instances() if i["scale_set_id"] == scaleset["id"]]
             busy = sum(i.get("runner_status") == "active" for i in runners)
             labels = ",".join(sorted(t["name"] for t in scaleset.get("tags", [])))
@@ -75,14 +138,27 @@ class Story:
             template = templates.get(scaleset.get("template_id", 0), "")
             shown_template = "" if template == "github_linux" else f" template={template}"
             lines.append(
-                f"{'':>10}{scaleset['name']:<12}{state}[{labels}] "
+                f"{'':>10}{garm_name(scaleset):<18}{state}[{labels}] "
                 f"runners={len(runners)} busy={busy}{shown_template}"
             )
         shown = "\n".join(lines)
-        if shown != self.shown:
+        said, self.changed = self.changed, []
+        if shown != self.shown or said:
             elapsed = int((self.clock.now - self.start).total_seconds())
-            print(f"t={elapsed // 60:>2}:{elapsed % 60:02} {name:<34} {shown}")
+            print(f"t={elapsed // 60:>2}:{elapsed % 60:02} {name:<34} {lines[0]}")
+            for line in [f"{'':>10}what changed: {change}" for change in said] + lines[1:]:
+                print(line)
             self.shown = shown
+
+    def _misnamed(self, message: str, held: set[str]) -> list[str]:
+        """Lines flagging a status that names a scaleset GARM does not hold after the hook."""
+        flagged = []
+        for match in NAMED.finditer(message):
+            garm = match.group("garm") or match.group("alone")
+            if garm not in held:
+                flagged.append(f"{'':>10}MISMATCH: the status names {garm}; GARM holds no such")
+        self.mismatches += flagged
+        return flagged
 
     def wait(self, seconds: int) -> None:
         """Let time pass: GARM works every 5 s, the timer dispatches every 30 s."""
@@ -116,7 +192,7 @@ def main() -> int:
 
         ci = next(s for s in garm.scalesets() if "ci" in [t["name"] for t in s["tags"]])
         job = garm.add_runner(ci["id"], runner_status="active")
-        print(f"{'':>10}(a job starts on {job}, a runner of ci)")
+        story.say(f"a job starts on {job}, a runner of {garm_name(ci)}")
         relation = story.units(u0={**CI, "labels": "linux,arm64"}, u1=BIG)
         story.run(
             "config-changed on the configurator",
@@ -124,8 +200,10 @@ def main() -> int:
         )
         story.wait(60)
         garm.finish_job(job)
-        print(f"{'':>10}(the job on {job} finishes; ci is retired, so GARM hears of it")
-        print(f"{'':>10} at its next check against GitHub, every 5 minutes)")
+        story.say(
+            f"the job on {job} finishes; {garm_name(ci)} is retired, so GARM hears of it"
+            "\n           at its next check against GitHub, every 5 minutes"
+        )
         story.wait(360)
 
         # A runner option is not a label: it is changed in place, nothing is replaced.
@@ -133,13 +211,13 @@ def main() -> int:
         mirrored = {**CI, "labels": "linux,arm64", "dockerhub_mirror": "https://mirror.internal"}
         relation = story.units(u0=mirrored, u1=BIG)
         story.run(
-            "config-changed (ci: hub mirror)",
+            "config-changed on the configurator",
             story.ctx.on.relation_changed(relation, remote_unit=0),
         )
         in_place = [s["id"] for s in garm.scalesets()] == before
-        print(
-            f"{'':>10}(ci's runners get the mirror from the template garm-charm-ci; "
-            + ("no scaleset replaced)" if in_place else "REPLACED a scaleset)")
+        story.say(
+            "ci's runners get the mirror from the template garm-charm-ci; "
+            + ("no scaleset replaced" if in_place else "REPLACED a scaleset")
         )
         story.wait(60)
 
@@ -161,7 +239,7 @@ def main() -> int:
         # then -broken, stop, remove. Its view empties; nothing in GARM may go with it.
         kept = garm.scalesets()
         with self_departing("garm/0"):
-            relation = story.units()
+            relation = story.units("garm/0 itself is being removed (juju remove-unit)")
             story.run(
                 "relation-departed (garm/0 itself)",
                 story.ctx.on.relation_departed(relation, remote_unit=0),
@@ -172,6 +250,8 @@ def main() -> int:
         story.run("remove", story.ctx.on.remove())
         untouched = garm.scalesets() == kept
         print("nothing deleted by the leaving unit" if untouched else "DELETED on removal")
+        if story.mismatches:
+            print(f"{len(story.mismatches)} status line(s) named a scaleset GARM did not hold")
         return 0 if converged and untouched else 1
 
 

@@ -21,6 +21,7 @@ from ops import testing
 
 import workload
 from charm import GarmCharm
+from tests.binaries import fake_garm, fake_provider
 from tests.garm_double import GarmDouble
 from tests.machine import FakeSystemctl
 from tests.unit.test_charm import INTERNAL_SECRET, admin_secret
@@ -50,10 +51,12 @@ def sandboxed_machine(clock: Callable[[], datetime]) -> Iterator[Path]:
 
 def charm_state(garm: GarmDouble, root: Path, *relations: testing.Relation) -> testing.State:
     """A leader unit with its resources attached, its secrets made, pointed at ``garm``."""
-    resources = []
-    for name in ("garm", "garm-provider-openstack"):
-        (root / name).write_bytes(b"binary")
-        resources.append(testing.Resource(name=name, path=root / name))
+    resources = [
+        testing.Resource(name="garm", path=fake_garm(root / "garm")),
+        testing.Resource(
+            name="garm-provider-openstack", path=fake_provider(root / "garm-provider-openstack")
+        ),
+    ]
     return testing.State(
         leader=True,
         config={"api-port": int(garm.url.rsplit(":", 1)[1])},

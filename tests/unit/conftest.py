@@ -17,6 +17,7 @@ import workload
 from charm import GarmCharm
 from garm_client import GarmClient
 from planner import YOUNGEST_DELETE
+from tests.binaries import fake_garm, fake_provider
 from tests.clock import FakeClock
 from tests.garm_double import GarmDouble
 from tests.machine import FakeSystemctl, Machine
@@ -48,12 +49,16 @@ def ctx() -> testing.Context:
 
 @pytest.fixture
 def resources(tmp_path: Path) -> frozenset[testing.Resource]:
-    out = []
-    for name in ("garm", "garm-provider-openstack"):
-        path = tmp_path / name
-        path.write_bytes(b"\x7fELF binary")
-        out.append(testing.Resource(name=name, path=path))
-    return frozenset(out)
+    """The two resources as the operator attaches them: bare release binaries (stand-ins
+    that the charm's checks run for real, ``tests/binaries``)."""
+    garm = fake_garm(tmp_path / "resources" / "garm")
+    provider = fake_provider(tmp_path / "resources" / "garm-provider-openstack")
+    return frozenset(
+        {
+            testing.Resource(name="garm", path=garm),
+            testing.Resource(name="garm-provider-openstack", path=provider),
+        }
+    )
 
 
 @pytest.fixture

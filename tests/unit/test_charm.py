@@ -149,12 +149,13 @@ def test_label_change_shows_every_phase_until_converged(ctx, world, resources, l
     state, relation = publish(state, relation.id, 0, {**unit, "labels": "self-hosted,linux,arm64"})
     state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
     # The replacement's listener is not up yet: the old generation keeps the jobs.
-    assert state.unit_status == ops.ActiveStatus("Replacing scaleset sm-x64: handing over")
+    replacing = f"Replacing scaleset sm-x64 ({old['name']})"
+    assert state.unit_status == ops.ActiveStatus(f"{replacing}: handing over")
     assert len(world.scalesets()) == 2
 
     later()
     state = ctx.run(reconcile_tick(), state)
-    assert state.unit_status == ops.ActiveStatus("Replacing scaleset sm-x64: draining 1 runner")
+    assert state.unit_status == ops.ActiveStatus(f"{replacing}: draining 1 runner")
 
     # Retired, the old scaleset has no listener: GARM hears of the job's end at its next
     # consolidation with GitHub, and the next pass deletes the empty scaleset.
@@ -175,6 +176,7 @@ def test_departed_unit_scaleset_is_retired_and_removed(ctx, world, resources, la
     for _ in range(3):
         later()  # the one that stays gets its warm runner (min-idle 1): it can take over
 
+    relation = state.get_relation(relation.id)  # as the last hook left it (app data)
     state = ctx.run(ctx.on.relation_departed(relation, remote_unit=1, departing_unit=1), state)
     # No runner to drain (min-idle 0): retired, deleted and seen gone in the hook.
     assert len(world.scalesets()) == 1
@@ -193,6 +195,7 @@ def test_relation_broken_sweeps_and_asks_for_the_integration(ctx, world, resourc
         ctx.on.relation_changed(relation, remote_unit=0), make_state(world, resources, relation)
     )
     later()
+    relation = state.get_relation(relation.id)  # as the last hook left it (app data)
     state = ctx.run(ctx.on.relation_broken(relation), state)
     assert world.scalesets() == []
     # Retired, deleted and seen gone in the hook: nothing left in progress.
@@ -207,6 +210,7 @@ def test_garm_down_is_waiting_and_deletes_nothing(ctx, world, resources):
         ctx.on.relation_changed(relation, remote_unit=0), make_state(world, resources, relation)
     )
     world.inject("GET", r"/instances/?", drop=True)
+    relation = state.get_relation(relation.id)  # as the last hook left it (app data)
     state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
     assert state.unit_status.name == "waiting"
     assert state.unit_status.message.startswith("GARM unreachable, will retry")
@@ -293,7 +297,8 @@ def test_plan_action_shows_writes_without_doing_them(ctx, world, resources):
     assert ctx.action_results is not None
     assert ctx.action_results["writes"] == "1"
     assert ctx.action_results["actions"].startswith("create scaleset sm-")
-    assert ctx.action_results["phases"] == "sm-x64: creating"
+    # The preview folds in its own create: nothing is left under way after it.
+    assert ctx.action_results["phases"] == "converged"
     assert world.writes() == []
 
 
@@ -377,7 +382,9 @@ def test_resources_are_installed_configured_and_started(ctx, world, resources, m
     state = ctx.run(ctx.on.install(), make_state(world, resources, relation))
     paths = machine.paths
     assert machine.users == ["garm"]
-    assert paths.binary.read_bytes() == b"\x7fELF binary"
+    # What was attached is what runs (the resource was checked, then installed).
+    attached = next(r for r in resources if r.name == "garm").path
+    assert paths.binary.read_bytes() == Path(attached).read_bytes()
     assert mode(paths.binary) == mode(paths.provider_binary) == 0o755
     assert mode(paths.config_dir) == mode(paths.data_dir) == 0o700
     config = tomllib.loads(paths.config_file.read_text())

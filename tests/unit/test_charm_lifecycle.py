@@ -37,14 +37,17 @@ from tests.unit.test_charm import (
 pytestmark = pytest.mark.usefixtures("machine")
 
 APP = "garm-configurator"
-# What timer passes 30 s apart show while lg-x64 (min-idle 1) is replaced.
-WARM_HANDOVER = [
-    "Replacing scaleset lg-x64: handing over",  # its runner is being created
-    "Replacing scaleset lg-x64: handing over",  # booted, not yet reported
-    "Replacing scaleset lg-x64: draining 1 runner",  # idle: the old one retires
-    "Replacing scaleset lg-x64: draining 1 runner",  # GARM scales the old one down
-    "1 scaleset in sync",
-]
+
+
+def warm_handover(old: str) -> list[str]:
+    """What timer passes 30 s apart show while lg-x64 (min-idle 1) is replaced."""
+    return [
+        f"Replacing scaleset lg-x64 ({old}): handing over",  # its runner is being created
+        f"Replacing scaleset lg-x64 ({old}): handing over",  # booted, not yet reported
+        f"Replacing scaleset lg-x64 ({old}): draining 1 runner",  # idle: the old one retires
+        f"Replacing scaleset lg-x64 ({old}): draining 1 runner",  # GARM scales it down
+        "1 scaleset in sync",
+    ]
 
 
 def goal_state(
@@ -107,6 +110,7 @@ def test_removing_the_leader_unit_deletes_nothing_and_cleans_the_machine(
         assert state.unit_status == ops.MaintenanceStatus(BEING_REMOVED)
         state, relation = with_units(state, relation, {})
         state = ctx.run(ctx.on.relation_departed(relation, remote_unit=1), state)
+    relation = state.get_relation(relation.id)  # as the last hook left it (app data)
     state = ctx.run(ctx.on.relation_broken(relation), state)
     assert state.unit_status == ops.MaintenanceStatus(BEING_REMOVED)
     assert world.writes()[writes:] == []
@@ -119,6 +123,7 @@ def test_removing_the_leader_unit_deletes_nothing_and_cleans_the_machine(
     paths = machine.paths
     assert not paths.config_dir.exists() and not paths.data_dir.exists()
     assert not paths.binary.exists() and not paths.unit_file.exists()
+    assert not paths.staging.exists()  # the checked resources, too
     assert world.writes()[writes:] == []
 
 
@@ -129,6 +134,7 @@ def test_a_unit_goal_state_lists_as_dying_changes_nothing(ctx, world, resources,
     (serving,) = world.scalesets()
     machine.systemctl.goal_state = goal_state(status="dying")  # and its view empties
     state, relation = with_units(state, relation, {})
+    relation = state.get_relation(relation.id)  # as the last hook left it (app data)
     state = ctx.run(ctx.on.relation_broken(relation), state)
     assert state.unit_status == ops.MaintenanceStatus(BEING_REMOVED)
     assert world.scalesets() == [serving]
@@ -155,6 +161,7 @@ def test_a_relation_whose_units_have_not_joined_here_retires_nothing(
     assert state.unit_status == ops.WaitingStatus(
         f"Waiting for {APP}/0 to join: nothing it may serve is retired until then"
     )
+    empty = state.get_relation(empty.id)  # as the last hook left it (app data)
     state = ctx.run(ctx.on.relation_created(empty), state)
     assert world.writes()[writes:] == []
     assert world.scalesets() == [serving]
@@ -215,6 +222,7 @@ def test_a_suspended_cross_model_relation_removes_nothing(ctx, world, resources,
     machine.systemctl.goal_state = suspension("suspending")
     state, relation = with_units(state, relation, {})
     state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
+    relation = state.get_relation(relation.id)  # as the last hook left it (app data)
     state = ctx.run(ctx.on.relation_broken(relation), state)
     machine.systemctl.goal_state = suspension("suspended")
     state = ctx.run(ctx.on.update_status(), dataclasses.replace(state, relations=[]))
@@ -235,6 +243,7 @@ def test_removing_the_relation_on_a_live_unit_removes_its_scalesets(
     state, relation = with_units(state, relation, {})
     state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
     machine.systemctl.goal_state = goal_state()
+    relation = state.get_relation(relation.id)  # as the last hook left it (app data)
     state = ctx.run(ctx.on.relation_broken(relation), state)
     assert world.scalesets() == []
 
@@ -269,7 +278,8 @@ def test_a_three_unit_configurator_converges_and_changes_labels(
         state = ctx.run(ctx.on.relation_changed(relation, remote_unit=n), state)
     # Only the leader's provider is in GARM, so its change (unit 1) makes the new
     # generation; the old one serves until the new one listens and has its warm runner.
-    assert state.unit_status == ops.ActiveStatus("Replacing scaleset lg-x64: handing over")
+    handover = f"Replacing scaleset lg-x64 ({first['name']}): handing over"
+    assert state.unit_status == ops.ActiveStatus(handover)
     assert len(world.scalesets()) == 2 and all(s["enabled"] for s in world.scalesets())
 
     seen = []
@@ -277,7 +287,7 @@ def test_a_three_unit_configurator_converges_and_changes_labels(
         later()
         state = ctx.run(reconcile_tick(), state)
         seen.append(state.unit_status.message)
-    assert seen == WARM_HANDOVER
+    assert seen == warm_handover(first["name"])
     assert tags(world) == [["arm64", "lg-x64", "linux", "self-hosted"]]
 
 
@@ -307,14 +317,16 @@ def test_a_configurator_leader_change_never_strands_the_scaleset(
     labels = served(world)
     state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
     assert labels <= served(world)
-    assert state.unit_status == ops.ActiveStatus("Replacing scaleset lg-x64: handing over")
+    assert state.unit_status == ops.ActiveStatus(
+        f"Replacing scaleset lg-x64 ({old}): handing over"
+    )
     seen = []
     for _ in range(5):
         later()
         state = ctx.run(reconcile_tick(), state)
         assert labels <= served(world)
         seen.append(state.unit_status.message)
-    assert seen == WARM_HANDOVER
+    assert seen == warm_handover(old)
     (new,) = world.scalesets()
     assert new["provider_name"] == f"{APP}-1" and new["enabled"]
 
@@ -472,7 +484,7 @@ def test_a_failed_create_during_a_rename_leaves_every_label_served(
         state = ctx.run(reconcile_tick(), state)
         assert labels - {"sm-x64"} <= served(world)
         seen.append(state.unit_status.message)
-    assert seen == [f"Removing scaleset {old}: handing over", "1 scaleset in sync"]
+    assert seen == [f"Removing scaleset sm-x64 ({old}): handing over", "1 scaleset in sync"]
     assert tags(world) == [["linux", "self-hosted", "sm-new", "x64"]]
 
 
@@ -493,10 +505,11 @@ def test_a_leader_change_on_postgresql_resumes_the_changeover_without_a_create(
     first, relation = with_units(first, relation, {0: {**SOLE_UNIT, "labels": "linux,arm64"}})
     first = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), first)
     # The replacement's listener is not up yet: the old generation keeps the jobs.
-    assert first.unit_status == ops.ActiveStatus("Replacing scaleset sm-x64: handing over")
+    replacing = f"Replacing scaleset sm-x64 ({old['name']})"
+    assert first.unit_status == ops.ActiveStatus(f"{replacing}: handing over")
     later()
     first = ctx.run(reconcile_tick(), first)
-    assert first.unit_status == ops.ActiveStatus("Replacing scaleset sm-x64: draining 1 runner")
+    assert first.unit_status == ops.ActiveStatus(f"{replacing}: draining 1 runner")
     creates = [w for w in world.writes() if w.method == "POST"]
 
     # Leadership moves: the old leader is told, and stops its GARM ...
@@ -510,7 +523,7 @@ def test_a_leader_change_on_postgresql_resumes_the_changeover_without_a_create(
     second = dataclasses.replace(second, secrets=[*second.secrets, *first.secrets])
     second = other.run(other.on.leader_elected(), second)
     assert backend_of(GarmCharm.paths) == "postgresql"
-    assert second.unit_status == ops.ActiveStatus("Replacing scaleset sm-x64: draining 1 runner")
+    assert second.unit_status == ops.ActiveStatus(f"{replacing}: draining 1 runner")
 
     # Retired, the old scaleset has no listener: GARM hears of the job's end at its next
     # consolidation with GitHub, and the new leader's timer deletes the empty scaleset.
@@ -521,7 +534,7 @@ def test_a_leader_change_on_postgresql_resumes_the_changeover_without_a_create(
         second = other.run(reconcile_tick(), second)
         seen.append(second.unit_status.message)
     assert seen == [
-        "Replacing scaleset sm-x64: draining 1 runner",  # consolidated: pending_delete
+        f"{replacing}: draining 1 runner",  # consolidated: pending_delete
         "1 scaleset in sync",  # reaped: the scaleset is deleted
         "1 scaleset in sync",
     ]
@@ -543,7 +556,7 @@ def test_goal_state_failing_keeps_everything_and_raises_nothing(ctx, world, reso
     state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
     assert state.unit_status == ops.WaitingStatus(
         "Waiting for Juju's goal-state to answer: nothing it may serve is retired until then "
-        "(Replacing scaleset sm-x64: handing over)"
+        f"(Replacing scaleset sm-x64 ({serving['name']}): handing over)"
     )
     assert serving in world.scalesets() and len(world.scalesets()) == 2  # created, kept
     follower = make_state(world, resources, relation, leader=False)

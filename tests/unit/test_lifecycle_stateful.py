@@ -62,6 +62,7 @@ import workload
 from charm import BEING_REMOVED, GarmCharm
 from naming import normalise_labels
 from scaleset_notes import Notes
+from tests.binaries import fake_garm, fake_provider
 from tests.clock import FakeClock
 from tests.databags import EXAMPLE_UNIT
 from tests.garm_double import GarmDouble
@@ -422,12 +423,13 @@ class Lifecycle(RuleBasedStateMachine):
         )
 
     def _resources(self) -> list[testing.Resource]:
-        out = []
-        for name in ("garm", "garm-provider-openstack"):
-            path = self.root / name
-            path.write_bytes(b"\x7fELF binary")
-            out.append(testing.Resource(name=name, path=path))
-        return out
+        return [
+            testing.Resource(name="garm", path=fake_garm(self.root / "garm")),
+            testing.Resource(
+                name="garm-provider-openstack",
+                path=fake_provider(self.root / "garm-provider-openstack"),
+            ),
+        ]
 
     # --- what the configurators do ------------------------------------------------------
 

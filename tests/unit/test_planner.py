@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from garm_models import Entity, Instance, ScaleSet
-from naming import generation_name, spec_key
+from naming import MAX_CANDIDATES, generation_name, spec_key
 from planner import (
     LISTENER_STARTUP,
     CreateScaleset,
@@ -23,7 +23,9 @@ from planner import (
     Progress,
     RemoveInstance,
     UpdateScaleset,
+    logical_name_of,
     plan,
+    shown_name,
 )
 from scaleset_notes import Notes, specs_digest
 from spec import Desired, HeldSpec, ScalesetSpec, Settings
@@ -216,7 +218,8 @@ def test_scaleset_with_a_hash_name_but_other_labels_is_not_a_member():
     (create,) = result.actions
     assert isinstance(create, CreateScaleset) and create.name != name_of(spec)
     # An orphan, but it serves "ci", which the spec asks for and nothing live serves yet.
-    assert result.progress[-1] == Progress(None, name_of(spec), Phase.HANDING_OVER)
+    # Its name is no generation of "ci" (nor of "windows"): GARM's name alone tells it.
+    assert result.progress[-1] == Progress(None, name_of(spec), Phase.HANDING_OVER, orphan=True)
 
 
 def test_scaleset_belonging_to_no_spec_is_an_orphan():
@@ -578,9 +581,11 @@ def test_orphan_is_retired_drained_and_deleted():
     busy = runner("garm-1", orphan, runner_status="active")
     draining = run(observed=observe(retired(orphan), instances=[busy]))
     assert writes(draining) == []
-    assert draining.progress[0].logical_name is None
-    assert draining.progress[0].describe() == "draining 1 runner"
-    assert writes(run(observed=observe(retired(orphan)))) == [DeleteScaleset(5, orphan.name)]
+    # No spec names it, but it is a generation of "gone": that is the name it goes by.
+    assert draining.progress == (Progress("gone", orphan.name, Phase.DRAINING, 1, orphan=True),)
+    (delete,) = writes(run(observed=observe(retired(orphan))))
+    assert delete == DeleteScaleset(5, orphan.name)
+    assert isinstance(delete, DeleteScaleset) and delete.logical_name == "gone"
 
 
 # --- rule 12: skipped and held specs ----------------------------------------------------
@@ -739,7 +744,7 @@ def test_a_renamed_scaleset_serves_until_its_successor_is_live():
     old = generation(before, 1)
     result = run(after, observed=observe(old))
     assert [type(a) for a in writes(result)] == [CreateScaleset]  # the old one stays
-    assert Progress(None, old.name, Phase.HANDING_OVER) in result.progress
+    assert Progress("ci", old.name, Phase.HANDING_OVER, orphan=True) in result.progress
     # Created but not registered on GitHub yet: still not live.
     unregistered = generation(after, 2, scale_set_id=0)
     assert writes(run(after, observed=observe(old, unregistered))) == []
@@ -860,3 +865,108 @@ def test_a_leaving_repository_scaleset_needs_only_its_own_jobs_served():
     old, new = generation(before, 1, **repo), generation(after, 2, **repo)
     result = run(after, org_wide, observed=observe(old, new, entities=(ORG, app)))
     assert [(type(a), a.scaleset_id) for a in writes(result)] == [(UpdateScaleset, 1)]
+
+
+# --- names: the logical scaleset first, then GARM's ---------------------------------------
+
+
+def test_every_scaleset_write_names_its_logical_scaleset():
+    new_spec, old, new = changeover()
+    updated = make_spec(labels=("linux", "arm64"), max_runners=9)
+    (update, retire) = writes(run(updated, observed=observe(old, new)))
+    assert isinstance(update, UpdateScaleset) and update.purpose == "update"
+    assert isinstance(retire, UpdateScaleset) and retire.purpose == "retire"
+    assert (update.logical_name, retire.logical_name) == ("ci", "ci")
+    past = NOW + SETTINGS.drain_deadline
+    stuck = runner("garm-1", old, runner_status="active")
+    (remove,) = writes(
+        run(new_spec, observed=observe(retired(old), new, instances=[stuck]), now=past)
+    )
+    assert isinstance(remove, RemoveInstance) and remove.logical_name == "ci"
+    (delete,) = writes(run(new_spec, observed=observe(retired(old), new)))
+    assert isinstance(delete, DeleteScaleset) and delete.logical_name == "ci"
+
+
+def test_the_logical_name_only_describes_a_write():
+    # Equal writes are equal however they are described: the name is for the operator.
+    assert DeleteScaleset(1, "ci-24ec4a", "ci") == DeleteScaleset(1, "ci-24ec4a")
+
+
+def test_progress_names_the_scaleset_being_created():
+    spec = make_spec()
+    (creating,) = run(spec, observed=observe()).progress
+    assert creating == Progress("ci", name_of(spec), Phase.CREATING)
+    assert creating.names == f"ci ({name_of(spec)})"
+    # A create that cannot be planned (every candidate name taken) has no name yet.
+    taken = frozenset(name_of(spec, i) for i in range(MAX_CANDIDATES))
+    (waiting,) = run(spec, observed=dataclasses.replace(observe(), taken=taken)).progress
+    assert waiting == Progress("ci", "", Phase.CREATING)
+    assert waiting.names == "ci"
+
+
+def test_progress_names_the_generation_being_replaced():
+    new_spec, old, new = changeover(min_idle=1)
+    (creating,) = run(new_spec, observed=observe(old)).progress
+    assert (creating.phase, creating.scaleset) == (Phase.CREATING_REPLACEMENT, old.name)
+    (handing,) = run(new_spec, observed=observe(old, new)).progress
+    assert (handing.phase, handing.scaleset) == (Phase.HANDING_OVER, old.name)
+    busy = runner("garm-1", old, runner_status="active")
+    (draining,) = run(new_spec, observed=observe(retired(old), new, instances=[busy])).progress
+    assert (draining.phase, draining.scaleset) == (Phase.DRAINING, old.name)
+    assert draining.names == f"ci ({old.name})" and not draining.orphan
+
+
+def test_progress_of_several_predecessors_names_the_least_advanced():
+    first = generation(make_spec(labels=("linux", "x64")), 1)
+    interim_spec = make_spec(labels=("linux", "riscv"))
+    interim = generation(interim_spec, 3, name=name_of(interim_spec))
+    new_spec = make_spec(labels=("linux", "arm64"))
+    new = generation(new_spec, 5, created_at=NOW - timedelta(minutes=5))
+    busy = runner("garm-1", interim, runner_status="active")
+    observed = observe(retired(first), retired(interim), new, instances=[busy])
+    (progress,) = run(new_spec, observed=observed).progress
+    assert (progress.phase, progress.scaleset, progress.runners) == (
+        Phase.DRAINING,
+        interim.name,
+        1,
+    )
+
+
+def test_orphans_sharing_a_prefix_are_told_apart_by_their_logical_names():
+    small, large = make_spec(name="ci-small"), make_spec(name="ci-large", labels=("linux",))
+    orphans = (generation(small, 1), generation(large, 2))
+    assert orphans[0].name[:3] == orphans[1].name[:3] == "ci-"
+    result = run(observed=observe(*orphans))
+    assert [(p.logical_name, p.scaleset, p.orphan) for p in result.progress] == [
+        ("ci-small", orphans[0].name, True),
+        ("ci-large", orphans[1].name, True),
+    ]
+    assert [a.logical_name for a in writes(result)] == ["ci-small", "ci-large"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("labels", "name", "logical"),
+    [
+        (("ci", "linux", "x64"), name_of(make_spec()), "ci"),
+        (("CI", "Linux", "X64"), name_of(make_spec()), "CI"),  # GARM's spelling kept
+        (("ci", "linux", "x64"), "ci", None),  # legacy: its own name is all there is
+        (("ci", "windows"), name_of(make_spec()), None),  # labels that do not hash to it
+        ((), "stray", None),
+    ],
+)
+def test_the_logical_name_of_a_scaleset_is_told_by_its_name_and_labels(labels, name, logical):
+    scaleset = ScaleSet.from_json(scaleset_json(1, name, labels=labels))
+    assert logical_name_of(scaleset) == logical
+
+
+@pytest.mark.parametrize(
+    ("logical", "scaleset", "shown"),
+    [
+        ("ci-small", "ci-4a1b2c", "ci-small (ci-4a1b2c)"),
+        ("ci", "", "ci"),
+        (None, "ci-9f8e7d", "ci-9f8e7d"),
+        ("ci", "CI", "ci"),  # a legacy scaleset named after its logical name
+    ],
+)
+def test_shown_name(logical, scaleset, shown):
+    assert shown_name(logical, scaleset) == shown

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 
+import reconciler
 from create_refusals import CreateMemory
+from garm_models import Entity
 from naming import MAX_CANDIDATES, generation_name, spec_key
 from planner import (
     LISTENER_STARTUP,
@@ -16,7 +20,8 @@ from planner import (
     RemoveInstance,
     UpdateScaleset,
 )
-from reconciler import Outcome, preview
+from reconciler import Outcome, describe_action, preview, reconcile
+from runner_templates import CreateTemplate, DeleteTemplate, UpdateTemplate
 from scaleset_notes import FIRST_RETRY, LONGEST_RETRY, REFUSALS_BEFORE_BLOCKED, Notes, backoff
 from spec import Desired, ScalesetSpec
 from tests.garm_double import CONSOLIDATION_INTERVAL, GarmDouble
@@ -383,3 +388,72 @@ def test_a_runner_reaped_before_its_force_removal_is_not_an_error(passes, garm, 
     outcome = passes.run(new_spec)
     assert outcome.ok
     assert outcome.progress[0].describe() == "force-removing 1 stuck runner"
+
+
+def test_a_pass_cut_short_by_its_budget_reports_what_garm_holds_after_its_writes(
+    passes, garm, monkeypatch
+):
+    specs = [make_spec(name=n, source=f"u/{i}") for i, n in enumerate(("a", "b"))]
+    passes.run(*specs)
+    passes.later()
+    moved = [dataclasses.replace(s, labels=("linux", "arm64")) for s in specs]
+    passes.run(*moved)
+    passes.later(LISTENER_STARTUP)
+    # The clock the budget is read on: the start, then one check per write.
+    ticks = iter([0.0, 0.0, 5.0])
+    monkeypatch.setattr(reconciler, "time", SimpleNamespace(monotonic=lambda: next(ticks, 5.0)))
+    start = len(passes.garm.requests)
+    outcome = reconcile(passes.client, Desired(tuple(moved)), passes.clock.now, SETTINGS, budget=1)
+    assert outcome.cut_short
+    (retire,) = outcome.done
+    assert isinstance(retire, UpdateScaleset) and retire.purpose == "retire"
+    assert retire.logical_name == "a"
+    assert [w.method for w in garm.requests[start:] if w.method != "GET"] == ["PUT"]
+    # a is retired and empty now (its delete waits for the next hook), b not yet retired.
+    assert [(p.logical_name, p.phase) for p in outcome.progress] == [
+        ("a", Phase.AWAITING_DELETION),
+        ("b", Phase.RETIRING),
+    ]
+
+
+ORG = Entity("organization", "org-uuid", "example-org")
+
+
+# Two logical names sharing a prefix: their GARM names both read ``ci-xxxxxx``.
+@pytest.mark.parametrize(
+    ("action", "line"),
+    [
+        (
+            CreateScaleset("ci-small", ORG, {"name": "ci-4a1b2c"}),
+            "create scaleset ci-small (ci-4a1b2c)",
+        ),
+        (
+            UpdateScaleset(
+                1, "ci-9f8e7d", {"max_runners": 0, "enabled": False}, "retire", "ci-large"
+            ),
+            "retire scaleset ci-large (ci-9f8e7d): enabled, max_runners",
+        ),
+        (
+            UpdateScaleset(2, "ci-4a1b2c", {"image": "secret?"}, "update", "ci-small"),
+            "update scaleset ci-small (ci-4a1b2c): image",
+        ),
+        (
+            RemoveInstance("garm-x", 1, "ci-9f8e7d", "ci-large"),
+            "force-remove runner garm-x of ci-large (ci-9f8e7d)",
+        ),
+        (DeleteScaleset(1, "ci-9f8e7d", "ci-large"), "delete scaleset ci-large (ci-9f8e7d)"),
+        # An orphan whose logical name cannot be told: GARM's name alone.
+        (DeleteScaleset(3, "stray"), "delete scaleset stray"),
+        (
+            CreateTemplate("ci-small", "garm-charm-ci-small", "d", 2, "b"),
+            "create runner template garm-charm-ci-small for ci-small",
+        ),
+        (
+            UpdateTemplate(7, "ci", "garm-charm-ci", "d", 2, "b"),
+            "update runner template garm-charm-ci for ci",
+        ),
+        (DeleteTemplate(7, "garm-charm-ci"), "delete runner template garm-charm-ci"),
+    ],
+)
+def test_an_action_names_the_logical_scaleset_then_garms(action, line):
+    assert describe_action(action) == line

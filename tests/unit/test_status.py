@@ -8,7 +8,7 @@ from planner import DeleteScaleset, Phase, Progress, Skipped
 from reconciler import ActionError, Outcome
 from spec import Desired, HeldSpec, ScalesetSpec
 from state import RelationState
-from status import Summary, summarise
+from status import Summary, describe_progress, summarise
 
 
 def spec(name: str) -> ScalesetSpec:
@@ -27,7 +27,7 @@ def spec(name: str) -> ScalesetSpec:
 
 RELATED = RelationState(True, Desired((spec("a"), spec("b"))))
 DRAINING = Progress("ci", "ci-1", Phase.DRAINING, 3)
-ORPHAN = Progress(None, "old-1", Phase.AWAITING_DELETION)
+ORPHAN = Progress(None, "old-1", Phase.AWAITING_DELETION, orphan=True)
 BAD = Skipped("u/2", "x", "invalid max_runner: must be a whole number, got 'ten'", True)
 NOT_READY = Skipped("u/3", "y", "image_id not published yet")
 
@@ -39,7 +39,7 @@ NOT_READY = Skipped("u/3", "y", "image_id not published yet")
         (
             Outcome(progress=(DRAINING,)),
             RELATED,
-            Summary("active", "Replacing scaleset ci: draining 3 runners"),
+            Summary("active", "Replacing scaleset ci (ci-1): draining 3 runners"),
         ),
         (
             Outcome(progress=(Progress("ci", "", Phase.CREATING),)),
@@ -51,7 +51,7 @@ NOT_READY = Skipped("u/3", "y", "image_id not published yet")
             RELATED,
             Summary(
                 "active",
-                "Replacing scaleset ci: draining 3 runners; "
+                "Replacing scaleset ci (ci-1): draining 3 runners; "
                 "Removing scaleset old-1: awaiting deletion; and 1 more",
             ),
         ),
@@ -83,7 +83,7 @@ NOT_READY = Skipped("u/3", "y", "image_id not published yet")
             Summary(
                 "waiting",
                 "GARM refused 1 call: DELETE /scalesets/1: 500 "
-                "(Replacing scaleset ci: draining 3 runners)",
+                "(Replacing scaleset ci (ci-1): draining 3 runners)",
             ),
         ),
         (
@@ -97,8 +97,8 @@ NOT_READY = Skipped("u/3", "y", "image_id not published yet")
             RELATED,
             Summary(
                 "blocked",
-                "Stuck: ci: GARM kept it: act (Replacing scaleset ci: draining 3 runners; "
-                "Replacing scaleset ci: awaiting deletion)",
+                "Stuck: ci: GARM kept it: act (Replacing scaleset ci (ci-1): draining 3 runners; "
+                "Replacing scaleset ci (ci-1): awaiting deletion)",
             ),
         ),
         (
@@ -113,3 +113,60 @@ NOT_READY = Skipped("u/3", "y", "image_id not published yet")
 )
 def test_summary(outcome, state, expected):
     assert summarise(outcome, state) == expected
+
+
+# GARM names are opaque: two logical names sharing a prefix both show as ``ci-xxxxxx``.
+@pytest.mark.parametrize(
+    ("progress", "line"),
+    [
+        (
+            Progress("ci-small", "ci-4a1b2c", Phase.DRAINING, 1),
+            "Replacing scaleset ci-small (ci-4a1b2c): draining 1 runner",
+        ),
+        (
+            Progress("ci-large", "ci-9f8e7d", Phase.AWAITING_DELETION, orphan=True),
+            "Removing scaleset ci-large (ci-9f8e7d): awaiting deletion",
+        ),
+        (
+            Progress("ci-large", "ci-9f8e7d", Phase.FORCE_REMOVING, 2, orphan=True),
+            "Removing scaleset ci-large (ci-9f8e7d): force-removing 2 stuck runners",
+        ),
+        (
+            Progress("ci-small", "ci-768c7d", Phase.CREATING),
+            "Creating scaleset ci-small (ci-768c7d)",
+        ),
+        (Progress("ci-small", "", Phase.CREATING), "Creating scaleset ci-small"),
+        (
+            Progress("ci-large", "ci-24ec4a", Phase.CREATING_REPLACEMENT),
+            "Replacing scaleset ci-large (ci-24ec4a): creating replacement",
+        ),
+        (
+            Progress("ci-large", "ci-24ec4a", Phase.HANDING_OVER),
+            "Replacing scaleset ci-large (ci-24ec4a): handing over",
+        ),
+        (
+            Progress("ci-small", "ci-4a1b2c", Phase.RETIRING),
+            "Replacing scaleset ci-small (ci-4a1b2c): retiring",
+        ),
+        (
+            Progress(None, "stray", Phase.HANDING_OVER, orphan=True),
+            "Removing scaleset stray: handing over",
+        ),
+    ],
+)
+def test_a_changeover_names_the_logical_scaleset_then_garms(progress, line):
+    assert describe_progress(progress) == line
+
+
+def test_two_changeovers_sharing_a_prefix_are_told_apart_in_one_line():
+    outcome = Outcome(
+        progress=(
+            Progress("ci-small", "ci-4a1b2c", Phase.DRAINING, 1),
+            Progress("ci-large", "ci-9f8e7d", Phase.AWAITING_DELETION, orphan=True),
+        )
+    )
+    assert summarise(outcome, RELATED) == Summary(
+        "active",
+        "Replacing scaleset ci-small (ci-4a1b2c): draining 1 runner; "
+        "Removing scaleset ci-large (ci-9f8e7d): awaiting deletion",
+    )

@@ -1,11 +1,11 @@
-"""The ``garm_configurator_v0`` relation: what one garm-configurator unit publishes.
+"""The ``garm_configurator_v0`` relation: what each side publishes.
 
-Everything travels in the configurator's *unit* databag as plain strings (not JSON
-values): counts are decimal strings, ``labels`` is comma-separated, ``pre_install_scripts``
-is a JSON object text, and an unset optional key is absent. The garm side writes nothing
-back. Two publication phases exist: Phase A (the scaleset and runner options, every unit)
-and Phase B (OpenStack and GitHub App settings plus ``image_id``, leader only, once the
-image is known).
+**Configurator to garm.** Everything a configurator unit asks for travels in its *unit*
+databag as plain strings (not JSON values): counts are decimal strings, ``labels`` is
+comma-separated, ``pre_install_scripts`` is a JSON object text, and an unset optional key
+is absent. Two publication phases exist: Phase A (the scaleset and runner options, every
+unit) and Phase B (OpenStack and GitHub App settings plus ``image_id``, leader only, once
+the image is known).
 
 ``ConfiguratorUnitData.from_databag`` parses a databag and treats every value as hostile:
 it raises ``DatabagError`` naming the key and the rule broken. Runner options are checked
@@ -14,6 +14,59 @@ made of RFC 3986 characters without quotes, spaces or braces (the proxy without
 credentials); redirect ports are ``N`` or ascending ``N-M`` in 1-65535; exclusions are
 IPv4 addresses or CIDRs. These values end up in scripts on every runner. ``to_databag`` renders the
 same model, so a configurator can publish with it.
+
+**Garm to configurator** (LIBPATCH 3, an optional addition: a configurator that reads
+nothing from garm, as every one before it, is unaffected). The garm leader publishes,
+in garm's *application* databag on each garm-configurator relation, what became of each
+configurator unit's scaleset. ``GarmAppData`` is that databag, parsed and rendered:
+
+- ``version``: the format's revision, a decimal string, ``"1"`` today. A revision only
+  ever *adds* keys or fields; a change a reader of ``"1"`` could misread would use a new
+  key instead, so a reader parses ``scalesets`` whatever the version says and ignores
+  what it does not know.
+- ``scalesets``: a JSON object, configurator unit name (``garm-configurator/0``) to that
+  unit's ``ScalesetState``, an object whose values are all strings (as everything on this
+  relation is, so a reader can show any of them as it is):
+
+  - ``phase`` (always): ``creating`` (garm has no live generation for it yet),
+    ``serving`` (its current generation is live and nothing else is left),
+    ``replacing`` (a changeover: older generations still serve, drain or await deletion),
+    ``waiting`` (garm does not act on it yet, for a reason that passes by itself: its
+    image or provider is not there yet), ``held`` (garm does not act on it until an
+    operator fixes something: invalid data, a duplicate name; its live scaleset, if any,
+    is left as it is) and ``removing`` (reserved: garm retires a scaleset of a unit that
+    is still related; this revision never publishes it, since a renamed scaleset's old
+    generation belongs to no unit any more). A reader shows an unknown phase as it is.
+  - ``name``: the scaleset name garm read from the unit. A reader compares it with what it
+    publishes now: a differing ``name`` means garm has not seen the new one yet.
+  - ``scaleset``: the GARM name of the unit's current generation (``lg-x64-3f2a1c``),
+    present when it exists (``creating`` may already name it, before GitHub lists it).
+  - ``replaced`` (``replacing`` only): the GARM name of the older generation being
+    replaced (the least advanced one, when there are several).
+  - ``draining`` (``replacing`` only): how many runners the older generations still hold.
+  - ``message``: one short line: why it is held or waiting, or the step of a replacement
+    (``handing over``, ``draining 3 runners``, ``stuck: <cause and what to do>``).
+
+  Example: ``{"garm-configurator/0": {"draining": "3", "message": "draining 3 runners",
+  "name": "lg-x64", "phase": "replacing", "replaced": "lg-x64-9b8c7d", "scaleset":
+  "lg-x64-3f2a1c"}}``. A future configurator can show it as its status, e.g. ``active
+  "Serving as lg-x64-3f2a1c"``, ``maintenance "Replacing lg-x64-9b8c7d: draining 3
+  runners"``, ``blocked`` with the message for ``held``, ``waiting`` for ``waiting``.
+
+Why there: only the garm leader runs GARM and reconciles, and only a leader may write its
+application's databag, which every configurator unit can read; a unit databag would move
+with leadership and leave readers to find the leader. One JSON key rather than one key
+per unit, so that every write replaces the whole picture at once: a departed unit drops
+out in the same write, and no stale key is left to clean up. Each relation's databag
+lists only the units of *that* relation's application: nothing about another
+configurator application (perhaps another model's) crosses to it. No value is a secret:
+messages are garm's own wording and names the unit itself published, and refusals here
+never repeat a URL's value (it may carry credentials).
+
+A reader must tolerate garm publishing nothing (an older garm), an older or a newer
+format, and garbage: ``GarmAppData.from_databag`` never raises; it keeps what it can
+read and drops what it cannot. The state is what garm's last pass that reached GARM
+saw; while GARM cannot be reached it is left as it was.
 """
 
 from __future__ import annotations
@@ -22,12 +75,12 @@ import ipaddress
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from urllib.parse import urlsplit
 
 LIBID = "5c0a8f4e3b8d4f1e9a7c2d6b1e4f8a90"
 LIBAPI = 0
-LIBPATCH = 2
+LIBPATCH = 3
 
 MAX_RUNNERS_LIMIT = 1000
 MAX_LABELS = 32
@@ -328,3 +381,167 @@ class ConfiguratorUnitData:
             else:
                 out[f.name] = str(value)
         return out
+
+
+# --- Garm to configurator: garm's application databag (LIBPATCH 3) -------------------
+
+GARM_FORMAT_VERSION = 1
+VERSION_KEY = "version"
+SCALESETS_KEY = "scalesets"
+
+CREATING = "creating"
+SERVING = "serving"
+REPLACING = "replacing"
+REMOVING = "removing"
+WAITING = "waiting"
+HELD = "held"
+PHASES = (CREATING, SERVING, REPLACING, REMOVING, WAITING, HELD)
+
+MAX_MESSAGE = 200
+_MAX_PHASE = 32
+_MAX_NAME = 128
+_MAX_DRAINING_DIGITS = 9
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+# A Juju unit name: application name (lower-case letters, digits, hyphens), then number.
+_UNIT = re.compile(r"[a-z][a-z0-9-]{0,62}/[0-9]{1,9}")
+
+
+def _shown(value: object, limit: int) -> str | None:
+    """A value fit to show on one line, or None.
+
+    A non-empty string, its control characters and runs of spaces made one space, cut to
+    ``limit`` characters (the cut marked ``…``); None for anything else.
+    """
+    if not isinstance(value, str):
+        return None
+    value = " ".join(_CONTROL.sub(" ", value).split())
+    if not value:
+        return None
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def _runners(value: object) -> int | None:
+    """A runner count: a decimal string (as written) or a JSON number; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str):
+        value = value.strip()
+        if value.isascii() and value.isdigit() and len(value) <= _MAX_DRAINING_DIGITS:
+            return int(value)
+    return None
+
+
+@dataclass(frozen=True)
+class ScalesetState:
+    """What garm reports about one configurator unit's scaleset (see the module docs).
+
+    ``phase`` is one of ``PHASES`` when garm writes it; a reader may meet one it does not
+    know (``known`` is then False) and should show it as it is.
+    """
+
+    phase: str
+    name: str | None = None
+    scaleset: str | None = None
+    draining: int | None = None
+    message: str | None = None
+    replaced: str | None = None
+
+    @property
+    def known(self) -> bool:
+        """Whether this library knows the phase."""
+        return self.phase in PHASES
+
+    def to_dict(self) -> dict[str, str]:
+        """The JSON object garm publishes: strings only, unset fields absent."""
+        out = {"phase": self.phase}
+        for key, value, limit in (
+            ("name", self.name, _MAX_NAME),
+            ("scaleset", self.scaleset, _MAX_NAME),
+            ("replaced", self.replaced, _MAX_NAME),
+            ("message", self.message, MAX_MESSAGE),
+        ):
+            shown = _shown(value, limit)
+            if shown is not None:
+                out[key] = shown
+        if self.draining is not None:
+            out["draining"] = str(self.draining)
+        return out
+
+    @classmethod
+    def from_dict(cls, value: object) -> ScalesetState | None:
+        """Read one entry; None when it has no readable phase. Never raises.
+
+        Unknown fields are ignored; a field of the wrong type or shape is dropped.
+        """
+        if not isinstance(value, Mapping):
+            return None
+        phase = _shown(value.get("phase"), _MAX_PHASE)
+        if phase is None:
+            return None
+        return cls(
+            phase=phase,
+            name=_shown(value.get("name"), _MAX_NAME),
+            scaleset=_shown(value.get("scaleset"), _MAX_NAME),
+            draining=_runners(value.get("draining")),
+            message=_shown(value.get("message"), MAX_MESSAGE),
+            replaced=_shown(value.get("replaced"), _MAX_NAME),
+        )
+
+
+@dataclass(frozen=True)
+class GarmAppData:
+    """Garm's application databag on one garm-configurator relation.
+
+    ``scalesets`` maps a configurator unit name to its ``ScalesetState``; ``version`` is
+    None when garm published none (an older garm) or an unreadable one.
+    """
+
+    version: int | None = None
+    scalesets: Mapping[str, ScalesetState] = field(default_factory=dict)
+
+    def for_unit(self, unit: str) -> ScalesetState | None:
+        """What garm says about one unit's scaleset (``unit`` as ``app/N``), if anything.
+
+        Across models garm knows a unit by the offer's (or alias's) name, not the
+        application's, but by the same number; the databag is one application's, so the
+        number alone finds it then.
+        """
+        if unit in self.scalesets:
+            return self.scalesets[unit]
+        number = unit.rpartition("/")[2]
+        found = [s for name, s in self.scalesets.items() if name.rpartition("/")[2] == number]
+        return found[0] if len(found) == 1 else None
+
+    def to_databag(self) -> dict[str, str]:
+        """The keys garm sets, in a stable rendering so an unchanged state writes nothing."""
+        entries = {unit: self.scalesets[unit].to_dict() for unit in sorted(self.scalesets)}
+        return {
+            VERSION_KEY: str(GARM_FORMAT_VERSION if self.version is None else self.version),
+            SCALESETS_KEY: json.dumps(entries, sort_keys=True, separators=(",", ":")),
+        }
+
+    @classmethod
+    def from_databag(cls, data: Mapping[str, str]) -> GarmAppData:
+        """Read garm's application databag; never raises, whatever it holds.
+
+        Absent or unreadable keys read as nothing published; entries that cannot be read,
+        or are filed under something that is not a unit name, are left out; other keys
+        (Juju's own, a later revision's) and fields are ignored.
+        """
+        raw_version = data.get(VERSION_KEY)
+        version = _runners(raw_version) if isinstance(raw_version, str) else None
+        raw = data.get(SCALESETS_KEY)
+        try:
+            entries = json.loads(raw) if isinstance(raw, str) else None
+        except (ValueError, RecursionError):  # not JSON, too long a number, too deep
+            entries = None
+        if not isinstance(entries, dict):
+            return cls(version, {})
+        scalesets = {}
+        for unit, value in entries.items():
+            state = ScalesetState.from_dict(value)
+            if state is not None and _UNIT.fullmatch(unit):
+                scalesets[unit] = state
+        return cls(version, scalesets)

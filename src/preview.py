@@ -1,0 +1,236 @@
+"""A GARM that is read for real and written to in imagination: what ``plan`` runs on.
+
+The ``plan`` action must tell the whole next pass, including the writes earlier writes
+unlock (a retire once a create is live, a delete once a retire drained). The pass finds
+those by folding GARM's answers back into its observation and planning again, so the
+preview runs the very same loop (``reconciler.preview``) over this stand-in client: its
+reads go to GARM, and each write is answered as GARM would answer it, from what was read
+and what was "written" before, without sending anything.
+
+What GARM would answer cannot always be known here. A delete GitHub refuses is answered
+200 by GARM, which keeps the scale set (garm-api.md §2.6): the preview says it is gone.
+Likewise a create or a force-removal GitHub refuses is predicted to succeed. The preview
+is the pass as it goes when GARM and GitHub accept every write.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+from garm_client import GarmApiError, GarmClient
+from garm_models import Entity, Instance, ScaleSet, Template
+
+# What GARM sets on a runner it was told to force-remove (the pass folds the same).
+FORCE_REMOVED = "pending_force_delete"
+# Scale set fields an update may change, as the planner sends them; each is the
+# ``ScaleSet`` field of the same name.
+_UPDATABLE = frozenset(
+    {
+        "enabled",
+        "image",
+        "flavor",
+        "os_arch",
+        "max_runners",
+        "min_idle_runners",
+        "runner_group",
+        "extra_specs",
+        "extended_state",
+        "template_id",
+    }
+)
+_SYSTEM_OWNER = "system"
+
+
+def _not_found(method: str, path: str, what: str) -> GarmApiError:
+    return GarmApiError(method, path, 404, "Not Found", f"{what} not found")
+
+
+def _decoded(data: object) -> str | None:
+    """A template body as the client reads it: base64 text decoded, else absent."""
+    if not isinstance(data, str):
+        return None
+    try:
+        return base64.b64decode(data, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+class SimulatedGarm:
+    """Reads GARM through ``client``; answers every write as GARM would, writing nothing.
+
+    Scale sets, runners and templates are read once, then held here and changed by the
+    simulated writes, so a later read sees them as GARM would after those writes. A
+    created scale set is enabled as sent and registered on GitHub, made ``now``, under an
+    id no scale set read from GARM has. A base template's body is read for real: that is
+    a read.
+    """
+
+    def __init__(self, client: GarmClient, now: datetime):
+        self._client, self._now = client, now
+        self._scalesets: dict[int, ScaleSet] | None = None
+        self._instances: dict[str, Instance] | None = None
+        self._templates: dict[int, Template] | None = None
+        self._made: dict[int, Template] = {}
+        self._next_scaleset = self._next_template = 0
+
+    # --- reads: GARM's, once, then what the simulated writes made of them ------------
+
+    def list_scalesets(self) -> list[ScaleSet]:
+        """Every scale set, as the simulated writes left them."""
+        return list(self._scaleset_model().values())
+
+    def list_instances(self) -> list[Instance]:
+        """Every runner, as the simulated force-removals left them."""
+        return list(self._instance_model().values())
+
+    def list_providers(self) -> list[str]:
+        """GARM's providers, read for real."""
+        return self._client.list_providers()
+
+    def list_organizations(self) -> list[Entity]:
+        """GARM's organizations, read for real."""
+        return self._client.list_organizations()
+
+    def list_repositories(self) -> list[Entity]:
+        """GARM's repositories, read for real."""
+        return self._client.list_repositories()
+
+    def list_templates(self) -> list[Template]:
+        """Every template without its body, as GARM lists them."""
+        return [dataclasses.replace(t, data=None) for t in self._template_model().values()]
+
+    def get_template(self, template_id: int) -> Template:
+        """One template with its body: a base one is read from GARM."""
+        if template_id in self._made:
+            return self._made[template_id]
+        if template_id not in self._template_model():
+            raise _not_found("GET", f"/templates/{template_id}", "template")
+        return self._client.get_template(template_id)
+
+    def get_scaleset(self, scaleset_id: int) -> ScaleSet | None:
+        """One scale set, None once deleted: the read confirming a delete says gone."""
+        return self._scaleset_model().get(scaleset_id)
+
+    # --- writes: answered, not sent -----------------------------------------------------
+
+    def create_scaleset(self, entity: Entity, body: dict[str, Any]) -> ScaleSet:
+        """The scale set GARM would create: enabled as sent, registered, made now."""
+        scalesets = self._scaleset_model()
+        scaleset_id = self._next_scaleset
+        self._next_scaleset += 1
+        template_id = body.get("template_id") or self._system_template(body.get("os_type", ""))
+        created = ScaleSet(
+            id=scaleset_id,
+            name=body["name"],
+            scale_set_id=scaleset_id,
+            enabled=bool(body.get("enabled")),
+            provider_name=body.get("provider_name", ""),
+            image=body.get("image", ""),
+            flavor=body.get("flavor", ""),
+            os_type=body.get("os_type", ""),
+            os_arch=body.get("os_arch", ""),
+            max_runners=body.get("max_runners", 0),
+            min_idle_runners=body.get("min_idle_runners", 0),
+            runner_group=body.get("github-runner-group", "") or "Default",
+            labels=tuple(body.get("labels", ())),
+            extra_specs=body.get("extra_specs") or None,
+            entity_kind=entity.kind,
+            entity_id=entity.id,
+            entity_name=entity.name,
+            created_at=self._now,
+            template_id=template_id,
+        )
+        scalesets[scaleset_id] = created
+        return created
+
+    def update_scaleset(self, scaleset_id: int, changes: dict[str, Any]) -> ScaleSet:
+        """The scale set with the changed fields, as GARM would answer the PUT."""
+        scalesets = self._scaleset_model()
+        if scaleset_id not in scalesets:
+            raise _not_found("PUT", f"/scalesets/{scaleset_id}", "scaleset")
+        fields = {k: v for k, v in changes.items() if k in _UPDATABLE}
+        updated = scalesets[scaleset_id] = dataclasses.replace(scalesets[scaleset_id], **fields)
+        return updated
+
+    def delete_scaleset(self, scaleset_id: int) -> None:
+        """Gone, as if GitHub let go (GARM may keep it; the preview cannot know)."""
+        self._scaleset_model().pop(scaleset_id, None)
+
+    def delete_instance(self, name: str, *, force: bool = False) -> None:
+        """The runner on its way out: force-removed, ``pending_force_delete``."""
+        instances = self._instance_model()
+        if name not in instances:
+            raise _not_found("DELETE", f"/instances/{name}", "instance")
+        status = FORCE_REMOVED if force else "pending_delete"
+        instances[name] = dataclasses.replace(instances[name], status=status, updated_at=self._now)
+
+    def create_template(self, body: dict[str, Any]) -> Template:
+        """The template GARM would create, with its description and body."""
+        templates = self._template_model()
+        template_id = self._next_template
+        self._next_template += 1
+        made = Template(
+            id=template_id,
+            name=body.get("name", ""),
+            description=body.get("description", ""),
+            os_type=body.get("os_type", ""),
+            forge_type=body.get("forge_type", ""),
+            updated_at=self._now,
+            data=_decoded(body.get("data")),
+        )
+        templates[template_id] = self._made[template_id] = made
+        return made
+
+    def update_template(self, template_id: int, changes: dict[str, Any]) -> Template:
+        """The template with its new description and body."""
+        templates = self._template_model()
+        if template_id not in templates:
+            raise _not_found("PUT", f"/templates/{template_id}", "template")
+        fields: dict[str, Any] = {"updated_at": self._now}
+        for key in ("name", "description"):
+            if key in changes:
+                fields[key] = changes[key]
+        if changes.get("data"):
+            fields["data"] = _decoded(changes["data"])
+        written = templates[template_id] = dataclasses.replace(templates[template_id], **fields)
+        self._made[template_id] = written
+        return written
+
+    def delete_template(self, template_id: int) -> None:
+        """Gone: GARM deletes a template no scale set uses."""
+        self._template_model().pop(template_id, None)
+        self._made.pop(template_id, None)
+
+    # --- the model ----------------------------------------------------------------------
+
+    def _scaleset_model(self) -> dict[int, ScaleSet]:
+        if self._scalesets is None:
+            self._scalesets = {s.id: s for s in self._client.list_scalesets()}
+            self._next_scaleset = max(self._scalesets, default=0) + 1
+        return self._scalesets
+
+    def _instance_model(self) -> dict[str, Instance]:
+        if self._instances is None:
+            self._instances = {i.name: i for i in self._client.list_instances()}
+        return self._instances
+
+    def _template_model(self) -> dict[int, Template]:
+        if self._templates is None:
+            self._templates = {t.id: t for t in self._client.list_templates()}
+            self._next_template = max(self._templates, default=0) + 1
+        return self._templates
+
+    def _system_template(self, os_type: str) -> int:
+        """The template GARM gives a scale set created without one: its system one."""
+        return next(
+            (
+                t.id
+                for t in self._template_model().values()
+                if t.owner_id == _SYSTEM_OWNER and t.os_type == os_type
+            ),
+            0,
+        )

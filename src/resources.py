@@ -1,0 +1,568 @@
+"""Turn the files attached as the ``garm`` and ``garm-provider-openstack`` resources into binaries.
+
+Operators attach what a release gives them. GARM and garm-provider-openstack publish
+``<name>-linux-<arch>.tgz``: a gzip'ed tar holding the one binary, named ``<name>``, at its top
+level (``tar czf <name>-linux-<arch>.tgz <name>`` in each repository's
+``scripts/make-release.sh``; garm-cli ships in its own archive, zip is only for Windows). Some
+operators attach the binary they unpacked instead. Both are accepted and told apart by content,
+since Juju names the file after the resource's ``filename`` whatever was attached. A plain
+(uncompressed) tar is read the same way; a zip is refused with a pointer to the linux archive.
+
+Before anything is installed, the binary is checked to be what it claims, so a wrong file
+blocks the unit with a status naming the resource instead of surfacing later as a GARM that
+does not start or a provider GARM cannot run:
+
+1. an ELF binary built for another architecture is refused from its header;
+2. the Go build info every Go binary carries (``go version -m``; kept by ``-s -w``) must name
+   the expected main package: ``.../cmd/garm`` or ``.../garm-provider-openstack``. This tells
+   GARM from garm-cli and the OpenStack provider from GARM's other providers (and from GARM)
+   before anything is run;
+3. it is run as ``<binary> --version``: no shell, a minimal environment without the caller's
+   variables, stdin from /dev/null, its own process group (killed whole on timeout), output
+   captured and bounded.
+
+   * ``garm --version`` prints ``appdefaults.Version`` and exits 0 (Go's flag package up to
+     v0.2.x, cobra's version template on main). Releases set it from
+     ``git describe --tags --match='v[0-9]*'``: ``v0.2.1``, ``v0.2.0-beta1``; a build
+     without it says ``v0.0.0-unknown``. That one line must be a version; it is GARM's
+     workload version.
+   * garm-provider-openstack has no version flag: it ignores its arguments and takes its command
+     from ``GARM_COMMAND`` (garm-provider-common's execution protocol). Run without it, every
+     release exits non-zero with garm-provider-common's ``missing GARM_COMMAND``, and that is
+     what is required. Its ``GetVersion`` command is not used: the provider authenticates with
+     OpenStack before it answers, which needs credentials no unit has when it installs. The
+     provider's version is read from its build info's ``mod`` line when the build stamped one
+     (Go >= 1.24 in a tagged checkout), else it is unknown (None).
+
+Nothing here imports ops: the charm turns a ResourceError into a blocked status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import gzip
+import os
+import platform
+import re
+import selectors
+import signal
+import subprocess
+import tarfile
+import tempfile
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO, BinaryIO, Literal
+
+# The largest binary accepted, bare or in an archive (GARM's is about 50 MiB).
+MAX_BINARY_BYTES = 512 << 20
+# A release archive holds one file; these bound what a hostile one can make us read.
+MAX_ARCHIVE_MEMBERS = 100
+MAX_ARCHIVE_BYTES = 1 << 30
+# What ``--version`` may print before it is cut off and refused.
+MAX_OUTPUT_BYTES = 64 << 10
+DEFAULT_TIMEOUT = 10.0
+# Output echoed into a status line is cut to this many characters.
+SHOWN_CHARS = 80
+# The whole environment the candidate runs with: nothing of the charm's (secrets, JUJU_*,
+# or a GARM_COMMAND that would make a provider act).
+_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
+# ``git describe --tags`` of a v-tag, as GARM and its providers stamp their builds.
+_VERSION = re.compile(r"v\d+\.\d+\.\d+(?:[-+][0-9A-Za-z][0-9A-Za-z.+-]*)?")
+_MAX_VERSION_CHARS = 64
+# garm-provider-common's refusal when run without its command (execution/*/execution.go).
+_PROVIDER_REFUSAL = "missing GARM_COMMAND"
+_CHUNK = 1 << 20
+_HEAD_BYTES = 512
+# Go's build info: this magic, a 32-byte header, then (Go >= 1.18) the inline Go version and
+# module info, whose text starts "path\t<main package>\nmod\t<main module>\t<version>\t".
+_BUILDINFO_MAGIC = b"\xff Go buildinf:"
+_BUILDINFO_WINDOW = 4096
+_MODINFO = re.compile(rb"path\t([^\t\n]{1,256})\nmod\t([^\t\n]{1,256})\t([^\t\n]{0,128})")
+# ELF e_machine values of the architectures Go builds for, by GOARCH name.
+_ELF_MACHINES = {3: "386", 40: "arm", 62: "amd64", 183: "arm64", 22: "s390x", 243: "riscv64"}
+_EM_PPC64 = 21
+_HOST_ARCHES = {
+    "x86_64": "amd64",
+    "amd64": "amd64",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+    "ppc64le": "ppc64le",
+    "s390x": "s390x",
+    "riscv64": "riscv64",
+    "i386": "386",
+    "i686": "386",
+    "armv7l": "arm",
+    "armv8l": "arm",
+}
+
+
+Kind = Literal["empty", "tar.gz", "tar", "zip", "binary"]
+
+
+class ResourceError(Exception):
+    """An attached resource is not the binary it should be; ``str()`` is a status line.
+
+    ``reason`` is short and printable: output of the refused file is cut to SHOWN_CHARS.
+    """
+
+    def __init__(self, resource: str, reason: str) -> None:
+        self.resource = resource
+        self.reason = reason
+        product = _SPECS[resource].product if resource in _SPECS else resource
+        super().__init__(
+            f"Resource {resource} is not {product}: {reason}; attach a {product} release binary"
+            f" or archive (juju attach-resource garm {resource}=<file>)"
+        )
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checked binary, ready to install.
+
+    ``path`` is inside the caller's work directory, mode 0755: install that file (it is the
+    one that was checked), not the resource. ``version`` is what the binary says it is; None
+    for a provider whose build did not stamp a version.
+    """
+
+    path: Path
+    version: str | None
+
+
+@dataclass(frozen=True)
+class GoBuild:
+    """What a Go binary's build info says about it."""
+
+    main_package: str
+    module_version: str
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """How a candidate answered ``--version``: exit status (negative: killed by that signal)."""
+
+    status: int
+    stdout: str
+    stderr: str
+
+
+class _Refused(Exception):  # noqa: N818 (internal: the reason, before the resource is known)
+    """A check failed; the public functions add the resource and raise ResourceError."""
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """What one resource must be."""
+
+    product: str
+    main_suffix: str
+    version_of: Callable[[_Answer, GoBuild], str | None]
+
+
+def prepare(
+    resource: str, source: Path, work_dir: Path, *, timeout: float = DEFAULT_TIMEOUT
+) -> Prepared:
+    """The binary to install for ``resource`` from the file Juju handed, checked.
+
+    ``resource`` is ``garm`` or ``garm-provider-openstack`` (each binary's name too).
+    ``work_dir`` should be private to the charm and not mounted noexec: the candidate is
+    written and run there. Raises ResourceError when the file is not the binary it should be.
+    """
+    binary = unpack(resource, source, work_dir)
+    return Prepared(binary, verify(resource, binary, timeout=timeout))
+
+
+def prepare_once(resource: str, source: Path, work_dir: Path) -> Prepared:
+    """``prepare``, done again only when Juju hands a different file.
+
+    Every hook (and the reconcile timer, every 30 s) asks; copying, scanning and running a
+    50 MB binary each time would be waste. What was checked is noted beside the binary
+    with the resource file's size and modification time, which change whenever Juju
+    stores a new revision of it; a refusal is not noted, so a bad file is checked again.
+    """
+    stat = source.stat()
+    seen = f"{stat.st_size} {stat.st_mtime_ns}"
+    note = work_dir / f"{resource}.checked"
+    binary = work_dir / resource
+    with contextlib.suppress(OSError, ValueError):
+        noted, _, version = note.read_text().partition("\n")
+        if noted == seen and binary.is_file():
+            return Prepared(binary, version or None)
+    note.unlink(missing_ok=True)
+    prepared = prepare(resource, source, work_dir)
+    note.write_text(f"{seen}\n{prepared.version or ''}")
+    return prepared
+
+
+def unpack(resource: str, source: Path, work_dir: Path) -> Path:
+    """Copy ``source`` (a bare binary or a release archive) to ``work_dir/<resource>``, 0755.
+
+    The kind is read from the content. From an archive only the one regular file whose base
+    name is the binary's is written, to that fixed path: no archive path is ever used as a
+    destination, and links, devices, traversal, oversized or ambiguous members are refused.
+    A bare file is copied, so that the file checked and installed is the charm's own (Juju's
+    copy may not be executable and is not the charm's to chmod). File system errors (the work
+    directory, an unreadable resource) are not the operator's file at fault and propagate.
+    """
+    _spec(resource)
+    work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    target = work_dir / resource
+    try:
+        with source.open("rb") as file:
+            head = file.read(_HEAD_BYTES)
+            file.seek(0)
+            kind = content_kind(head)
+            if kind == "empty":
+                raise _Refused("the file is empty")
+            if kind == "zip":
+                raise _Refused("it is a zip archive (GARM zips only Windows builds)")
+            if kind == "binary":
+                _copy_bounded(file, target)
+            else:
+                _extract(file, "r:gz" if kind == "tar.gz" else "r:", resource, target)
+    except _Refused as exc:
+        raise ResourceError(resource, str(exc)) from None
+    return target
+
+
+def verify(resource: str, binary: Path, *, timeout: float = DEFAULT_TIMEOUT) -> str | None:
+    """Check ``binary`` is the program ``resource`` should be; its version (see the module doc).
+
+    Raises ResourceError when it is built for another architecture, is not a Go program
+    built from the expected main package, cannot be run here, times out, or answers
+    ``--version`` other than that program does.
+    """
+    spec = _spec(resource)
+    try:
+        with binary.open("rb") as file:
+            _check_arch(file.read(_HEAD_BYTES))
+        build = go_build(binary)
+        if build is None:
+            raise _Refused("it is not a Go program (it has no Go build info)")
+        if not build.main_package.endswith(spec.main_suffix):
+            raise _Refused(f"it is built from {_shown(build.main_package)}")
+        return spec.version_of(_run_version(binary, timeout=timeout), build)
+    except _Refused as exc:
+        raise ResourceError(resource, str(exc)) from None
+
+
+def content_kind(head: bytes) -> Kind:
+    """What a resource file is, from its first bytes (tar's magic is at offset 257).
+
+    Anything that is not empty or an archive is a ``"binary"`` candidate, whatever its
+    format: its build info and running it decide (``verify``).
+    """
+    if not head:
+        return "empty"
+    if head.startswith(b"\x1f\x8b"):
+        return "tar.gz"
+    if head[257:262] == b"ustar":
+        return "tar"
+    if head.startswith(b"PK\x03\x04"):
+        return "zip"
+    return "binary"
+
+
+def elf_arch(head: bytes) -> str | None:
+    """The GOARCH an ELF header is built for; None when not ELF or an architecture not known."""
+    if len(head) < 20 or not head.startswith(b"\x7fELF") or head[5] not in (1, 2):
+        return None
+    machine = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
+    if machine == _EM_PPC64:
+        return "ppc64le" if head[5] == 1 else "ppc64"
+    return _ELF_MACHINES.get(machine)
+
+
+def host_arch() -> str | None:
+    """The GOARCH name of the machine this runs on; None when not one of Go's."""
+    return _HOST_ARCHES.get(platform.machine().lower())
+
+
+def parse_version(text: str) -> str | None:
+    """The version in ``--version``'s output when that output is exactly one version."""
+    line = text.strip()
+    if len(line) <= _MAX_VERSION_CHARS and _VERSION.fullmatch(line):
+        return line
+    return None
+
+
+def go_build(binary: Path) -> GoBuild | None:
+    """The main package and module version from a Go binary's build info; None without it.
+
+    The build info is found by its magic anywhere in the file (read in chunks, never whole),
+    so this needs no ELF parsing and reads the same in a test's stand-in.
+    """
+    with binary.open("rb") as file:
+        for offset in _occurrences(file, _BUILDINFO_MAGIC):
+            file.seek(offset + len(_BUILDINFO_MAGIC))
+            found = _MODINFO.search(file.read(_BUILDINFO_WINDOW))
+            if found:
+                main, _module, version = (g.decode("utf-8", "replace") for g in found.groups())
+                return GoBuild(main_package=main, module_version=version)
+    return None
+
+
+def _run_version(binary: Path, *, timeout: float = DEFAULT_TIMEOUT) -> _Answer:
+    """Run ``binary --version`` contained: how it answered, or _Refused if it could not.
+
+    No shell, the environment is only _ENV, stdin is /dev/null, the working directory is the
+    binary's own; it gets its own process group so a timeout kills everything it started.
+    """
+    try:
+        process = subprocess.Popen(  # noqa: S603 (no shell; checking this file is the point)
+            [str(binary), "--version"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=binary.parent,
+            env=dict(_ENV),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise _Refused(_exec_failure(exc)) from None
+    with process:
+        try:
+            stdout, stderr = _collect(process, time.monotonic() + timeout, timeout)
+        except _Refused:
+            _kill_group(process)
+            raise
+    return _Answer(
+        process.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
+    )
+
+
+def _garm_version(answer: _Answer, _build: GoBuild) -> str:
+    """GARM's version: ``--version`` prints it alone and exits 0."""
+    if answer.status != 0:
+        raise _Refused(f"`garm --version` {_exit(answer)}{_saying(answer)}")
+    version = parse_version(answer.stdout)
+    if version is None:
+        raise _Refused(f"`garm --version` printed {_printed(answer.stdout)}, not a version")
+    return version
+
+
+def _provider_version(answer: _Answer, build: GoBuild) -> str | None:
+    """The provider's version: it must refuse to run without GARM_COMMAND, as all releases do.
+
+    A provider that one day answers ``--version`` with a version and exit 0 is taken at its
+    word: its build info already says it is garm-provider-openstack.
+    """
+    if answer.status == 0:
+        version = parse_version(answer.stdout)
+        if version is None:
+            raise _Refused(
+                f"it printed {_printed(answer.stdout)} and exited 0 instead of asking for"
+                f" GARM_COMMAND"
+            )
+        return version
+    if _PROVIDER_REFUSAL not in answer.stderr:
+        raise _Refused(f"it {_exit(answer)} without asking for GARM_COMMAND{_saying(answer)}")
+    return parse_version(build.module_version)
+
+
+_SPECS = {
+    "garm": _Spec("GARM", "/cmd/garm", _garm_version),
+    "garm-provider-openstack": _Spec(
+        "garm-provider-openstack", "/garm-provider-openstack", _provider_version
+    ),
+}
+
+
+def _spec(resource: str) -> _Spec:
+    """The spec of a resource this charm has; anything else is a bug in the caller."""
+    try:
+        return _SPECS[resource]
+    except KeyError:
+        raise ValueError(f"no such resource: {resource!r}") from None
+
+
+def _check_arch(head: bytes) -> None:
+    """Refuse an ELF binary for another architecture, with both named (exec says less)."""
+    built, here = elf_arch(head), host_arch()
+    if built is not None and here is not None and built != here:
+        raise _Refused(f"it is built for {built}, this machine is {here}")
+
+
+def _extract(file: BinaryIO, mode: Literal["r:gz", "r:"], binary: str, target: Path) -> None:
+    """Write the archive's one file named ``binary`` to ``target``; refuse anything unsafe."""
+    try:
+        with tarfile.open(fileobj=file, mode=mode) as archive:
+            member = _find_member(archive, binary)
+            data = archive.extractfile(member)
+            if data is None:  # a regular file always has data; kept for the type checker
+                raise _Refused(f"{binary} in the archive cannot be read")
+            _copy_bounded(data, target)
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        # BadGzipFile (a CRC or length mismatch) is an OSError; others of those, from
+        # writing the target, are not the operator's file at fault and propagate.
+        raise _Refused(f"it is not a readable tar archive ({_shown(str(exc))})") from None
+
+
+def _find_member(archive: tarfile.TarFile, binary: str) -> tarfile.TarInfo:
+    """The one regular file in ``archive`` whose base name is ``binary``.
+
+    Every header is read before anything is extracted, and each is checked as it is read:
+    a member with an absolute or ``..`` path or over the size limits refuses the whole
+    archive (a release has none), so a hostile header stops the read at once.
+    """
+    found: list[tarfile.TarInfo] = []
+    others: list[str] = []
+    total = 0
+    for count, member in enumerate(archive, start=1):
+        path = PurePosixPath(member.name)
+        if count > MAX_ARCHIVE_MEMBERS:
+            raise _Refused(f"the archive holds over {MAX_ARCHIVE_MEMBERS} files")
+        if path.is_absolute() or ".." in path.parts:
+            raise _Refused(f"the archive holds an unsafe path: {_shown(member.name)}")
+        total += member.size
+        if member.size > MAX_BINARY_BYTES or total > MAX_ARCHIVE_BYTES:
+            raise _Refused(f"{_shown(path.name)} in the archive is too large")
+        if member.isdir():
+            continue
+        if path.name != binary:
+            others.append(path.name)
+        elif member.isreg():
+            found.append(member)
+        else:
+            raise _Refused(f"{binary} in the archive is {_member_kind(member)}, not a file")
+    if not found:
+        raise _Refused(f"the archive holds no {binary} ({_holds(others)})")
+    if len(found) > 1:
+        raise _Refused(f"the archive holds {len(found)} files named {binary}")
+    return found[0]
+
+
+def _member_kind(member: tarfile.TarInfo) -> str:
+    """What a non-regular archive member is, for the status line."""
+    if member.issym():
+        return "a symlink"
+    if member.islnk():
+        return "a hard link"
+    if member.isdev():
+        return "a device or fifo"
+    return "not a regular file"
+
+
+def _holds(names: list[str]) -> str:
+    """A short form of what an archive holds: a few names, then how many more."""
+    if not names:
+        return "it is empty"
+    shown = ", ".join(_shown(name, 24) for name in names[:3])
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return f"it holds {shown}{more}"
+
+
+def _copy_bounded(source: IO[bytes], target: Path) -> None:
+    """Write ``source`` to ``target`` (0755) through a temporary file, refusing it when too big.
+
+    The temporary file is renamed into place, so ``target`` is either the whole new binary
+    or what was there before, and nothing is left behind when the copy is refused.
+    """
+    descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    temporary = Path(name)
+    try:
+        written = 0
+        with os.fdopen(descriptor, "wb") as out:
+            while chunk := source.read(_CHUNK):
+                written += len(chunk)
+                if written > MAX_BINARY_BYTES:
+                    raise _Refused(f"it is larger than {MAX_BINARY_BYTES >> 20} MiB")
+                out.write(chunk)
+        temporary.chmod(0o755)
+        temporary.replace(target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _occurrences(file: BinaryIO, needle: bytes) -> Iterator[int]:
+    """Offsets of ``needle`` in ``file``, read in chunks (the caller may seek in between)."""
+    position, carry = 0, b""
+    while True:
+        file.seek(position)
+        chunk = file.read(_CHUNK)
+        if not chunk:
+            return
+        window = carry + chunk
+        base = position - len(carry)
+        start = window.find(needle)
+        while start != -1:
+            yield base + start
+            start = window.find(needle, start + 1)
+        position += len(chunk)
+        carry = window[-(len(needle) - 1) :]
+
+
+def _collect(
+    process: subprocess.Popen[bytes], deadline: float, timeout: float
+) -> tuple[bytes, bytes]:
+    """Both outputs of ``process`` until it exits; _Refused past the deadline or the size bound."""
+    assert process.stdout is not None and process.stderr is not None  # noqa: S101 (PIPE)
+    streams = (process.stdout.fileno(), process.stderr.fileno())
+    outputs = {fd: bytearray() for fd in streams}
+    with selectors.DefaultSelector() as selector:
+        for fd in streams:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _Refused(f"`--version` did not finish within {timeout:g}s")
+            for key, _events in selector.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                buffer = outputs[key.fd]
+                buffer += chunk
+                if len(buffer) > MAX_OUTPUT_BYTES:
+                    raise _Refused(f"`--version` printed over {MAX_OUTPUT_BYTES >> 10} KiB")
+    try:
+        process.wait(max(deadline - time.monotonic(), 0))
+    except subprocess.TimeoutExpired:
+        raise _Refused(f"`--version` did not finish within {timeout:g}s") from None
+    return bytes(outputs[streams[0]]), bytes(outputs[streams[1]])
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill the candidate's process group (it leads it) and reap the candidate."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _exec_failure(exc: OSError) -> str:
+    """Why the kernel would not run the candidate, in an operator's words."""
+    if exc.errno == errno.ENOEXEC:
+        return "it is not a program this machine can run (exec format error)"
+    if exc.errno == errno.EACCES:
+        return "it cannot be executed here (permission denied)"
+    return f"it cannot be run ({_shown(exc.strerror or str(exc))})"
+
+
+def _exit(answer: _Answer) -> str:
+    """How a run ended, as a phrase."""
+    if answer.status < 0:
+        return f"was killed by signal {-answer.status}"
+    return f"exited with status {answer.status}"
+
+
+def _saying(answer: _Answer) -> str:
+    """``": <what it said>"`` (stderr first, where Go programs log), or nothing if silent."""
+    shown = _shown(answer.stderr or answer.stdout)
+    return f": {shown}" if shown else ""
+
+
+def _printed(text: str) -> str:
+    """What a run printed, quoted and cut, or that it printed nothing."""
+    shown = _shown(text)
+    return f"'{shown}'" if shown else "nothing"
+
+
+def _shown(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` fit for a status line: printable, one line, at most ``limit`` characters."""
+    printable = "".join(c if c.isprintable() else " " for c in text)
+    line = " ".join(printable.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -1,0 +1,613 @@
+"""The files an operator attaches as resources, bare or as a release archive, checked.
+
+The stand-ins are real files run for real: a shell script (the kernel runs ``#!`` files as it
+runs ELF ones) carrying after its ``exit`` the Go build info a Go binary has, so every check
+(archive, architecture, build info, ``--version``) meets a file as it would meet a release.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import platform
+import shutil
+import stat
+import tarfile
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+import resources
+from resources import GoBuild, Prepared, ResourceError
+from tests.binaries import (
+    PROVIDER,
+    PROVIDER_MAIN,
+    PROVIDER_MODULE,
+    PROVIDER_REFUSAL,
+    fake_garm,
+    fake_program,
+    fake_provider,
+    go_build_info,
+)
+
+
+def member(name: str, data: bytes = b"", kind: bytes = tarfile.REGTYPE, link: str = "") -> tuple:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = link
+    info.mode = 0o755 if kind == tarfile.DIRTYPE else 0o644
+    info.size = len(data) if kind == tarfile.REGTYPE else 0
+    return info, data
+
+
+def tar(path: Path, members: list[tuple], mode: Literal["w:gz", "w"] = "w:gz") -> Path:
+    """A release-like archive: ``tar czf garm-linux-amd64.tgz garm`` by default."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, mode) as archive:
+        for info, data in members:
+            archive.addfile(info, io.BytesIO(data) if info.isreg() else None)
+    return path
+
+
+def tree(root: Path, *, skip: Path | None = None) -> dict[str, bytes | None]:
+    """Every path under ``root`` (contents for files), ``skip`` and what is under it aside."""
+    out: dict[str, bytes | None] = {}
+    for path in sorted(root.rglob("*")):
+        if skip is not None and (path == skip or skip in path.parents):
+            continue
+        out[str(path.relative_to(root))] = path.read_bytes() if path.is_file() else None
+    return out
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    return tmp_path / "work"
+
+
+@pytest.fixture
+def garm_bytes(tmp_path: Path) -> bytes:
+    return fake_garm(tmp_path / "build" / "garm").read_bytes()
+
+
+def refusal(
+    resource: str, source: Path, work: Path, *, timeout: float = 5.0
+) -> tuple[ResourceError, float]:
+    started = time.monotonic()
+    with pytest.raises(ResourceError) as caught:
+        resources.prepare(resource, source, work, timeout=timeout)
+    return caught.value, time.monotonic() - started
+
+
+# --- Both forms are accepted ---------------------------------------------------------------
+
+
+def test_a_bare_garm_binary_is_copied_into_the_work_dir_and_its_version_read(
+    tmp_path: Path, work: Path
+) -> None:
+    source = fake_garm(tmp_path / "juju" / "garm")
+    before = source.read_bytes()
+
+    prepared = resources.prepare("garm", source, work)
+
+    assert prepared == Prepared(work / "garm", "v0.2.1")
+    assert prepared.path.read_bytes() == before
+    assert stat.S_IMODE(prepared.path.stat().st_mode) == 0o755
+    assert source.read_bytes() == before
+    assert stat.S_IMODE(source.stat().st_mode) == 0o644  # Juju's file is left as it was
+    assert sorted(os.listdir(work)) == ["garm"]
+
+
+def test_the_release_archive_is_unpacked_whatever_the_file_is_called(
+    tmp_path: Path, work: Path, garm_bytes: bytes
+) -> None:
+    # Juju names the file after charmcraft.yaml's filename: "garm", not "garm-linux-amd64.tgz".
+    source = tar(tmp_path / "juju" / "garm", [member("garm", garm_bytes)])
+
+    prepared = resources.prepare("garm", source, work)
+
+    assert prepared == Prepared(work / "garm", "v0.2.1")
+    assert prepared.path.read_bytes() == garm_bytes
+    assert stat.S_IMODE(prepared.path.stat().st_mode) == 0o755  # 0644 in the archive
+    assert sorted(os.listdir(work)) == ["garm"]
+
+
+def test_an_archive_with_a_directory_and_garm_cli_beside_garm_yields_garm(
+    tmp_path: Path, work: Path, garm_bytes: bytes
+) -> None:
+    cli = fake_garm(tmp_path / "build" / "garm-cli", main="github.com/cloudbase/garm/cmd/garm-cli")
+    source = tar(
+        tmp_path / "juju" / "garm",
+        [
+            member("garm-v0.2.1", kind=tarfile.DIRTYPE),
+            member("garm-v0.2.1/garm-cli", cli.read_bytes()),
+            member("garm-v0.2.1/garm", kind=tarfile.DIRTYPE),  # a directory named garm is skipped
+            member("garm-v0.2.1/garm/garm", garm_bytes),
+        ],
+    )
+
+    prepared = resources.prepare("garm", source, work)
+
+    assert prepared.version == "v0.2.1"
+    assert prepared.path.read_bytes() == garm_bytes
+
+
+def test_an_uncompressed_tar_is_read_too(tmp_path: Path, work: Path, garm_bytes: bytes) -> None:
+    source = tar(tmp_path / "juju" / "garm", [member("garm", garm_bytes)], mode="w")
+
+    assert resources.prepare("garm", source, work).version == "v0.2.1"
+
+
+@pytest.mark.parametrize("archived", [False, True], ids=["bare", "archive"])
+def test_the_provider_is_accepted_bare_or_archived_with_its_build_version(
+    tmp_path: Path, work: Path, archived: bool
+) -> None:
+    binary = fake_provider(tmp_path / "build" / PROVIDER)
+    source = (
+        tar(tmp_path / "juju" / PROVIDER, [member(PROVIDER, binary.read_bytes())])
+        if archived
+        else binary
+    )
+
+    assert resources.prepare(PROVIDER, source, work) == Prepared(work / PROVIDER, "v0.1.5")
+
+
+def test_a_provider_build_without_a_stamped_version_is_accepted_without_one(
+    tmp_path: Path, work: Path
+) -> None:
+    source = fake_provider(tmp_path / "juju" / PROVIDER, version="(devel)")
+
+    assert resources.prepare(PROVIDER, source, work) == Prepared(work / PROVIDER, None)
+
+
+def test_a_provider_that_one_day_answers_version_is_taken_at_its_word(
+    tmp_path: Path, work: Path
+) -> None:
+    source = fake_provider(tmp_path / "juju" / PROVIDER, body="echo v0.2.0")
+
+    assert resources.prepare(PROVIDER, source, work).version == "v0.2.0"
+
+
+def test_preparing_again_replaces_the_binary_and_leaves_nothing_else(
+    tmp_path: Path, work: Path
+) -> None:
+    resources.prepare("garm", fake_garm(tmp_path / "a" / "garm"), work)
+    second = fake_garm(tmp_path / "b" / "garm", body="echo v0.2.2")
+
+    assert resources.prepare("garm", second, work) == Prepared(work / "garm", "v0.2.2")
+    assert sorted(os.listdir(work)) == ["garm"]
+
+
+# --- The run is contained ------------------------------------------------------------------
+
+
+def test_the_binary_runs_with_a_minimal_environment_and_no_stdin(
+    tmp_path: Path, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GARM_COMMAND", "GetVersion")
+    monkeypatch.setenv("JUJU_SECRET_THING", "hunter2")
+    seen = tmp_path / "seen"
+    body = f'read line; echo "$# $1" > {seen}; env >> {seen}; pwd >> {seen}; echo v0.2.1'
+    source = fake_garm(tmp_path / "juju" / "garm", body=body)
+
+    assert resources.prepare("garm", source, work, timeout=5).version == "v0.2.1"
+    lines = seen.read_text().splitlines()
+    assert lines[0] == "1 --version"
+    env = {line.split("=", 1)[0] for line in lines[1:-1]}
+    assert env <= {"PATH", "LC_ALL", "PWD", "SHLVL", "_", "OLDPWD"}
+    assert lines[-1] == str(work)
+
+
+def test_a_binary_that_hangs_is_refused_within_the_timeout_and_killed_with_its_children(
+    tmp_path: Path, work: Path
+) -> None:
+    pid_file = tmp_path / "child.pid"
+    body = f"sleep 60 & echo $! > {pid_file}; wait"
+    source = fake_garm(tmp_path / "juju" / "garm", body=body)
+
+    error, took = refusal("garm", source, work, timeout=0.5)
+
+    assert "did not finish within 0.5s" in error.reason
+    assert took < 3
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 3
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_binary_that_floods_its_output_is_refused_without_reading_it_all(
+    tmp_path: Path, work: Path
+) -> None:
+    source = fake_garm(tmp_path / "juju" / "garm", body="while :; do echo v0.2.1; done")
+
+    error, took = refusal("garm", source, work, timeout=5)
+
+    assert "printed over 64 KiB" in error.reason
+    assert took < 3
+
+
+# --- Wrong files are refused, naming the resource ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ("true", "`garm --version` printed nothing, not a version"),
+        ("echo 'garm version v0.2.1'", "printed 'garm version v0.2.1', not a version"),
+        ("echo v0.2.1; echo v0.2.2", "printed 'v0.2.1 v0.2.2', not a version"),
+        ("echo 0.2.1", "printed '0.2.1', not a version"),
+        ("echo 'Error: unknown flag: --version' >&2; exit 1", "exited with status 1: Error: unk"),
+        ("kill -SEGV $$", "was killed by signal 11"),
+    ],
+)
+def test_a_garm_that_does_not_answer_with_its_version_is_refused(
+    tmp_path: Path, work: Path, body: str, reason: str
+) -> None:
+    error, _ = refusal("garm", fake_garm(tmp_path / "juju" / "garm", body=body), work)
+
+    assert error.resource == "garm"
+    assert reason in error.reason
+
+
+def test_a_silent_failure_is_reported_without_a_dangling_colon(tmp_path: Path, work: Path) -> None:
+    error, _ = refusal("garm", fake_garm(tmp_path / "juju" / "garm", body="exit 3"), work)
+
+    assert error.reason == "`garm --version` exited with status 3"
+
+
+def test_the_status_line_names_the_resource_and_says_what_to_attach(
+    tmp_path: Path, work: Path
+) -> None:
+    error, _ = refusal("garm", fake_garm(tmp_path / "juju" / "garm", body="true"), work)
+
+    assert str(error) == (
+        "Resource garm is not GARM: `garm --version` printed nothing, not a version;"
+        " attach a GARM release binary or archive (juju attach-resource garm garm=<file>)"
+    )
+
+
+def test_binary_garbage_is_never_echoed_whole(tmp_path: Path, work: Path) -> None:
+    body = r"printf 'v\000\377\033[31m'; head -c 20000 /dev/zero | tr '\000' 'x'"
+    error, _ = refusal("garm", fake_garm(tmp_path / "juju" / "garm", body=body), work)
+
+    assert "not a version" in error.reason
+    assert str(error).isprintable()
+    assert len(error.reason) < 130
+    assert "xxx..." in error.reason
+
+
+def test_garm_cli_attached_as_garm_is_refused_before_it_runs(tmp_path: Path, work: Path) -> None:
+    ran = tmp_path / "ran"
+    cli = fake_garm(
+        tmp_path / "juju" / "garm",
+        body=f"touch {ran}; echo v0.2.1",
+        main="github.com/cloudbase/garm/cmd/garm-cli",
+    )
+
+    error, _ = refusal("garm", cli, work)
+
+    assert error.reason == "it is built from github.com/cloudbase/garm/cmd/garm-cli"
+    assert not ran.exists()
+
+
+def test_garm_attached_as_the_provider_is_refused(tmp_path: Path, work: Path) -> None:
+    error, _ = refusal(PROVIDER, fake_garm(tmp_path / "juju" / PROVIDER), work)
+
+    assert error.resource == PROVIDER
+    assert "built from github.com/cloudbase/garm/cmd/garm" in error.reason
+    assert str(error).startswith(f"Resource {PROVIDER} is not {PROVIDER}: ")
+    assert f"juju attach-resource garm {PROVIDER}=<file>" in str(error)
+
+
+def test_another_garm_provider_is_refused_as_the_openstack_one(tmp_path: Path, work: Path) -> None:
+    lxd = "github.com/cloudbase/garm-provider-lxd"
+    source = fake_program(tmp_path / "juju" / PROVIDER, PROVIDER_REFUSAL, main=lxd, module=lxd)
+
+    error, _ = refusal(PROVIDER, source, work)
+
+    assert error.reason == f"it is built from {lxd}"
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ("echo 'usage: whatever' >&2; exit 2", "exited with status 2 without asking for GARM_C"),
+        ("echo hello", "printed 'hello' and exited 0 instead of asking for GARM_COMMAND"),
+    ],
+)
+def test_a_provider_that_does_not_speak_garms_protocol_is_refused(
+    tmp_path: Path, work: Path, body: str, reason: str
+) -> None:
+    error, _ = refusal(PROVIDER, fake_provider(tmp_path / "juju" / PROVIDER, body=body), work)
+
+    assert reason in error.reason
+
+
+def test_a_system_binary_that_is_not_go_is_refused(tmp_path: Path, work: Path) -> None:
+    true = shutil.which("true")
+    assert true is not None
+    source = tmp_path / "juju" / "garm"
+    source.parent.mkdir()
+    shutil.copyfile(true, source)
+
+    error, _ = refusal("garm", source, work)
+
+    assert error.reason == "it is not a Go program (it has no Go build info)"
+
+
+def test_random_bytes_are_refused(tmp_path: Path, work: Path) -> None:
+    source = tmp_path / "juju" / "garm"
+    source.parent.mkdir()
+    source.write_bytes(b"\x00\x01" + os.urandom(4096))
+
+    error, _ = refusal("garm", source, work)
+
+    assert error.reason == "it is not a Go program (it has no Go build info)"
+
+
+def test_a_file_the_kernel_cannot_run_is_refused(tmp_path: Path, work: Path) -> None:
+    source = fake_garm(tmp_path / "juju" / "garm", head=b"\x00\x01not a program\n")
+
+    error, _ = refusal("garm", source, work)
+
+    assert error.reason == "it is not a program this machine can run (exec format error)"
+
+
+def _elf_header(machine: int) -> bytes:
+    header = bytearray(64)
+    header[:6] = b"\x7fELF\x02\x01"  # 64-bit, little-endian
+    header[18:20] = machine.to_bytes(2, "little")
+    return bytes(header)
+
+
+def test_a_binary_for_another_architecture_is_refused_naming_both(
+    tmp_path: Path, work: Path
+) -> None:
+    here = resources.host_arch()
+    if here is None:
+        pytest.skip(f"{platform.machine()} is not a Go architecture")
+    other, machine = ("arm64", 183) if here != "arm64" else ("amd64", 62)
+    source = fake_garm(tmp_path / "juju" / "garm", head=_elf_header(machine))
+
+    error, _ = refusal("garm", source, work)
+
+    assert error.reason == f"it is built for {other}, this machine is {here}"
+
+
+# --- Hostile and wrong archives ------------------------------------------------------------
+
+
+def _too_large_header() -> bytes:
+    """A tgz whose garm claims 600 MiB and holds none of it: refused from the header."""
+    info = tarfile.TarInfo("garm")
+    info.size = 600 << 20
+    return gzip.compress(info.tobuf(format=tarfile.GNU_FORMAT) + bytes(1024))
+
+
+ARCHIVES: dict[str, tuple[Callable[[Path, bytes], Path], str]] = {
+    "traversal": (
+        lambda p, b: tar(p, [member("../garm", b)]),
+        "the archive holds an unsafe path: ../garm",
+    ),
+    "traversal-after-garm": (
+        lambda p, b: tar(p, [member("garm", b), member("bin/../../escaped", b)]),
+        "the archive holds an unsafe path: bin/../../escaped",
+    ),
+    "absolute": (
+        lambda p, b: tar(p, [member("/usr/local/bin/garm", b)]),
+        "the archive holds an unsafe path: /usr/local/bin/garm",
+    ),
+    "symlink": (
+        lambda p, b: tar(p, [member("garm", kind=tarfile.SYMTYPE, link="/bin/sh")]),
+        "garm in the archive is a symlink, not a file",
+    ),
+    "hardlink": (
+        lambda p, b: tar(p, [member("x", b), member("garm", kind=tarfile.LNKTYPE, link="x")]),
+        "garm in the archive is a hard link, not a file",
+    ),
+    "device": (
+        lambda p, b: tar(p, [member("garm", kind=tarfile.CHRTYPE)]),
+        "garm in the archive is a device or fifo, not a file",
+    ),
+    "too-large": (
+        lambda p, b: _write(p, _too_large_header()),
+        "garm in the archive is too large",
+    ),
+    "without-garm": (
+        lambda p, b: tar(p, [member("garm-cli", b), member("README.md", b"hi"), member("d/x")]),
+        "the archive holds no garm (it holds garm-cli, README.md, x)",
+    ),
+    "many-without-garm": (
+        lambda p, b: tar(p, [member(f"f{i}", b"") for i in range(5)]),
+        "the archive holds no garm (it holds f0, f1, f2 and 2 more)",
+    ),
+    "empty-archive": (
+        lambda p, b: tar(p, []),
+        "the archive holds no garm (it is empty)",
+    ),
+    "two-garms": (
+        lambda p, b: tar(p, [member("a/garm", b), member("b/garm", b)]),
+        "the archive holds 2 files named garm",
+    ),
+    "too-many-members": (
+        lambda p, b: tar(p, [member(f"f{i}", b"") for i in range(101)] + [member("garm", b)]),
+        "the archive holds over 100 files",
+    ),
+    "gzip-not-tar": (
+        lambda p, b: _write(p, gzip.compress(b)),
+        "it is not a readable tar archive",
+    ),
+    "truncated": (
+        lambda p, b: _write(p, _tgz_bytes(b)[:200]),
+        "it is not a readable tar archive",
+    ),
+    "bad-crc": (
+        lambda p, b: _write(p, _bad_crc(b)),
+        "it is not a readable tar archive",
+    ),
+    "zip": (
+        lambda p, b: _zip(p, b),
+        "it is a zip archive (GARM zips only Windows builds)",
+    ),
+    "empty-file": (
+        lambda p, b: _write(p, b""),
+        "the file is empty",
+    ),
+}
+
+
+def _bad_crc(binary: bytes) -> bytes:
+    """A damaged release archive (a bad download) whose gzip CRC-32 is wrong.
+
+    Python's gzip reports that as BadGzipFile, an OSError, when the reader reaches the
+    trailer; the tar here has no end-of-archive blocks, so reading its headers does.
+    """
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as archive:
+        info = tarfile.TarInfo("garm")
+        info.size, info.mode = len(binary), 0o755
+        archive.addfile(info, io.BytesIO(binary))
+    raw = data.getvalue()[: 512 + (len(binary) + 511) // 512 * 512]
+    packed = gzip.compress(raw)
+    return packed[:-8] + bytes(b ^ 0xFF for b in packed[-8:-4]) + packed[-4:]
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def _tgz_bytes(data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        info, payload = member("garm", data)
+        archive.addfile(info, io.BytesIO(payload))
+    return buffer.getvalue()
+
+
+def _zip(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("garm", data)
+    return path
+
+
+@pytest.mark.parametrize("case", ARCHIVES)
+def test_a_wrong_or_hostile_archive_is_refused_and_nothing_is_written(
+    tmp_path: Path, work: Path, garm_bytes: bytes, case: str
+) -> None:
+    build, expected = ARCHIVES[case]
+    source = build(tmp_path / "juju" / "garm", garm_bytes)
+    before = tree(tmp_path, skip=work)
+
+    error, _ = refusal("garm", source, work)
+
+    assert error.resource == "garm"
+    assert expected in error.reason
+    assert str(error).startswith("Resource garm is not GARM: ")
+    assert tree(tmp_path, skip=work) == before  # nothing written outside the work dir
+    assert os.listdir(work) == []  # and no partial binary in it
+
+
+def test_a_bare_file_over_the_size_limit_is_refused_leaving_nothing(
+    tmp_path: Path, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = fake_garm(tmp_path / "juju" / "garm")
+    monkeypatch.setattr(resources, "MAX_BINARY_BYTES", source.stat().st_size - 1)
+
+    error, _ = refusal("garm", source, work)
+
+    assert error.reason == "it is larger than 0 MiB"
+    assert os.listdir(work) == []
+
+
+def test_an_unknown_resource_is_a_bug_not_a_status(tmp_path: Path, work: Path) -> None:
+    with pytest.raises(ValueError, match="no such resource"):
+        resources.prepare("garm-cli", fake_garm(tmp_path / "garm-cli"), work)
+
+
+# --- The pure parts ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["v0.1.6\n", "v0.2.0-beta1", "v0.2.1-3-gabcdef0-dirty", "v0.1.5+dirty", "v0.0.0-unknown"],
+)
+def test_versions_garm_prints_are_read(text: str) -> None:
+    assert resources.parse_version(text) == text.strip()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "0.1.6", "v1.2", "garm v0.1.6", "v0.1.6\nv0.1.7", "(devel)", "v1.2.3-" + "a" * 60],
+)
+def test_anything_else_is_not_a_version(text: str) -> None:
+    assert resources.parse_version(text) is None
+
+
+@pytest.mark.parametrize(
+    ("head", "kind"),
+    [
+        (b"", "empty"),
+        (b"\x1f\x8b\x08\x00", "tar.gz"),
+        (bytes(257) + b"ustar\x0000", "tar"),
+        (b"PK\x03\x04", "zip"),
+        (b"\x7fELF\x02\x01\x01", "binary"),
+        (b"#!/bin/sh\n", "binary"),
+    ],
+)
+def test_the_kind_of_a_file_is_read_from_its_content(head: bytes, kind: str) -> None:
+    assert resources.content_kind(head) == kind
+
+
+@pytest.mark.parametrize(
+    ("head", "arch"),
+    [
+        (_elf_header(62), "amd64"),
+        (_elf_header(183), "arm64"),
+        (b"\x7fELF\x02\x02" + bytes(12) + (21).to_bytes(2, "big"), "ppc64"),
+        (b"\x7fELF\x02\x01" + bytes(12) + (21).to_bytes(2, "little"), "ppc64le"),
+        (_elf_header(9999), None),
+        (b"\x7fELF", None),
+        (b"#!/bin/sh\n" + bytes(20), None),
+    ],
+)
+def test_the_architecture_of_an_elf_binary_is_read_from_its_header(
+    head: bytes, arch: str | None
+) -> None:
+    assert resources.elf_arch(head) == arch
+
+
+def test_the_build_info_is_found_across_read_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(resources, "_CHUNK", 64)
+    blob = go_build_info(PROVIDER_MAIN, PROVIDER_MODULE, "v0.1.5")
+    for shift in range(0, 70, 7):
+        path = _write(tmp_path / f"bin{shift}", os.urandom(shift) + b"\xff Go" + blob)
+        assert resources.go_build(path) == GoBuild(PROVIDER_MAIN, "v0.1.5"), shift
+
+
+def test_a_real_go_binary_on_this_machine_has_its_build_info_read() -> None:
+    for candidate in ("kubectl", "terraform", "kpt", "docker", "go", "juju", "lxc"):
+        found = shutil.which(candidate)
+        build = resources.go_build(Path(found)) if found else None
+        if build is not None:
+            break
+    else:
+        pytest.skip("no Go binary on this machine")
+    assert build.main_package.count("/") >= 2, build
