@@ -2,8 +2,9 @@
 """Publish the configured databag on every garm-configurator relation (tests only).
 
 Like the real garm-configurator, a GitHub App key given in config is not put in the
-databag: it goes into an application secret granted to the relation, whose URI is
-published as ``github_private_key_secret_uri``.
+databag: the leader copies it into an application secret (label
+``configurator-github-key``, content ``{"value": <PEM>}``), grants it to the relation and
+publishes its URI as ``github_private_key_secret_uri``.
 """
 
 import json
@@ -11,6 +12,8 @@ import json
 import ops
 
 KEY_LABEL = "configurator-github-key"
+# Juju writes these into every unit databag itself; the real configurator leaves them be.
+JUJU_KEYS = frozenset({"ingress-address", "egress-subnets", "private-address"})
 
 
 class ConfiguratorStub(ops.CharmBase):
@@ -19,23 +22,41 @@ class ConfiguratorStub(ops.CharmBase):
     def __init__(self, framework: ops.Framework):
         super().__init__(framework)
         framework.observe(self.on.config_changed, self._publish)
+        framework.observe(self.on.leader_elected, self._publish)
         framework.observe(self.on["garm-configurator"].relation_joined, self._publish)
+        framework.observe(self.on["garm-configurator"].relation_changed, self._publish)
 
     def _publish(self, _: ops.EventBase) -> None:
-        wanted = json.loads(str(self.config["databag"]))
+        wanted = self._wanted()
+        if wanted is None:
+            return  # blocked; like the real configurator, the last good data stays
         key = str(self.config["github-private-key"])
         for relation in self.model.relations["garm-configurator"]:
+            data = dict(wanted)
             if key and self.unit.is_leader():
                 secret = self._key_secret(key)
-                secret.grant(relation)
-                wanted["github_private_key_secret_uri"] = secret.id
-            data = relation.data[self.unit]
-            for stale in set(data) - set(wanted):
-                del data[stale]
-            data.update({name: str(value) for name, value in wanted.items()})
+                secret.grant(relation)  # resolves secret.id when it was found by label
+                data["github_private_key_secret_uri"] = str(secret.id)
+            bag = relation.data[self.unit]
+            for stale in set(bag) - set(data) - JUJU_KEYS:
+                del bag[stale]
+            bag.update(data)
         self.unit.status = ops.ActiveStatus("publishing")
 
+    def _wanted(self) -> dict[str, str] | None:
+        """The `databag` option as a JSON object of strings, or None (and blocked)."""
+        try:
+            wanted = json.loads(str(self.config["databag"]))
+        except json.JSONDecodeError as exc:
+            self.unit.status = ops.BlockedStatus(f"databag is not JSON: {exc}")
+            return None
+        if not isinstance(wanted, dict) or not all(isinstance(v, str) for v in wanted.values()):
+            self.unit.status = ops.BlockedStatus("databag must be a JSON object of strings")
+            return None
+        return wanted
+
     def _key_secret(self, key: str) -> ops.Secret:
+        # As the real configurator does: set the content on every leader reconcile.
         try:
             secret = self.model.get_secret(label=KEY_LABEL)
             secret.set_content({"value": key})
@@ -44,5 +65,5 @@ class ConfiguratorStub(ops.CharmBase):
         return secret
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # pragma: nocover
     ops.main(ConfiguratorStub)
