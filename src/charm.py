@@ -18,15 +18,19 @@ import contextlib
 import dataclasses
 import logging
 import os
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import ops
+from cosl import JujuTopology
 
 import charm_secrets
+import cos_agent
 import lifecycle
+import metrics_endpoint
 import publish
 import reconcile_timer
 import resources
@@ -72,6 +76,8 @@ START_TIMEOUT_SECONDS = 30.0
 RUNNING_TIMEOUT_SECONDS = 5.0
 STANDING_BY = "Standing by: the leader unit runs GARM"
 BEING_REMOVED = "Being removed: this unit changes no scaleset any more"
+# The charm's own files (alert rules, dashboards) sit under src/ beside this module.
+CHARM_ROOT = Path(__file__).resolve().parent.parent
 
 
 class _NotReadyError(Exception):
@@ -107,6 +113,9 @@ class GarmCharm(ops.CharmBase):
         super().__init__(framework)
         self._summary: Summary | None = None
         self._outcome: Outcome | None = None
+        # What the leader's pass read, for its metrics (metrics_endpoint.publish).
+        self._config: CharmConfig | None = None
+        self._garm_version = ""
         self.view = JujuView(self, CONFIGURATOR)
         self.sqlite_home = SqliteHome(self, self.view.alive, self.paths)
         # Writes the database request and tracks the provider's answer; the events it
@@ -136,6 +145,9 @@ class GarmCharm(ops.CharmBase):
             on[DEBUG_SSH].relation_changed,
             on[DEBUG_SSH].relation_departed,
             on[DEBUG_SSH].relation_broken,
+            on[cos_agent.RELATION].relation_created,
+            on[cos_agent.RELATION].relation_joined,
+            on[cos_agent.RELATION].relation_changed,
             on.reconcile_tick,
         ):
             framework.observe(event, self._on_change)
@@ -152,11 +164,13 @@ class GarmCharm(ops.CharmBase):
         self.view.note(event)
         self.sqlite_home.note_data()
         self._summary = self._reconcile(event)
+        self._publish_cos_agent()
 
     def _on_stop(self, event: ops.StopEvent) -> None:
         """The unit is going: GARM stops with it (relations were torn down before)."""
         self.view.note(event)
         reconcile_timer.remove(self.paths)
+        metrics_endpoint.remove(self.paths)
         self.unit.set_ports()
         if workload.stop(self.paths.unit_file):
             logger.info("unit stopping: GARM stopped")
@@ -165,6 +179,7 @@ class GarmCharm(ops.CharmBase):
     def _on_remove(self, _: ops.RemoveEvent) -> None:
         """Take GARM's configuration, secrets and data off the machine."""
         reconcile_timer.remove(self.paths)
+        metrics_endpoint.remove(self.paths)
         workload.stop(self.paths.unit_file)
         workload.remove(self.paths)
         logger.info("GARM's files removed from this machine")
@@ -243,6 +258,7 @@ class GarmCharm(ops.CharmBase):
             event.fail(BEING_REMOVED)
             return
         summary = self._summary = self._reconcile(None)
+        self._publish_cos_agent()
         done = self._outcome.done if self._outcome else ()
         event.set_results(
             {
@@ -258,10 +274,12 @@ class GarmCharm(ops.CharmBase):
         self._outcome = None
         if self.view.dying():
             reconcile_timer.remove(self.paths)
+            metrics_endpoint.remove(self.paths)
             self.unit.set_ports()
             return Summary("maintenance", BEING_REMOVED)
         if not self.unit.is_leader():
             reconcile_timer.remove(self.paths)
+            metrics_endpoint.remove(self.paths)
             self.unit.set_ports()
             self.unit.set_workload_version("")  # no GARM runs here
             if workload.stop(self.paths.unit_file):
@@ -269,11 +287,29 @@ class GarmCharm(ops.CharmBase):
             if self.sqlite_home.crowded():
                 return Summary("blocked", lifecycle.SQLITE_MULTI_UNIT)
             return Summary("active", STANDING_BY)
+        started = time.monotonic()
+        summary = self._lead(event)
+        config = self._config
+        metrics_endpoint.publish(
+            self.paths,
+            self._outcome,
+            ended=self.now(),
+            duration=time.monotonic() - started,
+            reconcile_interval=config.reconcile_interval if config else 0,
+            settings=config.settings if config else None,
+            version=self._garm_version,
+        )
+        return summary
+
+    def _lead(self, event: ops.EventBase | None) -> Summary:
+        """The leader's pass, from its config on; ``_reconcile`` publishes its metrics."""
+        self._config = None
         try:
             config = read_config(self.config)
         except ConfigError as exc:
             logger.error("invalid config: %s", exc)
             return Summary("blocked", f"Invalid config: {exc}")
+        self._config = config
         if charm_secrets.ensure(self.model):
             return Summary("waiting", "Secrets created; GARM is set up on the next hook")
         state = self._relation_state(event, config)
@@ -324,6 +360,47 @@ class GarmCharm(ops.CharmBase):
             except ops.ModelError as exc:  # e.g. a cross-model relation being suspended
                 logger.warning("scaleset states not published on %s: %s", relation.id, exc)
 
+    def _publish_cos_agent(self) -> None:
+        """Tell the collector on this machine what to scrape, alert on and show.
+
+        Every unit hands it the rules and dashboards; the leader also the scrape jobs,
+        with GARM's metrics token, renewed only when this pass reached GARM. A leader
+        whose config cannot be read leaves what it published before.
+        """
+        relations = self.model.relations[cos_agent.RELATION]
+        if not relations:
+            return
+        leader = None
+        if self.unit.is_leader():
+            try:
+                config = read_config(self.config)
+            except ConfigError:
+                return
+            try:
+                jwt_secret = charm_secrets.internal(self.model)["jwt-secret"]
+            except (ops.ModelError, KeyError):
+                jwt_secret = None
+            answered = self._outcome is not None
+            leader = cos_agent.LeaderGarm(
+                api_port=config.api_port,
+                jwt_secret=jwt_secret,
+                fetch_token=(lambda: self._metrics_token(config)) if answered else None,
+            )
+        try:
+            telemetry = cos_agent.load_telemetry(CHARM_ROOT, JujuTopology.from_charm(self))
+        except Exception as exc:  # telemetry never fails a hook
+            logger.error("cos-agent data not built: %s", exc)
+            return
+        for relation in relations:
+            try:
+                cos_agent.publish(relation.data[self.unit], telemetry, self.now(), leader)
+            except ops.ModelError as exc:
+                logger.warning("cos-agent data not published on %s: %s", relation.id, exc)
+
+    def _metrics_token(self, config: CharmConfig) -> str:
+        with contextlib.closing(self._client(config)) as client:
+            return client.get_metrics_token()
+
     def _ensure_running(self, inputs: GarmInputs, config: CharmConfig) -> list[UnitProblem]:
         """Install, configure and (re)start GARM as needed, then wait for it to answer.
 
@@ -341,7 +418,8 @@ class GarmCharm(ops.CharmBase):
             except resources.ResourceError as exc:
                 logger.error("%s", exc)
                 raise _NotReadyError(Summary("blocked", str(exc))) from None
-        self.unit.set_workload_version(sources["garm"].version or "")
+        self._garm_version = sources["garm"].version or ""
+        self.unit.set_workload_version(self._garm_version)
         workload.ensure_user()
         changed = workload.install_binary(sources["garm"].path, paths.binary)
         changed |= workload.install_binary(

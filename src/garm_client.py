@@ -109,6 +109,19 @@ class GarmClient:
             raise GarmApiError("POST", "/auth/login", 200, "no token in login answer", "")
         self._token = token
 
+    def get_metrics_token(self) -> str:
+        """A new token for GARM's ``/metrics`` (``GET /metrics-token``, admin only).
+
+        A JWT with ``read_metrics`` and no user, signed with GARM's JWT secret and valid
+        for its ``time_to_live``; GARM keeps no record of it, so it cannot be revoked.
+        The token is returned only: no error raised here carries it.
+        """
+        data = self._send("GET", "/metrics-token")
+        token = data.get("token") if isinstance(data, dict) else None
+        if not isinstance(token, str) or not token:
+            raise GarmApiError("GET", "/metrics-token", 200, "no token in the answer", "")
+        return token
+
     # --- reads ----------------------------------------------------------------------
 
     def list_scalesets(self) -> list[ScaleSet]:

@@ -20,6 +20,9 @@ _PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # Paths and the user name go into the unit unquoted, so they must hold nothing systemd
 # would read as a separator, quote, specifier (%) or variable ($).
 _UNIT_WORD = re.compile(r"^[A-Za-z0-9/._+-]+$")
+# Where GARM logs (a systemd LogsDirectory= name, and the file in it).
+LOG_DIRECTORY = "garm"
+LOG_FILE = f"/var/log/{LOG_DIRECTORY}/garm.log"
 _LOG_LEVELS = ("debug", "info", "warn", "error")
 _SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
@@ -157,8 +160,9 @@ def render_unit(
 ) -> str:
     """The systemd unit that runs GARM as ``user``, able to write only to ``data_dir``.
 
-    GARM writes nothing but its database (and the sqlite WAL and blob files beside it),
-    so the config dir stays read-only under ``ProtectSystem=strict``. Proxy settings are
+    GARM writes nothing but its database (and the sqlite WAL and blob files beside it)
+    and its log file (``LogsDirectory``), so the config dir stays read-only under
+    ``ProtectSystem=strict``. Proxy settings are
     not set here: GARM takes them from ``[proxy]`` in its 0600 config and passes them to
     providers itself, whereas ``Environment=`` lines are readable by every local user
     through ``systemctl show``, and proxy URLs may carry credentials.
@@ -193,6 +197,8 @@ def render_unit(
         "NoNewPrivileges=true",
         "ProtectSystem=strict",
         f"ReadWritePaths={data_dir}",
+        # /var/log/garm, made for and writable by the service's user under ProtectSystem.
+        f"LogsDirectory={LOG_DIRECTORY}",
         "ProtectHome=true",
         "PrivateTmp=true",
         "ProtectKernelTunables=true",
@@ -229,7 +235,10 @@ def _render_config(config: GarmConfig) -> str:
     sections = [
         # Scale sets long-poll GitHub, so GARM never needs to manage webhooks.
         _table("default", {"enable_webhook_management": False}),
-        _table("logging", {"log_level": config.log_level}),
+        # A file under /var/log, not the journal: the COS collectors on the machine read
+        # /var/log/**/*log and nothing of the journal (opentelemetry-collector); GARM
+        # rotates it itself (lumberjack: 500 MB, 3 backups, 28 days).
+        _table("logging", {"log_level": config.log_level, "log_file": LOG_FILE}),
         # Runners on other machines call back to GARM, so it listens on every address.
         _table("apiserver", {"bind": "0.0.0.0", "port": config.port, "use_tls": False}),  # noqa: S104
         # time_to_live is required; GARM clamps anything under 24h up to 24h.

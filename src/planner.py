@@ -945,7 +945,7 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
         return Phase.AWAITING_DELETION
     deadline, retired_at = ctx.settings.drain_deadline, notes.retired_at
     past_deadline = bool(deadline) and retired_at is not None and now >= retired_at + deadline
-    removing = [i for i in instances if _removable(i, now) and (past_deadline or _failed(i))]
+    removing = [i for i in instances if _removable(i, now) and (past_deadline or failed(i))]
     if not (notes.refused > 0 and notes.waiting(now)):
         for instance in removing:
             ctx.draft.actions.append(
@@ -963,7 +963,7 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
             "past the drain deadline (a job still running?): end the job, or raise "
             "drain-deadline-minutes"
             if past_deadline
-            else "that failed: see journalctl -u garm"
+            else "that failed: see /var/log/garm/garm.log"
         )
         ctx.draft.blocked[scaleset.id] = (
             f"GARM refused {notes.refused} times to remove runners of {scaleset.name} {why}"
@@ -971,7 +971,7 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
     elif stuck:
         ctx.draft.blocked[scaleset.id] = (
             f"GARM will not remove runner {stuck[0].name} ({stuck[0].status}) of "
-            f"{scaleset.name}: check its provider (journalctl -u garm)"
+            f"{scaleset.name}: check its provider (/var/log/garm/garm.log)"
         )
     if past_deadline:
         return Phase.FORCE_REMOVING
@@ -996,9 +996,18 @@ def _removable(instance: Instance, now: datetime) -> bool:
     return instance.status in _REMOVABLE_STATUSES
 
 
-def _failed(instance: Instance) -> bool:
+def failed(instance: Instance) -> bool:
     """A runner that will never take a job: its VM errored or the runner failed to start."""
     return instance.status == "error" or instance.runner_status == "failed"
+
+
+def working(instance: Instance) -> bool:
+    """A runner that serves: registered and waiting for a job, or running one.
+
+    ``runner_status`` alone, as GARM's runners metric and the charm's tell it, so the
+    status line and an alert on the metrics agree; a runner that also ``failed`` is not.
+    """
+    return instance.runner_status in ("idle", "active") and not failed(instance)
 
 
 def _family_phase(

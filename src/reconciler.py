@@ -30,6 +30,7 @@ from typing import Any
 
 from create_refusals import CreateMemory, CreateRefusal, first_refusal, request_digest
 from garm_client import GarmApiError, GarmClient, GarmUnreachable
+from garm_models import Instance
 from planner import (
     Action,
     CreateScaleset,
@@ -40,8 +41,10 @@ from planner import (
     RemoveInstance,
     Skipped,
     UpdateScaleset,
+    failed,
     plan,
     shown_name,
+    working,
 )
 from preview import SimulatedGarm
 from runner_scripts import TemplateError, derive_template
@@ -85,11 +88,60 @@ class Outcome:
     memory: CreateMemory | None = None
     # Per logical scaleset (lower-cased), its current generation's GARM name (Plan.current).
     current: tuple[tuple[str, str], ...] = ()
+    # GARM as the pass last saw it, its own writes folded in; None when it could not read.
+    observed: Observed | None = field(default=None, compare=False)
 
     @property
     def ok(self) -> bool:
         """Every planned write was accepted and GARM answered throughout."""
         return not self.errors and self.unreachable is None
+
+    @property
+    def runners(self) -> tuple[Runners, ...]:
+        """The runners of each logical scaleset's current generation, by logical name.
+
+        Empty when GARM could not be read. A generation still being created has none.
+        """
+        if self.observed is None:
+            return ()
+        ids = {s.name.lower(): s.id for s in self.observed.scalesets}
+        by_scaleset: dict[int, list[Instance]] = {}
+        for instance in self.observed.instances:
+            by_scaleset.setdefault(instance.scale_set_id, []).append(instance)
+        return tuple(
+            Runners(logical, name, tuple(by_scaleset.get(ids.get(name.lower(), -1), ())))
+            for logical, name in sorted(self.current)
+        )
+
+
+@dataclass(frozen=True)
+class Runners:
+    """The runners of one logical scaleset's current generation, as a pass last saw them.
+
+    ``logical_name`` is lower-cased (``Outcome.current``); ``scaleset`` is GARM's name.
+    A generation *keeps failing* when some of its runners failed (``planner.failed``)
+    and none works (``planner.working``): it serves no job, whatever GARM's own count of
+    runners says (docs/adr/0005).
+    """
+
+    logical_name: str
+    scaleset: str
+    instances: tuple[Instance, ...] = ()
+
+    @property
+    def failing(self) -> int:
+        """Runners in ``error``, or whose runner failed to start."""
+        return sum(failed(i) for i in self.instances)
+
+    @property
+    def working(self) -> int:
+        """Runners idle or running a job."""
+        return sum(working(i) for i in self.instances)
+
+    @property
+    def keeps_failing(self) -> bool:
+        """Some runners failed and none works."""
+        return self.failing > 0 and self.working == 0
 
 
 # What a pass asks of GARM: GARM itself, or the preview's stand-in for it.
@@ -232,13 +284,13 @@ def _pass(
                     log.warning("pass budget of %ss spent; the next hook continues", budget)
                     # The status tells what GARM holds now, the writes done folded in.
                     current = plan(desired, observed, now, settings)
-                    return ledger.outcome(current, cut_short=True)
+                    return ledger.outcome(current, observed, cut_short=True)
                 observed = ledger.apply(client, action, observed)
             current = plan(desired, observed, now, settings)
     except GarmUnreachable as exc:
         current = plan(desired, observed, now, settings)
-        return ledger.outcome(current, unreachable=str(exc))
-    return ledger.outcome(current)
+        return ledger.outcome(current, observed, unreachable=str(exc))
+    return ledger.outcome(current, observed)
 
 
 def _log_refused(
@@ -345,9 +397,14 @@ class _Ledger:
         return observed
 
     def outcome(
-        self, current: Plan, *, unreachable: str | None = None, cut_short: bool = False
+        self,
+        current: Plan,
+        observed: Observed,
+        *,
+        unreachable: str | None = None,
+        cut_short: bool = False,
     ) -> Outcome:
-        """The pass's outcome, progress taken from the latest plan."""
+        """The pass's outcome: progress from the latest plan, GARM as last observed."""
         return Outcome(
             current.progress,
             current.skipped,
@@ -357,6 +414,7 @@ class _Ledger:
             cut_short,
             CreateMemory(dict(self.refusals), dict(self.taken)) if self.changed else None,
             current.current,
+            observed,
         )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from planner import Phase, Progress, Skipped
+from planner import Phase, Progress, Skipped, shown_name
 from reconciler import Outcome
 from spec import HeldSpec, ScalesetSpec, application_of
 from state import RelationState, UnitProblem
@@ -47,19 +47,51 @@ def summarise(
     changeover in progress included: every label is served while it runs, so nothing
     that waits for ``active`` should be held up by hours of draining. ``problems`` are
     those of GARM's own setup (providers, credentials) per unit.
+
+    A generation whose runners keep failing (``describe_failing``) does not change the
+    kind: it is told after the changeovers, or after ``N scalesets in sync``, and beside
+    a problem in the brackets with them.
     """
     progress = _join([describe_progress(p) for p in outcome.progress])
+    failing = _join(describe_failing(outcome, state))
     problem = _problem(outcome, state, problems)
     if problem is not None:
         kind, message = problem
-        return Summary(kind, f"{message} ({progress})" if progress else message)
+        context = _parts(progress, failing)
+        return Summary(kind, f"{message} ({context})" if context else message)
     if progress:
-        return Summary("active", progress)
+        return Summary("active", _parts(progress, failing))
     serving = len(
         _scalesets(state.desired.specs, state.desired.held) - _scalesets(outcome.skipped)
     )
     noun = "scaleset" if serving == 1 else "scalesets"
-    return Summary("active", f"{serving} {noun} in sync")
+    return Summary("active", _parts(f"{serving} {noun} in sync", failing))
+
+
+def _parts(*parts: str) -> str:
+    """The parts of a message that say something, in order."""
+    return "; ".join(part for part in parts if part)
+
+
+def describe_failing(outcome: Outcome, state: RelationState) -> list[str]:
+    """The logical scalesets whose current generation keeps failing, one item each.
+
+    ``ci (ci-768c7d): 2 runners failing``: some of its runners are in error or failed
+    to start and none is idle or running a job (``reconciler.Runners.keeps_failing``).
+    Such a generation serves nothing while GARM counts its runners; the status stays
+    ``active`` (GARM keeps trying, and the other scalesets serve) but says so. The
+    logical name is shown as the configurator spelt it.
+    """
+    spelt = {s.name.lower(): s.name for s in state.desired.specs}
+    lines = []
+    for runners in outcome.runners:
+        if runners.keeps_failing:
+            names = shown_name(
+                spelt.get(runners.logical_name, runners.logical_name), runners.scaleset
+            )
+            count = runners.failing
+            lines.append(f"{names}: {count} runner{'' if count == 1 else 's'} failing")
+    return lines
 
 
 def _scalesets(*groups: Iterable[HeldSpec | ScalesetSpec | Skipped]) -> set[tuple[str, str]]:

@@ -96,6 +96,11 @@ class Paths:
         """Where the resources are unpacked and checked before install (root's, 0700)."""
         return self.root / "var/lib/garm-charm/resources"
 
+    @property
+    def log_dir(self) -> Path:
+        """GARM's logs (systemd makes it for GARM: ``garm_config.LOG_DIRECTORY``)."""
+        return self.root / "var/log/garm"
+
 
 def install_binary(source: Path, target: Path) -> bool:
     """Install ``source`` as an executable ``target`` unless it is already there.
@@ -232,7 +237,7 @@ def remove(paths: Paths) -> None:
     reconcile timer's units go too, as a backstop: ``reconcile_timer.remove`` is what
     stops and disables the timer first.
     """
-    for directory in (paths.config_dir, paths.data_dir, paths.staging.parent):
+    for directory in (paths.config_dir, paths.data_dir, paths.staging.parent, paths.log_dir):
         shutil.rmtree(directory, ignore_errors=True)
     for path in (
         paths.binary,

@@ -14,6 +14,12 @@ on an empty database (short stand-ins of the double's own, ``GITHUB_LINUX_TEMPLA
 them) and whatever a client creates, edits, deletes or restores, readable through
 ``templates()``.
 
+Metrics as GARM serves them with ``[metrics] enable`` and auth on: ``GET /api/v1/metrics-token``
+hands an admin a JWT (HS256 over the double's ``jwt_secret``, claims in GARM's order, ``exp``
+``jwt_ttl`` after now on the double's clock), and ``/metrics``, outside ``/api/v1``, answers
+a short Prometheus text only to a request bearing a valid one (401 otherwise, as GARM's
+metrics middleware does). ``set_jwt_secret`` plays GARM restarted with a new secret.
+
 Beyond the wire, the double plays the timing a client meets on a real GARM (observed on
 GARM afda4e76, garm-api.md section 8), on the double's clock (``clock=``) and its ``tick``:
 
@@ -41,6 +47,8 @@ import argparse
 import base64
 import bisect
 import contextlib
+import hashlib
+import hmac
 import json
 import posixpath
 import random
@@ -831,6 +839,11 @@ def _error_response(status: int, error: str, details: str) -> _Response:
 
 
 _INIT_REQUIRED = ("init_required", "Missing superuser")
+_AUTH_FAILED = ("Authentication failed", "")
+DEFAULT_JWT_TTL = timedelta(hours=8760)  # the charm's [jwt_auth] time_to_live
+_DEFAULT_JWT_SECRET = "Double-JWT-5ecret-" + "x" * 46  # the double's own
+# golang-jwt v5's HMAC methods, which GARM's metrics middleware accepts (auth/metrics.go).
+_JWT_HMAC = {"HS256": hashlib.sha256, "HS384": hashlib.sha384, "HS512": hashlib.sha512}
 _URLS_REQUIRED = (
     "urls_required",
     "Missing required URLs. Make sure you update the metadata and callback URLs",
@@ -856,6 +869,7 @@ class _Route:
 _ROUTES = [
     _Route(re.compile(r"/first-run"), "none", {"POST": "_first_run"}),
     _Route(re.compile(r"/auth/login"), "login", {"POST": "_login"}),
+    _Route(re.compile(r"/metrics-token"), "api", {"GET": "_metrics_token"}),
     _Route(
         re.compile(r"/controller"),
         "controller",
@@ -1042,6 +1056,11 @@ class GarmDouble:
             self.deletions: list[tuple[int, str, datetime]] = []
             self._faults: list[_Fault] = []
             self._tokens: set[str] = set()
+            # [jwt_auth] and [metrics] as the charm renders them: time_to_live 8760h.
+            self.jwt_secret = _DEFAULT_JWT_SECRET
+            self.jwt_ttl = DEFAULT_JWT_TTL
+            self.metrics_enabled = True
+            self.metrics_tokens: list[str] = []
             self._admin: _User | None = None
             if initialised:
                 self._admin = self._new_user(username, f"{username}@example.com", "", password)
@@ -1370,6 +1389,13 @@ class GarmDouble:
     def expire_tokens(self) -> None:
         """Invalidate every issued token, forcing clients to log in again."""
         with self._lock:
+            self._tokens.clear()
+
+    def set_jwt_secret(self, secret: str) -> None:
+        """GARM restarted with a new ``[jwt_auth] secret``: every JWT it signed before,
+        logins and metrics tokens alike, fails verification from now on."""
+        with self._lock:
+            self.jwt_secret = secret
             self._tokens.clear()
 
     # ------------------------------------------------------------------ records
@@ -1976,6 +2002,8 @@ class GarmDouble:
         headers: Message,
         text: str,
     ) -> _Response:
+        if not in_api and full_path in ("/metrics", "/metrics/") and self.metrics_enabled:
+            return self._metrics(method, headers)
         early = _outside_routes(full_path, in_api)
         if early is not None:
             self.unexpected.append(f"{method} {path}")
@@ -2071,6 +2099,80 @@ class GarmDouble:
         token = secrets.token_urlsafe(32)
         self._tokens.add(token)
         return _json_response({"token": token})
+
+    # ------------------------------------------------------------------ handlers: metrics
+
+    def _metrics_token(self, req: _Request) -> _Response:
+        """apiserver/controllers MetricsTokenHandler, auth/auth.go GetJWTMetricsToken: a
+        JWT of no user, ``read_metrics`` true, expiring ``time_to_live`` from now."""
+        expires = self._now() + self.jwt_ttl
+        claims = {
+            "user": "",
+            "token_id": "".join(secrets.choice(_BASE62) for _ in range(16)),
+            "full_name": "",
+            "is_admin": False,
+            "read_metrics": True,
+            "generation": 0,
+            "iss": "garm",
+            # jwt.NumericDate: whole seconds (TimePrecision), truncated.
+            "exp": int(expires.timestamp()),
+        }
+        token = _jwt_sign(claims, self.jwt_secret)
+        self.metrics_tokens.append(token)
+        return _json_response({"token": token})
+
+    def _metrics(self, method: str, headers: Message) -> _Response:
+        """The metrics router (apiserver/routers WithMetricsRouter): gorilla answers a
+        method other than GET and OPTIONS with 405 before any middleware; then
+        auth/metrics.go's middleware, then promhttp's text."""
+        if method not in ("GET", "OPTIONS"):
+            return _Response(405, b"", ())
+        header = headers.get("Authorization") or ""
+        parts = header.split(" ")
+        claims = _jwt_verify(parts[1], self.jwt_secret) if len(parts) == 2 else None
+        if claims is None or claims.get("read_metrics") is not True:
+            return _error_response(401, *_AUTH_FAILED)
+        # golang-jwt v5: an exp must be a number, and the token is good while now < exp.
+        exp = claims.get("exp", float("inf"))
+        if isinstance(exp, bool) or not isinstance(exp, int | float):
+            return _error_response(401, *_AUTH_FAILED)
+        if not self._now().timestamp() < exp:
+            return _error_response(401, *_AUTH_FAILED)
+        return _Response(
+            200,
+            self._metrics_text().encode(),
+            (("Content-Type", "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"),),
+        )
+
+    def _metrics_text(self) -> str:
+        """A few of GARM's metrics (metrics/health.go, metrics/scaleset.go), labels in
+        the sorted order promhttp writes them."""
+        ctl = self._controller_json(with_hostname=False)
+        health = {
+            "callback_url": ctl.get("callback_url", ""),
+            "controller_id": self._controller_id,
+            "controller_webhook_url": ctl.get("controller_webhook_url", ""),
+            "metadata_url": ctl.get("metadata_url", ""),
+            "webhook_url": ctl.get("webhook_url", ""),
+        }
+        lines = [
+            "# HELP garm_health Health of the garm",
+            "# TYPE garm_health gauge",
+            f"garm_health{{{_prom_labels(health)}}} 1",
+        ]
+        if self._scalesets:
+            lines += [
+                "# HELP garm_scaleset_status Status of the scale set",
+                "# TYPE garm_scaleset_status gauge",
+            ]
+        for scaleset in self._scalesets.values():
+            labels = {
+                "enabled": "true" if scaleset.enabled else "false",
+                "id": str(scaleset.id),
+                "state": scaleset.state,
+            }
+            lines.append(f"garm_scaleset_status{{{_prom_labels(labels)}}} {int(scaleset.enabled)}")
+        return "\n".join(lines) + "\n"
 
     # ------------------------------------------------------------------ handlers: controller
 
@@ -3008,6 +3110,55 @@ def _token_of(headers: Message) -> str | None:
         return None
     morsel = cookies.get("garm_token")
     return morsel.value if morsel is not None else None
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _b64url_decode(segment: str) -> bytes:
+    return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+
+
+def _jwt_sign(claims: dict[str, object], secret: str) -> str:
+    """An HS256 JWT as golang-jwt v5 writes it: header keys sorted (a Go map), claims in
+    the struct's field order, unpadded base64url segments."""
+    header = _b64url(_encode({"alg": "HS256", "typ": "JWT"}).encode())
+    payload = _b64url(_encode(claims).encode())
+    signing_input = f"{header}.{payload}"
+    signature = hmac.new(secret.encode(), signing_input.encode(), hashlib.sha256).digest()
+    return f"{signing_input}.{_b64url(signature)}"
+
+
+def _jwt_verify(token: str, secret: str) -> dict[str, Any] | None:
+    """The claims of a JWT signed with ``secret`` by an HMAC method, else None: what
+    ``jwt.ParseWithClaims`` with GARM's key function accepts (expiry is checked by the
+    caller, on the double's clock)."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        header = json.loads(_b64url_decode(parts[0]))
+        claims = json.loads(_b64url_decode(parts[1]))
+        signature = _b64url_decode(parts[2])
+    except ValueError:
+        return None
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        return None
+    digest = _JWT_HMAC.get(str(header.get("alg")))
+    if digest is None:
+        return None
+    expected = hmac.new(secret.encode(), f"{parts[0]}.{parts[1]}".encode(), digest).digest()
+    return claims if hmac.compare_digest(expected, signature) else None
+
+
+def _prom_labels(labels: Mapping[str, object]) -> str:
+    """Prometheus text-format labels, sorted by name, values escaped."""
+
+    def escape(value: object) -> str:
+        return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+    return ",".join(f'{name}="{escape(labels[name])}"' for name in sorted(labels))
 
 
 def _body_for_record(text: str) -> object | None:

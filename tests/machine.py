@@ -37,6 +37,10 @@ class FakeSystemctl:
         ["enable", "--now", "garm-reconcile.timer"],
         ["disable", "--now", "garm-reconcile.timer"],
         ["stop", "garm-reconcile.service"],
+        # metrics_endpoint.ensure and metrics_endpoint.remove
+        ["enable", "garm-charm-metrics.service"],
+        ["restart", "garm-charm-metrics.service"],
+        ["disable", "--now", "garm-charm-metrics.service"],
     )
 
     def __init__(self) -> None:

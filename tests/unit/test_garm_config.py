@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import ipaddress
 import json
 import shutil
@@ -16,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from garm_config import (
+    LOG_FILE,
     GarmConfig,
     OpenstackProvider,
     PostgresqlDatabase,
@@ -73,7 +75,7 @@ def garm_toml(garm_config: GarmConfig) -> dict[str, Any]:
 def test_sqlite_config_has_what_garm_validates() -> None:
     parsed = garm_toml(config(log_level="debug"))
 
-    assert parsed["logging"] == {"log_level": "debug"}
+    assert parsed["logging"] == {"log_level": "debug", "log_file": "/var/log/garm/garm.log"}
     apiserver = parsed["apiserver"]
     assert ipaddress.ip_address(apiserver.pop("bind")).is_unspecified  # an IP literal
     assert apiserver == {"port": 9997, "use_tls": False}
@@ -399,3 +401,12 @@ def test_a_provider_reads_back_from_its_files() -> None:
     for each in config_.providers:
         assert read_provider(each.name, files) == each
     assert read_provider("not-there", files) is None
+
+
+def test_garm_logs_where_the_cos_collectors_read_and_may_write_there():
+    # The collectors read /var/log/**/*log (nothing of the journal, for the
+    # opentelemetry-collector); ProtectSystem=strict leaves /var/log read-only unless the
+    # unit names the directory.
+    assert fnmatch.fnmatch(LOG_FILE, "/var/log/**/*log")
+    unit = render_unit("/usr/local/bin/garm", "/etc/garm/config.toml", "/var/lib/garm", "garm")
+    assert f"LogsDirectory={LOG_FILE.split('/')[3]}" in unit.splitlines()

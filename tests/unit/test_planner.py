@@ -23,9 +23,11 @@ from planner import (
     Progress,
     RemoveInstance,
     UpdateScaleset,
+    failed,
     logical_name_of,
     plan,
     shown_name,
+    working,
 )
 from scaleset_notes import Notes, specs_digest
 from spec import Desired, HeldSpec, ScalesetSpec, Settings
@@ -970,3 +972,27 @@ def test_the_logical_name_of_a_scaleset_is_told_by_its_name_and_labels(labels, n
 )
 def test_shown_name(logical, scaleset, shown):
     assert shown_name(logical, scaleset) == shown
+
+
+# --- runner health: the rule the drain, the status line and the metrics share ------------
+
+
+@pytest.mark.parametrize(
+    ("status", "runner_status", "is_failed", "is_working"),
+    [
+        ("running", "idle", False, True),
+        ("running", "active", False, True),
+        ("running", "pending", False, False),
+        ("running", "installing", False, False),
+        ("creating", "", False, False),
+        ("running", "failed", True, False),
+        ("error", "pending", True, False),
+        ("error", "idle", True, False),  # its VM errored after it came up: not serving
+        ("pending_delete", "terminated", False, False),
+        ("pending_delete", "idle", False, True),  # by runner_status alone, as the metrics tell
+    ],
+)
+def test_a_runner_failed_or_works_by_its_statuses(status, runner_status, is_failed, is_working):
+    runner = Instance("r", 1, status, runner_status)
+
+    assert (failed(runner), working(runner)) == (is_failed, is_working)

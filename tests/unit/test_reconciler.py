@@ -457,3 +457,69 @@ ORG = Entity("organization", "org-uuid", "example-org")
 )
 def test_an_action_names_the_logical_scaleset_then_garms(action, line):
     assert describe_action(action) == line
+
+
+# --- what a pass saw last: for the charm's metrics and runner health ---------------------
+
+
+def test_the_outcome_carries_garm_as_the_pass_left_it(passes, garm):
+    passes.run(make_spec())
+    passes.later()
+    new_spec = make_spec(labels=("linux", "arm64"))
+    passes.run(new_spec)
+    passes.later(LISTENER_STARTUP)
+
+    outcome = passes.run(new_spec)  # retires and deletes the old generation
+
+    assert outcome.observed is not None
+    assert [s.name for s in outcome.observed.scalesets] == [s["name"] for s in garm.scalesets()]
+    # Not part of what an outcome is: two passes that did the same compare equal.
+    assert outcome == dataclasses.replace(outcome, observed=None)
+
+
+def test_a_pass_that_could_not_read_garm_carries_no_observation(passes, garm):
+    garm.inject("GET", r"/instances", drop=True)
+    assert passes.run(make_spec()).observed is None
+    garm.inject("GET", r"/scalesets", status=500)
+    assert passes.run(make_spec()).observed is None
+
+
+def test_a_pass_cut_short_by_garm_going_away_keeps_what_it_saw(passes, garm):
+    passes.run(make_spec())
+    passes.later()
+    new_spec = make_spec(labels=("linux", "arm64"))
+    passes.run(new_spec)
+    passes.later(LISTENER_STARTUP)
+    garm.inject("PUT", r"/scalesets/\d+", drop=True)
+
+    outcome = passes.run(new_spec)
+
+    assert outcome.unreachable is not None
+    assert outcome.observed is not None and len(outcome.observed.scalesets) == 2
+
+
+def test_runners_are_those_of_each_current_generation(passes, garm):
+    _, busy, new_spec = retired_with_a_busy_runner(passes, garm)
+    current = dict(passes.outcome.current)["ci"]
+    new_id = live(garm)[current]["id"]
+    made = [
+        garm.add_runner(new_id, status=s, runner_status=r)
+        for s, r in (("error", "pending"), ("running", "failed"), ("running", "idle"))
+    ]
+
+    (runners,) = passes.run(new_spec).runners
+
+    assert (runners.logical_name, runners.scaleset) == ("ci", current)
+    assert sorted(i.name for i in runners.instances) == sorted(made)  # not the busy one
+    assert busy not in {i.name for i in runners.instances}
+    assert (runners.failing, runners.working, runners.keeps_failing) == (2, 1, False)
+
+
+def test_a_generation_just_made_has_no_runners_and_one_not_made_is_not_told(passes, garm):
+    outcome = passes.run(make_spec())
+    assert [(r.logical_name, r.instances) for r in outcome.runners] == [("ci", ())]
+
+    garm.inject("POST", r"/organizations/.+/scalesets", status=500)
+    outcome = passes.run(make_spec(), make_spec(name="other", labels=("arm64",)))
+    assert [r.logical_name for r in outcome.runners] == ["ci"]
+    assert Outcome().runners == ()

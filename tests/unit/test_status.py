@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from planner import DeleteScaleset, Phase, Progress, Skipped
+from garm_models import Instance, ScaleSet
+from planner import LISTENER_STARTUP, DeleteScaleset, Observed, Phase, Progress, Skipped
 from reconciler import ActionError, Outcome
-from spec import Desired, HeldSpec, ScalesetSpec
+from spec import Desired, HeldSpec, ScalesetSpec, Settings
 from state import RelationState
-from status import Summary, describe_progress, summarise
+from status import Summary, describe_failing, describe_progress, summarise
+from tests.unit.test_reconciler import make_spec
 
 
 def spec(name: str) -> ScalesetSpec:
@@ -169,4 +173,114 @@ def test_two_changeovers_sharing_a_prefix_are_told_apart_in_one_line():
         "active",
         "Replacing scaleset ci-small (ci-4a1b2c): draining 1 runner; "
         "Removing scaleset ci-large (ci-9f8e7d): awaiting deletion",
+    )
+
+
+# --- runners that keep failing ----------------------------------------------------------
+
+
+def garm_with(*generations: tuple[str, str, tuple[tuple[str, str], ...]]) -> Outcome:
+    """An outcome whose current generations hold the given runners.
+
+    Each generation is (logical name, GARM name, ((status, runner_status), ...)).
+    """
+    scalesets = tuple(
+        ScaleSet(i, name, enabled=True) for i, (_, name, _) in enumerate(generations, 1)
+    )
+    instances = tuple(
+        Instance(f"{name}-r{n}", i, status, runner_status)
+        for i, (_, name, runners) in enumerate(generations, 1)
+        for n, (status, runner_status) in enumerate(runners)
+    )
+    return Outcome(
+        current=tuple((logical, name) for logical, name, _ in generations),
+        observed=Observed(scalesets, instances),
+    )
+
+
+ERROR = ("error", "pending")
+FAILED = ("running", "failed")
+IDLE = ("running", "idle")
+ACTIVE = ("running", "active")
+PENDING = ("running", "pending")
+SM = RelationState(True, Desired((spec("SM-x64"), spec("b"))))
+
+
+@pytest.mark.parametrize(
+    ("runners", "expected"),
+    [
+        ((ERROR, FAILED), "2 scalesets in sync; SM-x64 (sm-173dac): 2 runners failing"),
+        ((ERROR,), "2 scalesets in sync; SM-x64 (sm-173dac): 1 runner failing"),
+        ((ERROR, FAILED, PENDING), "2 scalesets in sync; SM-x64 (sm-173dac): 2 runners failing"),
+        # One runner that works serves the labels: told in the metrics, not here.
+        ((ERROR, FAILED, IDLE), "2 scalesets in sync"),
+        ((ERROR, ACTIVE), "2 scalesets in sync"),
+        # Never came online, but did not fail (yet): GARM's bootstrap timeout decides.
+        ((PENDING, PENDING), "2 scalesets in sync"),
+        ((), "2 scalesets in sync"),
+    ],
+)
+def test_a_generation_whose_runners_keep_failing_is_told_while_active(runners, expected):
+    outcome = garm_with(("sm-x64", "sm-173dac", runners), ("b", "b-1", (IDLE,)))
+
+    assert summarise(outcome, SM) == Summary("active", expected)
+
+
+def test_failing_runners_are_told_after_the_changeovers():
+    outcome = dataclasses.replace(garm_with(("ci", "ci-2", (ERROR, ERROR))), progress=(DRAINING,))
+
+    assert summarise(outcome, RELATED) == Summary(
+        "active", "Replacing scaleset ci (ci-1): draining 3 runners; ci (ci-2): 2 runners failing"
+    )
+
+
+def test_failing_runners_are_told_beside_a_problem():
+    outcome = dataclasses.replace(
+        garm_with(("ci", "ci-2", (FAILED,))),
+        errors=(ActionError(DeleteScaleset(1, "x"), "DELETE /scalesets/1: 500"),),
+    )
+
+    assert summarise(outcome, RELATED) == Summary(
+        "waiting", "GARM refused 1 call: DELETE /scalesets/1: 500 (ci (ci-2): 1 runner failing)"
+    )
+
+
+def test_past_two_failing_scalesets_the_rest_are_counted():
+    outcome = garm_with(*((n, f"{n}-1", (ERROR,)) for n in ("a", "b", "c")))
+
+    assert summarise(outcome, RELATED) == Summary(
+        "active",
+        "2 scalesets in sync; a (a-1): 1 runner failing; b (b-1): 1 runner failing; and 1 more",
+    )
+
+
+def test_a_pass_that_could_not_read_garm_tells_no_runner():
+    outcome = dataclasses.replace(garm_with(("a", "a-1", (ERROR,))), observed=None)
+
+    assert describe_failing(outcome, RELATED) == []
+
+
+def test_the_hand_over_seen_on_a_real_garm_reads_failing_not_just_in_sync(passes, garm):
+    """A generation whose runners never came online, handed over at the hand-over timeout."""
+    old = make_spec(min_idle_runners=1)
+    passes.run(old)
+    for _ in range(3):
+        garm.tick()
+    new = make_spec(labels=("linux", "arm64"), min_idle_runners=1)
+    garm.auto_report = False
+    passes.run(new)
+    passes.later(LISTENER_STARTUP)
+    garm.tick()
+    current = dict(passes.run(new).current)["ci"]
+    new_id = next(s["id"] for s in garm.scalesets() if s["name"] == current)
+    (runner,) = [i["name"] for i in garm.instances() if i["scale_set_id"] == new_id]
+    garm.set_runner(runner, status="error")
+    passes.later(Settings().handover_timeout)
+    passes.run(new)
+    for _ in range(2):
+        passes.later()
+    outcome = passes.run(new)
+
+    assert summarise(outcome, RelationState(True, Desired((new,)))) == Summary(
+        "active", f"1 scaleset in sync; ci ({current}): 1 runner failing"
     )

@@ -1,0 +1,265 @@
+"""The charm's own metrics: what the reconciler knows and GARM does not, as Prometheus text.
+
+Rendered at the end of every leader pass from the pass's outcome, and served between
+passes by ``metrics_endpoint`` (docs/adr/0005). Every value is as of the pass that wrote
+it, and ``garm_charm_last_pass_timestamp_seconds`` says when that was, so a value is
+never older than the last pass without that being visible.
+
+What GARM could not be read for (no pass reached it, or its first read failed) is left
+out rather than shown as zero: the scaleset and runner series are absent then, and
+``garm_charm_last_pass_ok`` is 0. Names and labels are fixed by the contract of issue
+#12; label values are lower-case.
+
+Pure: no clock, no file, no I/O; ``render`` is given everything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime
+
+from planner import Observed, Phase, Progress, RemoveInstance
+from reconciler import Outcome
+from scaleset_notes import Notes
+from spec import Settings
+
+# Every phase a logical scaleset (or an orphan) is counted in, in the order shown.
+PHASES = (
+    "serving",
+    "creating",
+    "handing_over",
+    "retiring",
+    "draining",
+    "awaiting_deletion",
+    "force_removing",
+    "blocked",
+)
+_PHASE_LABEL = {
+    Phase.CREATING: "creating",
+    Phase.CREATING_REPLACEMENT: "creating",
+    Phase.HANDING_OVER: "handing_over",
+    Phase.RETIRING: "retiring",
+    Phase.DRAINING: "draining",
+    Phase.AWAITING_DELETION: "awaiting_deletion",
+    Phase.FORCE_REMOVING: "force_removing",
+}
+# GARM's runner statuses (params.RunnerStatus), always shown so a series never vanishes
+# when its count drops to zero; any other status GARM reports is shown as it comes.
+RUNNER_STATUSES = ("pending", "installing", "idle", "active", "failed", "terminated")
+# A runner GARM has not heard from yet reports no runner status at all.
+NO_STATUS = "unknown"
+
+
+def force_removals(outcome: Outcome | None) -> int:
+    """Force-removals of runners GARM accepted in this pass."""
+    if outcome is None:
+        return 0
+    return sum(isinstance(action, RemoveInstance) for action in outcome.done)
+
+
+def phase_of(progress: Progress) -> str:
+    """The phase label of a changeover: ``blocked`` whatever its phase, once it is stuck."""
+    return "blocked" if progress.blocked else _PHASE_LABEL[progress.phase]
+
+
+def scalesets_by_phase(outcome: Outcome) -> dict[str, int]:
+    """Logical scalesets and orphans per phase; each is counted in exactly one.
+
+    A changeover under way is counted in its phase (``blocked`` instead when it will not
+    move on by itself); a logical scaleset with a current generation and none under way
+    is ``serving``.
+    """
+    counts: dict[str, int] = dict.fromkeys(PHASES, 0)
+    changing = set()
+    for progress in outcome.progress:
+        counts[phase_of(progress)] += 1
+        if not progress.orphan and progress.logical_name is not None:
+            changing.add(progress.logical_name.lower())
+    counts["serving"] = len({logical for logical, _ in outcome.current} - changing)
+    return counts
+
+
+def _retired(observed: Observed) -> list[tuple[int, datetime]]:
+    """Retired scalesets still in GARM (disabled, drain clock stamped), with the stamp."""
+    retired = []
+    for scaleset in observed.scalesets:
+        retired_at = Notes.read(scaleset.extended_state).retired_at
+        if retired_at is not None and not scaleset.enabled:
+            retired.append((scaleset.id, retired_at))
+    return retired
+
+
+def changeover_oldest_seconds(observed: Observed, now: datetime) -> float:
+    """Seconds since the oldest retired scaleset still present was retired; 0 if none."""
+    stamps = [at for _, at in _retired(observed)]
+    return max((now - min(stamps)).total_seconds(), 0.0) if stamps else 0.0
+
+
+def runners_draining(observed: Observed) -> int:
+    """Runners still on retired scalesets."""
+    retired = {scaleset_id for scaleset_id, _ in _retired(observed)}
+    return sum(i.scale_set_id in retired for i in observed.instances)
+
+
+def deletes_kept(observed: Observed) -> int:
+    """Scalesets GARM kept after answering their delete: noted on them, or this pass."""
+    noted = {s.id for s in observed.scalesets if Notes.read(s.extended_state).kept}
+    present = {s.id for s in observed.scalesets}
+    return len(noted | (observed.kept & present))
+
+
+def render(
+    outcome: Outcome | None,
+    *,
+    ended: datetime,
+    duration: float,
+    force_removals_total: int,
+    reconcile_interval: int,
+    settings: Settings | None,
+    version: str,
+) -> str:
+    """The metrics text of a leader pass that ended at ``ended``, taking ``duration`` s.
+
+    ``outcome`` is None when the pass stopped before reconciling (GARM not running, its
+    setup refused, the config invalid). ``force_removals_total`` is the running count,
+    this pass's included; ``reconcile_interval`` the configured interval (0: no timer);
+    ``settings`` the configured changeover limits, None when the config cannot be read
+    (their two series are left out then); ``version`` GARM's version as the workload
+    version shows it ("" when not known).
+    """
+    out = _Text()
+    observed = outcome.observed if outcome is not None else None
+    if outcome is not None and observed is not None:
+        _scaleset_families(out, outcome, observed, ended)
+    out.counter(
+        "garm_charm_force_removals_total",
+        "Runners the charm force-removed (GARM accepted) since the unit started.",
+        [({}, force_removals_total)],
+    )
+    out.gauge(
+        "garm_charm_last_pass_timestamp_seconds",
+        "Unix time the charm's last pass ended; every other value is as of then.",
+        [({}, ended.timestamp())],
+    )
+    out.gauge(
+        "garm_charm_last_pass_duration_seconds",
+        "How long the charm's last pass took.",
+        [({}, duration)],
+    )
+    out.gauge(
+        "garm_charm_last_pass_ok",
+        "1 if the last pass read GARM, which answered and accepted every write; else 0.",
+        [({}, int(outcome is not None and observed is not None and outcome.ok))],
+    )
+    out.gauge(
+        "garm_charm_reconcile_interval_seconds",
+        "The configured reconcile-interval (0: no timer, passes on hooks only).",
+        [({}, reconcile_interval)],
+    )
+    if settings is not None:
+        out.gauge(
+            "garm_charm_drain_deadline_seconds",
+            "The configured drain-deadline-minutes, in seconds (0: never force-remove).",
+            [({}, settings.drain_deadline.total_seconds())],
+        )
+        out.gauge(
+            "garm_charm_handover_timeout_seconds",
+            "The configured handover-timeout-minutes, in seconds.",
+            [({}, settings.handover_timeout.total_seconds())],
+        )
+    out.gauge(
+        "garm_charm_info",
+        "GARM's version, as the charm installed it.",
+        [({"version": version.lower() or NO_STATUS}, 1)],
+    )
+    return out.text()
+
+
+def _scaleset_families(out: _Text, outcome: Outcome, observed: Observed, now: datetime) -> None:
+    """The families that tell GARM's scalesets and runners, as the pass last saw them."""
+    out.gauge(
+        "garm_charm_scalesets",
+        "Logical scalesets (and orphans) per phase of their changeover.",
+        [({"phase": p}, n) for p, n in scalesets_by_phase(outcome).items()],
+    )
+    out.gauge(
+        "garm_charm_changeover_oldest_seconds",
+        "Age of the oldest changeover under way: since its oldest retired scaleset "
+        "still present was retired (0 when none).",
+        [({}, changeover_oldest_seconds(observed, now))],
+    )
+    out.gauge(
+        "garm_charm_runners_draining",
+        "Runners still on retired scalesets.",
+        [({}, runners_draining(observed))],
+    )
+    out.gauge(
+        "garm_charm_deletes_kept",
+        "Scalesets whose delete GARM answered but kept (GitHub refused).",
+        [({}, deletes_kept(observed))],
+    )
+    failing: list[tuple[dict[str, str], float]] = []
+    by_status: list[tuple[dict[str, str], float]] = []
+    for runners in outcome.runners:
+        scaleset = runners.logical_name.lower()
+        failing.append(({"scaleset": scaleset}, runners.failing))
+        counts = Counter(i.runner_status.lower() or NO_STATUS for i in runners.instances)
+        for status in sorted(set(RUNNER_STATUSES) | set(counts)):
+            by_status.append(({"scaleset": scaleset, "status": status}, counts[status]))
+    out.gauge(
+        "garm_charm_runners_failing",
+        "Runners of a logical scaleset's current generation in error or failed to start.",
+        failing,
+    )
+    out.gauge(
+        "garm_charm_runners",
+        "Runners of a logical scaleset's current generation, by GARM runner status.",
+        by_status,
+    )
+
+
+_Samples = Iterable[tuple[dict[str, str], float]]
+
+
+class _Text:
+    """Prometheus text exposition format 0.0.4, one family after another."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+
+    def gauge(self, name: str, help_text: str, samples: _Samples) -> None:
+        self._family(name, "gauge", help_text, samples)
+
+    def counter(self, name: str, help_text: str, samples: _Samples) -> None:
+        self._family(name, "counter", help_text, samples)
+
+    def _family(self, name: str, kind: str, help_text: str, samples: _Samples) -> None:
+        self._lines.append(f"# HELP {name} {_escape_help(help_text)}")
+        self._lines.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            pairs = ",".join(f'{k}="{_escape_label(v)}"' for k, v in labels.items())
+            self._lines.append(
+                f"{name}{{{pairs}}} {_number(value)}" if pairs else f"{name} {_number(value)}"
+            )
+
+    def text(self) -> str:
+        return "\n".join(self._lines) + "\n"
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _escape_label(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    """A sample value: whole numbers without a fraction, others to the millisecond."""
+    if isinstance(value, bool) or not math.isfinite(value):
+        raise ValueError(f"not a metric value: {value!r}")
+    if isinstance(value, int) or float(value).is_integer():
+        return str(int(value))
+    return f"{value:.3f}".rstrip("0").rstrip(".")

@@ -1,0 +1,338 @@
+"""The charm's metrics between hooks: a file each leader pass writes, and what serves it.
+
+A charm runs only in hooks, so what a pass learnt must outlive it. At the end of every
+leader pass (a hook, or the reconcile timer's tick) ``publish`` renders the metrics
+(``charm_metrics``) and renames them over ``/var/lib/garm-charm/metrics/metrics``; a
+small systemd service, ``garm-charm-metrics.service``, serves that one file at
+``http://127.0.0.1:9099/metrics`` for the collector to scrape (docs/adr/0005).
+
+The server is a few lines of Python the charm installs (``SERVER``), run by the
+machine's ``python3`` under a transient user that sees nothing of the machine but that
+directory, may open no socket but on loopback, and holds no privilege. It answers 503
+while no pass has written the file, so a scrape fails visibly rather than reads zeros.
+
+The count of force-removals is kept beside the metrics (``metrics-state.json``, root's),
+so the counter carries on across hooks. Only the leader serves: ``remove`` takes the
+service and the file away on a unit that does not lead, is dying, stops or is removed.
+
+Nothing here knows about the charm object; the verbs work on ``workload.Paths`` so tests
+can use a temporary root, and reach systemd only through charmlibs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import shutil
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from charmlibs import systemd
+
+import charm_metrics
+import workload
+from reconciler import Outcome
+from spec import Settings
+
+logger = logging.getLogger(__name__)
+
+SERVICE = "garm-charm-metrics.service"
+PORT = 9099
+PYTHON = "/usr/bin/python3"
+# What Prometheus' text format is served as; Prometheus 3 refuses a scrape whose
+# Content-Type it does not know unless told a fallback, so no guessed type will do.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# The server, for the machine's python3 (stdlib only, run with -I). Every scrape reads
+# the file afresh: the charm renames a whole new file over it, never writes in place.
+SERVER = f'''\
+"""Serve one file at http://127.0.0.1:PORT/metrics; installed by the garm charm.
+
+Usage: python3 -I serve-metrics.py FILE PORT. See the charm's docs/adr/0005.
+"""
+
+import http.server
+import sys
+
+FILE, PORT = sys.argv[1], int(sys.argv[2])
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    timeout = 10  # a client that sends nothing is dropped
+
+    def do_GET(self):
+        if self.path.partition("?")[0] != "/metrics":
+            self.send_error(404)
+            return
+        try:
+            with open(FILE, "rb") as file:
+                body = file.read()
+        except OSError:
+            self.send_error(503, "no pass of the charm has written its metrics yet")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "{CONTENT_TYPE}")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_request(self, code="-", size="-"):
+        pass  # one line per scrape would fill the journal; errors are still logged
+
+
+http.server.ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()
+'''
+
+# An absolute path made of characters systemd passes through unchanged in a unit.
+_PATH = re.compile(r"/[A-Za-z0-9/._+-]+")
+
+
+@dataclass(frozen=True)
+class Files:
+    """Where the metrics, their state, the server and its unit live below ``root``."""
+
+    root: Path
+
+    @classmethod
+    def of(cls, paths: workload.Paths) -> Files:
+        """The files of the machine ``paths`` describe."""
+        return cls(paths.root)
+
+    @property
+    def unit_file(self) -> Path:
+        """The server's systemd unit."""
+        return self.root / "etc/systemd/system" / SERVICE
+
+    @property
+    def server(self) -> Path:
+        """The server script (``SERVER``), outside /var/lib, which the service cannot see."""
+        return self.root / "usr/local/lib/garm-charm/serve-metrics.py"
+
+    @property
+    def directory(self) -> Path:
+        """The one directory the service sees: it holds the metrics file alone."""
+        return self.root / "var/lib/garm-charm/metrics"
+
+    @property
+    def metrics(self) -> Path:
+        """The metrics text, rewritten whole at the end of every leader pass."""
+        return self.directory / "metrics"
+
+    @property
+    def state(self) -> Path:
+        """The running count of force-removals (root's, 0600; not served)."""
+        return self.root / "var/lib/garm-charm/metrics-state.json"
+
+
+def render_unit(server: str, metrics: str, port: int = PORT, python: str = PYTHON) -> str:
+    """The unit that serves the file ``metrics`` at ``127.0.0.1:<port>/metrics``.
+
+    The service runs as a transient user (``DynamicUser``) with no capability. Of the
+    file system it sees the system read-only, no home, and of ``/var/lib`` (where GARM's
+    database and Juju's agents are) only the metrics file's directory, bound read-only:
+    the directory rather than the file, since each pass renames a new file over it and a
+    bound file would stay the old one. It may use IPv4 on loopback only (and unix
+    sockets, for the journal). It restarts on any exit and never stops trying.
+
+    Every word put into the unit is checked rather than escaped, as ``reconcile_timer``
+    does: anything systemd would split, unquote or expand raises ValueError.
+    """
+    for path in (server, metrics, python):
+        if not _PATH.fullmatch(path):
+            raise ValueError(f"not usable as an absolute path in a systemd unit: {path!r}")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError(f"not a TCP port: {port!r}")
+    directory = str(Path(metrics).parent)
+    lines = [
+        "[Unit]",
+        f"Description=Serve the garm charm's metrics at 127.0.0.1:{port}/metrics",
+        "StartLimitIntervalSec=0",
+        "",
+        "[Service]",
+        "Type=simple",
+        f"ExecStart={python} -I {server} {metrics} {port}",
+        "Restart=always",
+        "RestartSec=5",
+        "DynamicUser=yes",
+        "TemporaryFileSystem=/var/lib:ro",
+        f"BindReadOnlyPaths={directory}",
+        "ProtectSystem=strict",
+        "ProtectHome=yes",
+        "PrivateTmp=yes",
+        "PrivateDevices=yes",
+        "PrivateMounts=yes",
+        "NoNewPrivileges=yes",
+        "CapabilityBoundingSet=",
+        "RestrictAddressFamilies=AF_INET AF_UNIX",
+        "IPAddressDeny=any",
+        "IPAddressAllow=localhost",
+        "ProtectKernelTunables=yes",
+        "ProtectKernelModules=yes",
+        "ProtectKernelLogs=yes",
+        "ProtectControlGroups=yes",
+        "ProtectClock=yes",
+        "ProtectHostname=yes",
+        "ProtectProc=invisible",
+        "ProcSubset=pid",
+        "RestrictNamespaces=yes",
+        "RestrictRealtime=yes",
+        "RestrictSUIDSGID=yes",
+        "LockPersonality=yes",
+        "MemoryDenyWriteExecute=yes",
+        "SystemCallArchitectures=native",
+        "SystemCallFilter=@system-service",
+        "SystemCallFilter=~@privileged @resources",
+        # A call the filter refuses fails, rather than killing the server.
+        "SystemCallErrorNumber=EPERM",
+        "UMask=0077",
+        "MemoryMax=64M",
+        "TasksMax=16",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def publish(
+    paths: workload.Paths,
+    outcome: Outcome | None,
+    *,
+    ended: datetime,
+    duration: float,
+    reconcile_interval: int,
+    settings: Settings | None,
+    version: str,
+) -> bool:
+    """Write a leader pass's metrics and keep the service serving them; True if done.
+
+    Call once at the end of every leader pass, whatever it reached: ``outcome`` is None
+    when it stopped before reconciling. ``ended`` is the wall-clock time it ended,
+    ``duration`` how long it took in seconds, ``reconcile_interval`` the configured
+    interval (0: no timer), ``settings`` the configured changeover limits (None when the
+    config cannot be read) and ``version`` GARM's version ("" when not known).
+
+    Metrics never fail a pass: a failure here is logged and leaves the last file in
+    place, whose timestamp then ages, which is what the staleness alert is for.
+    """
+    files = Files.of(paths)
+    try:
+        total = _count_force_removals(files, charm_metrics.force_removals(outcome))
+        text = charm_metrics.render(
+            outcome,
+            ended=ended,
+            duration=duration,
+            force_removals_total=total,
+            reconcile_interval=reconcile_interval,
+            settings=settings,
+            version=version,
+        )
+        _ensure_directory(files.directory)
+        workload._write_atomic(files.metrics, text.encode(), 0o644, owner=None)
+        if ensure(paths):
+            logger.info("charm metrics served at 127.0.0.1:%s/metrics", PORT)
+    except Exception as exc:  # metrics never fail a pass
+        logger.error("charm metrics not published: %s", exc)
+        return False
+    return True
+
+
+def ensure(paths: workload.Paths) -> bool:
+    """Install the server and its unit, enabled and running; returns whether it changed.
+
+    Unchanged files mean nothing to do, so this is cheap on every pass. A changed file
+    is written atomically (0644), systemd reloads, and the service is enabled and
+    restarted so it runs the new one. The script is written first and the unit, the
+    mark that the service may be installed, last; if systemd fails, the script is
+    deleted, so the next call tries again and ``remove`` still finds the unit.
+    """
+    files = Files.of(paths)
+    # The unit names the machine's own paths, whatever root the files are written under.
+    machine = Files(Path("/"))
+    unit = render_unit(str(machine.server), str(machine.metrics))
+    wanted = ((files.server, SERVER), (files.unit_file, unit))
+    stale = [(path, text) for path, text in wanted if _text(path) != text]
+    if not stale:
+        return False
+    for path, text in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        workload._write_atomic(path, text.encode(), 0o644, owner=None)
+    try:
+        systemd.daemon_reload()
+        systemd.service_enable(SERVICE)
+        systemd.service_restart(SERVICE)
+    except BaseException:
+        files.server.unlink(missing_ok=True)
+        raise
+    return True
+
+
+def remove(paths: workload.Paths) -> bool:
+    """Stop and disable the service, delete it and the metrics; whether it was installed.
+
+    For a unit that does not lead (or no longer), is dying, stops or is removed: nothing
+    is served from it any more, so no scrape can take its last file for the leader's.
+    The force-removal count stays, for the unit's next lead; the ``remove`` hook's
+    ``workload.remove`` takes it with the rest of ``/var/lib/garm-charm``. Files are
+    deleted only after systemd has done its part, so a failure leaves them for the
+    retried hook.
+    """
+    files = Files.of(paths)
+    installed = files.unit_file.exists()
+    if installed:
+        try:
+            systemd.service_disable("--now", SERVICE)
+        except systemd.SystemdError as exc:
+            # Left installed, so that the next hook tries again; never fails this one.
+            logger.error("charm metrics service not stopped: %s", exc)
+            return False
+    files.unit_file.unlink(missing_ok=True)
+    files.server.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # the charm's own directory, unless not empty
+        files.server.parent.rmdir()
+    shutil.rmtree(files.directory, ignore_errors=True)
+    if installed:
+        with contextlib.suppress(systemd.SystemdError):  # the unit file is gone already
+            systemd.daemon_reload()
+    return installed
+
+
+def force_removals_total(paths: workload.Paths) -> int:
+    """The running count of force-removals kept on this unit (0 if none or unreadable)."""
+    return _read_total(Files.of(paths))
+
+
+def _read_total(files: Files) -> int:
+    try:
+        state = json.loads(files.state.read_text())
+    except (OSError, ValueError):
+        return 0
+    total = state.get("force_removals_total") if isinstance(state, dict) else None
+    return total if isinstance(total, int) and not isinstance(total, bool) and total > 0 else 0
+
+
+def _count_force_removals(files: Files, more: int) -> int:
+    """Add ``more`` to the running count and keep it; returns the new total.
+
+    An unreadable state starts the count again from zero: Prometheus reads a counter
+    that goes down as a reset, not as negative removals.
+    """
+    total = _read_total(files) + more
+    if more or not files.state.exists():
+        files.state.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({"force_removals_total": total}) + "\n"
+        workload._write_atomic(files.state, text.encode(), 0o600, owner=None)
+    return total
+
+
+def _ensure_directory(path: Path) -> None:
+    """Make ``path`` a 0755 directory: the service's transient user reads the file in it."""
+    path.mkdir(mode=0o755, parents=True, exist_ok=True)
+    path.chmod(0o755)
+
+
+def _text(path: Path) -> str | None:
+    return path.read_text() if path.is_file() else None

@@ -1,0 +1,416 @@
+"""The metrics endpoint: its unit as systemd reads it, its server over HTTP, its verbs.
+
+The verbs run on a temporary root with subprocess.run replaced by a FakeSystemctl that
+also knows this service's commands; the server runs for real, as a subprocess of the
+machine's python3 on a free loopback port.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shlex
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from charmlibs import systemd
+
+import metrics_endpoint
+import workload
+from metrics_endpoint import CONTENT_TYPE, PORT, SERVER, SERVICE, Files, publish, render_unit
+from planner import RemoveInstance
+from reconciler import Outcome
+from spec import Settings
+from tests.machine import FakeSystemctl
+from tests.unit.test_reconcile_timer import directives
+from tests.wire import T0
+from workload import Paths
+
+MACHINE = Files(Path("/"))
+UNIT = render_unit(str(MACHINE.server), str(MACHINE.metrics))
+INSTALL = [["daemon-reload"], ["enable", SERVICE], ["restart", SERVICE]]
+REMOVE = [["disable", "--now", SERVICE], ["daemon-reload"]]
+
+
+class Systemctl(FakeSystemctl):
+    """The charm's fake systemctl, knowing this service's commands too."""
+
+    KNOWN = (
+        *FakeSystemctl.KNOWN,
+        ["enable", SERVICE],
+        ["restart", SERVICE],
+        ["disable", "--now", SERVICE],
+    )
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+# --- the unit -----------------------------------------------------------------------------
+
+
+def test_the_service_runs_the_server_on_the_metrics_file_and_port() -> None:
+    service = directives(UNIT)["Service"]
+
+    assert shlex.split(service["ExecStart"][0]) == [
+        "/usr/bin/python3",
+        "-I",
+        "/usr/local/lib/garm-charm/serve-metrics.py",
+        "/var/lib/garm-charm/metrics/metrics",
+        "9099",
+    ]
+    assert service["Restart"] == ["always"]
+    assert directives(UNIT)["Unit"]["StartLimitIntervalSec"] == ["0"]
+    assert directives(UNIT)["Install"] == {"WantedBy": ["multi-user.target"]}
+    assert PORT == 9099
+
+
+def test_the_service_sees_only_the_metrics_directory_and_loopback() -> None:
+    service = directives(UNIT)["Service"]
+
+    assert service["DynamicUser"] == ["yes"]
+    assert service["CapabilityBoundingSet"] == [""]
+    assert service["ProtectSystem"] == ["strict"]
+    # /var/lib holds GARM's data and Juju's agents: the service sees only its directory,
+    # bound whole because each pass renames a new file into it.
+    assert service["TemporaryFileSystem"] == ["/var/lib:ro"]
+    assert service["BindReadOnlyPaths"] == ["/var/lib/garm-charm/metrics"]
+    assert service["IPAddressDeny"] == ["any"]
+    assert service["IPAddressAllow"] == ["localhost"]
+    assert service["RestrictAddressFamilies"] == ["AF_INET AF_UNIX"]
+    # Loopback of the machine's own network: a private one no collector could reach.
+    assert "PrivateNetwork" not in service
+    assert service["ProtectHome"] == ["yes"]
+    # The server script lies outside what the temporary /var/lib hides.
+    assert not str(MACHINE.server).startswith("/var/lib/")
+
+
+@pytest.mark.parametrize(
+    ("server", "metrics"),
+    [
+        ("serve.py", "/m/metrics"),
+        ("/s/serve.py", "m/metrics"),
+        ("/s/serve py", "/m/metrics"),
+        ("/s/%n.py", "/m/metrics"),
+        ("/s/serve.py", "/m/$HOME"),
+        ("/s/serve.py", "/m/metrics\nExecStartPre=/bin/sh"),
+        ("/s/serve.py", '/m/"metrics'),
+    ],
+)
+def test_paths_systemd_would_split_or_expand_are_refused(server: str, metrics: str) -> None:
+    with pytest.raises(ValueError, match="absolute path"):
+        render_unit(server, metrics)
+
+
+@pytest.mark.parametrize("port", [0, -1, 65536, True, "9099", 9099.0])
+def test_a_port_that_is_not_one_is_refused(port: object) -> None:
+    with pytest.raises(ValueError, match="TCP port"):
+        render_unit("/s/serve.py", "/m/metrics", port)  # type: ignore[arg-type]
+
+
+def _analyze(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["systemd-analyze", *args], capture_output=True, text=True, check=False)
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+def test_systemd_accepts_every_line_of_the_unit(tmp_path: Path) -> None:
+    # verify checks that ExecStart's binary exists: the machine's python3 must.
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    (tmp_path / SERVICE).write_text(
+        render_unit(str(MACHINE.server), str(MACHINE.metrics), python=python)
+    )
+
+    result = _analyze("verify", str(tmp_path / SERVICE))
+
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+def test_systemd_rates_the_service_well_hardened(tmp_path: Path) -> None:
+    (tmp_path / SERVICE).write_text(UNIT)
+    if _analyze("security", "--help").stdout.find("--offline") < 0:
+        pytest.skip("systemd-analyze security cannot read a unit file offline")
+
+    result = _analyze(
+        "security", "--offline=yes", "--threshold=20", "--no-pager", str(tmp_path / SERVICE)
+    )
+
+    assert result.returncode == 0, result.stdout[-300:]
+
+
+# --- the server, over HTTP --------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _get(port: int, path: str = "/metrics") -> tuple[int, str, bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, response.getheader("Content-Type") or "", response.read()
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, int]]:
+    """The server, as the unit runs it, on a free port; yields its file and port."""
+    script = tmp_path / "serve-metrics.py"
+    script.write_text(SERVER)
+    metrics = tmp_path / "metrics" / "metrics"
+    metrics.parent.mkdir()
+    port = _free_port()
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    process = subprocess.Popen(
+        [python, "-I", str(script), str(metrics), str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "the server never answered"
+                time.sleep(0.05)
+        yield metrics, port
+    finally:
+        process.terminate()
+        _, err = process.communicate(timeout=5)
+    # No line per request reaches the journal (errors may: a 503 says why).
+    assert b"HTTP/1." not in err, err
+
+
+def test_the_server_serves_the_file_as_prometheus_text(served: tuple[Path, int]) -> None:
+    metrics, port = served
+    text = "# HELP x X.\n# TYPE x gauge\nx 1\n"
+    workload._write_atomic(metrics, text.encode(), 0o644, owner=None)
+
+    assert _get(port) == (200, CONTENT_TYPE, text.encode())
+    assert _get(port, "/metrics?name[]=x")[0] == 200
+
+
+def test_the_server_serves_each_new_file_the_charm_renames_in(served: tuple[Path, int]) -> None:
+    metrics, port = served
+    for value in range(3):
+        workload._write_atomic(metrics, f"x {value}\n".encode(), 0o644, owner=None)
+        assert _get(port)[2] == f"x {value}\n".encode()
+
+
+def test_the_server_answers_503_until_a_pass_writes_the_file(served: tuple[Path, int]) -> None:
+    _, port = served
+
+    assert _get(port)[0] == 503
+
+
+@pytest.mark.parametrize("path", ["/", "/metrics/", "/metrics.txt", "/../metrics", "/state"])
+def test_the_server_serves_nothing_else(served: tuple[Path, int], path: str) -> None:
+    metrics, port = served
+    metrics.write_text("x 1\n")
+    (metrics.parent / "state").write_text("{}")
+
+    assert _get(port, path)[0] == 404
+
+
+def test_the_server_listens_on_loopback_only() -> None:
+    assert '("127.0.0.1", PORT)' in SERVER
+    compile(SERVER, "serve-metrics.py", "exec")  # python3 -I runs it as it is
+
+
+# --- ensure, remove, publish ------------------------------------------------------------
+
+
+@pytest.fixture
+def systemctl(monkeypatch: pytest.MonkeyPatch) -> Systemctl:
+    fake = Systemctl()
+    monkeypatch.setattr(subprocess, "run", fake)
+    return fake
+
+
+def test_ensure_installs_the_server_and_unit_then_starts_it(
+    tmp_path: Path, systemctl: Systemctl
+) -> None:
+    paths, files = Paths(tmp_path), Files(tmp_path)
+
+    assert metrics_endpoint.ensure(paths) is True
+
+    assert files.server.read_text() == SERVER
+    assert files.unit_file.read_text() == UNIT  # the machine's paths, whatever the root
+    assert mode(files.server) == mode(files.unit_file) == 0o644
+    assert systemctl.calls == INSTALL
+
+
+def test_ensure_with_nothing_changed_calls_nothing(tmp_path: Path, systemctl: Systemctl) -> None:
+    paths = Paths(tmp_path)
+    metrics_endpoint.ensure(paths)
+    systemctl.calls.clear()
+
+    assert metrics_endpoint.ensure(paths) is False
+    assert systemctl.calls == []
+
+
+def test_ensure_restarts_a_server_whose_script_changed(
+    tmp_path: Path, systemctl: Systemctl
+) -> None:
+    paths = Paths(tmp_path)
+    metrics_endpoint.ensure(paths)
+    Files(tmp_path).server.write_text("# an older charm's server\n")
+    systemctl.calls.clear()
+
+    assert metrics_endpoint.ensure(paths) is True
+    assert systemctl.calls == INSTALL
+
+
+@pytest.mark.parametrize("failing", ["daemon-reload", "enable", "restart"])
+def test_ensure_retried_after_systemd_failed_does_it_all_again(
+    tmp_path: Path, systemctl: Systemctl, failing: str
+) -> None:
+    paths, files = Paths(tmp_path), Files(tmp_path)
+    systemctl.failing.add(failing)
+
+    with pytest.raises(systemd.SystemdError):
+        metrics_endpoint.ensure(paths)
+
+    assert files.unit_file.exists()  # so that remove still finds the service
+    systemctl.failing.clear()
+    systemctl.calls.clear()
+    assert metrics_endpoint.ensure(paths) is True
+    assert systemctl.calls == INSTALL
+
+
+# A pass's facts other than its outcome, as the charm hands them over.
+_PASS = {
+    "ended": T0,
+    "duration": 1.0,
+    "reconcile_interval": 30,
+    "settings": Settings(),
+    "version": "v1",
+}
+
+
+def test_remove_stops_and_disables_then_deletes_all_but_the_count(
+    tmp_path: Path, systemctl: Systemctl
+) -> None:
+    paths, files = Paths(tmp_path), Files(tmp_path)
+    outcome = Outcome(done=(RemoveInstance("r", 1, "ci-1"),))
+    publish(paths, outcome, **_PASS)
+    systemctl.calls.clear()
+
+    assert metrics_endpoint.remove(paths) is True
+
+    assert systemctl.calls == REMOVE
+    assert not files.unit_file.exists() and not files.server.exists()
+    assert not files.directory.exists()
+    assert metrics_endpoint.force_removals_total(paths) == 1
+    systemctl.calls.clear()
+    assert metrics_endpoint.remove(paths) is False
+    assert systemctl.calls == []
+
+
+def test_remove_that_failed_leaves_the_unit_for_the_retry(
+    tmp_path: Path, systemctl: Systemctl
+) -> None:
+    paths = Paths(tmp_path)
+    metrics_endpoint.ensure(paths)
+    systemctl.failing.add("disable")
+
+    # Never out of the hook: said, and left for the next hook to retry.
+    assert metrics_endpoint.remove(paths) is False
+
+    assert Files(tmp_path).unit_file.exists()
+    systemctl.failing.clear()
+    systemctl.calls.clear()
+    assert metrics_endpoint.remove(paths) is True
+    assert systemctl.calls == REMOVE
+
+
+def test_publish_writes_the_metrics_for_the_service_and_keeps_the_count(
+    tmp_path: Path, systemctl: Systemctl
+) -> None:
+    paths, files = Paths(tmp_path), Files(tmp_path)
+    removed = Outcome(done=(RemoveInstance("a", 1, "ci-1"), RemoveInstance("b", 1, "ci-1")))
+    totals = []
+    for outcome in (removed, None, Outcome(), removed):
+        assert publish(paths, outcome, **_PASS)
+        text = files.metrics.read_text()
+        totals.append(next(ln for ln in text.splitlines() if ln.startswith("garm_charm_force")))
+
+    assert totals == [f"garm_charm_force_removals_total {n}" for n in (2, 2, 2, 4)]
+    assert f"garm_charm_last_pass_timestamp_seconds {int(T0.timestamp())}" in text
+    assert mode(files.metrics) == 0o644 and mode(files.directory) == 0o755
+    assert sorted(p.name for p in files.directory.iterdir()) == ["metrics"]  # nothing else
+    assert mode(files.state) == 0o600
+    assert json.loads(files.state.read_text()) == {"force_removals_total": 4}
+    assert systemctl.calls == INSTALL  # once: the later passes found it installed
+
+
+@pytest.mark.parametrize("state", ["", "{", "[]", '{"force_removals_total": -3}', '{"x": 1}'])
+def test_an_unreadable_count_starts_again_from_zero(
+    tmp_path: Path, systemctl: Systemctl, state: str
+) -> None:
+    paths, files = Paths(tmp_path), Files(tmp_path)
+    files.state.parent.mkdir(parents=True)
+    files.state.write_text(state)
+
+    publish(paths, Outcome(done=(RemoveInstance("a", 1, "ci-1"),)), **_PASS)
+
+    assert metrics_endpoint.force_removals_total(paths) == 1
+
+
+def test_publish_never_fails_the_pass_but_says_it_did_not_publish(
+    tmp_path: Path, systemctl: Systemctl, caplog: pytest.LogCaptureFixture
+) -> None:
+    paths, files = Paths(tmp_path), Files(tmp_path)
+    systemctl.failing.add("restart")
+
+    assert publish(paths, Outcome(), **_PASS) is False
+
+    assert "charm metrics not published" in caplog.text
+    assert files.metrics.exists()  # written; the service is retried on the next pass
+    systemctl.failing.clear()
+    assert publish(paths, Outcome(), **_PASS) is True
+
+
+def test_publish_that_cannot_write_leaves_the_last_file(
+    tmp_path: Path, systemctl: Systemctl, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths, files = Paths(tmp_path), Files(tmp_path)
+    publish(paths, Outcome(), **_PASS)
+    before = files.metrics.read_text()
+
+    def full(path: Path, *_: object, **__: object) -> None:
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(workload, "_write_atomic", full)
+
+    assert publish(paths, None, **{**_PASS, "duration": 9.0}) is False
+    assert files.metrics.read_text() == before  # its timestamp ages: the alert's cue
+
+
+def test_after_remove_and_workload_remove_nothing_of_the_endpoint_is_left(
+    tmp_path: Path, systemctl: Systemctl
+) -> None:
+    paths, files = Paths(tmp_path), Files(tmp_path)
+    publish(paths, Outcome(done=(RemoveInstance("a", 1, "ci-1"),)), **_PASS)
+
+    metrics_endpoint.remove(paths)
+    workload.remove(paths)
+
+    left = [files.unit_file, files.server.parent, files.directory, files.state]
+    assert [p for p in left if p.exists()] == []
