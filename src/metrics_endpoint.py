@@ -253,21 +253,13 @@ def ensure(paths: workload.Paths) -> bool:
     # The unit names the machine's own paths, whatever root the files are written under.
     machine = Files(Path("/"))
     unit = render_unit(str(machine.server), str(machine.metrics))
-    wanted = ((files.server, SERVER), (files.unit_file, unit))
-    stale = [(path, text) for path, text in wanted if _text(path) != text]
-    if not stale:
-        return False
-    for path, text in stale:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        workload._write_atomic(path, text.encode(), 0o644, owner=None)
-    try:
-        systemd.daemon_reload()
-        systemd.service_enable(SERVICE)
-        systemd.service_restart(SERVICE)
-    except BaseException:
-        files.server.unlink(missing_ok=True)
-        raise
-    return True
+    return workload.install_units(((files.server, SERVER), (files.unit_file, unit)), _start)
+
+
+def _start() -> None:
+    systemd.daemon_reload()
+    systemd.service_enable(SERVICE)
+    systemd.service_restart(SERVICE)
 
 
 def remove(paths: workload.Paths) -> bool:
@@ -332,7 +324,3 @@ def _ensure_directory(path: Path) -> None:
     """Make ``path`` a 0755 directory: the service's transient user reads the file in it."""
     path.mkdir(mode=0o755, parents=True, exist_ok=True)
     path.chmod(0o755)
-
-
-def _text(path: Path) -> str | None:
-    return path.read_text() if path.is_file() else None

@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from charmlibs import systemd
 
@@ -143,19 +142,12 @@ def ensure(paths: workload.Paths, units: TimerUnits) -> bool:
     next call sees a difference and tries again, and ``remove`` still finds the timer.
     """
     wanted = ((paths.timer_service_file, units.service), (paths.timer_file, units.timer))
-    stale = [(path, text) for path, text in wanted if _text(path) != text]
-    if not stale:
-        return False
-    for path, text in stale:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        workload._write_atomic(path, text.encode(), 0o644, owner=None)
-    try:
-        systemd.daemon_reload()
-        systemd.service_enable("--now", TIMER)
-    except BaseException:
-        paths.timer_service_file.unlink(missing_ok=True)
-        raise
-    return True
+    return workload.install_units(wanted, _start)
+
+
+def _start() -> None:
+    systemd.daemon_reload()
+    systemd.service_enable("--now", TIMER)
 
 
 def remove(paths: workload.Paths) -> bool:
@@ -180,7 +172,3 @@ def remove(paths: workload.Paths) -> bool:
     paths.timer_service_file.unlink(missing_ok=True)
     systemd.daemon_reload()
     return True
-
-
-def _text(path: Path) -> str | None:
-    return path.read_text() if path.is_file() else None

@@ -16,6 +16,7 @@ import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +101,32 @@ class Paths:
     def log_dir(self) -> Path:
         """GARM's logs (systemd makes it for GARM: ``garm_config.LOG_DIRECTORY``)."""
         return self.root / "var/log/garm"
+
+
+def install_units(wanted: Sequence[tuple[Path, str]], activate: Callable[[], None]) -> bool:
+    """Write the files of ``wanted`` that differ (0644, atomically), then ``activate`` them.
+
+    Unchanged files mean nothing to do, so this is cheap to call from every hook. The last
+    file is the mark that the thing is installed (``remove`` functions look for it); if
+    ``activate`` (systemd) fails, the first is deleted, so the next call sees a
+    difference and tries again. Whether anything was written.
+    """
+    stale = [(path, text) for path, text in wanted if _read_text(path) != text]
+    if not stale:
+        return False
+    for path, text in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, text.encode(), 0o644, owner=None)
+    try:
+        activate()
+    except BaseException:
+        wanted[0][0].unlink(missing_ok=True)
+        raise
+    return True
+
+
+def _read_text(path: Path) -> str | None:
+    return path.read_text() if path.is_file() else None
 
 
 def install_binary(source: Path, target: Path) -> bool:
