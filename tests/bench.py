@@ -131,6 +131,20 @@ def specs(n: int, labels: tuple[str, ...]) -> Desired:
     )
 
 
+def databag(i: int, provider: str) -> dict[str, str]:
+    """What configurator unit ``i`` publishes for scaleset ``s<i>`` under ``provider``."""
+    return {
+        "name": f"s{i}",
+        "provider_name": provider,
+        "image_id": "image",
+        "flavor": "m1.small",
+        "os_arch": "amd64",
+        "max_runner": "2",
+        "labels": "linux",
+        "org": "example-org",
+    }
+
+
 def option_specs(n: int, pre_job_script: str) -> Desired:
     """N scalesets with every runner option, from databags as the charm reads them."""
     return Desired(
@@ -139,14 +153,7 @@ def option_specs(n: int, pre_job_script: str) -> Desired:
                 f"garm-configurator/{i}",
                 ConfiguratorUnitData.from_databag(
                     {
-                        "name": f"s{i}",
-                        "provider_name": PROVIDER,
-                        "image_id": "image",
-                        "flavor": "m1.small",
-                        "os_arch": "amd64",
-                        "max_runner": "2",
-                        "labels": "linux",
-                        "org": "example-org",
+                        **databag(i, PROVIDER),
                         **OPTIONS,
                         "pre_job_script": f"{pre_job_script} {i}",
                     }
@@ -339,16 +346,7 @@ def hook_ms(n: int, repeats: int = 20) -> tuple[float, float]:
         units = {}
         for i in range(n):
             garm.add_provider(f"garm-configurator-{i}")
-            units[i] = {
-                "name": f"s{i}",
-                "provider_name": f"garm-configurator-{i}",
-                "image_id": "image",
-                "flavor": "m1.small",
-                "os_arch": "amd64",
-                "max_runner": "2",
-                "labels": "linux",
-                "org": "example-org",
-            }
+            units[i] = databag(i, f"garm-configurator-{i}")
         relation = testing.Relation(
             "garm-configurator", remote_app_name="garm-configurator", remote_units_data=units
         )

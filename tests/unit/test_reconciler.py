@@ -62,6 +62,19 @@ def retired_with_a_busy_runner(passes: Passes, garm: GarmDouble) -> tuple[dict, 
     return old, busy, new_spec
 
 
+def new_one_listening(passes: Passes) -> ScalesetSpec:
+    """A label change whose new generation now listens: the next pass retires the old one.
+
+    Returns the new spec; nothing runs on the old generation.
+    """
+    passes.run(make_spec())
+    passes.later()  # the serving generation is not brand new
+    new_spec = make_spec(labels=("linux", "arm64"))
+    passes.run(new_spec)
+    passes.later(LISTENER_STARTUP)
+    return new_spec
+
+
 def live(garm: GarmDouble) -> dict[str, dict]:
     return {s["name"]: s for s in garm.scalesets()}
 
@@ -339,11 +352,7 @@ def test_unreachable_garm_aborts_the_pass_and_writes_nothing(passes, garm):
 
 
 def test_garm_going_away_mid_pass_stops_writing_and_the_next_pass_resumes(passes, garm):
-    passes.run(make_spec())
-    passes.later()
-    new_spec = make_spec(labels=("linux", "arm64"))
-    passes.run(new_spec)
-    passes.later(LISTENER_STARTUP)
+    new_spec = new_one_listening(passes)
     garm.inject("PUT", r"/scalesets/\d+", drop=True)
     outcome = passes.run(new_spec)
     assert outcome.unreachable is not None
@@ -463,11 +472,7 @@ def test_an_action_names_the_logical_scaleset_then_garms(action, line):
 
 
 def test_the_outcome_carries_garm_as_the_pass_left_it(passes, garm):
-    passes.run(make_spec())
-    passes.later()
-    new_spec = make_spec(labels=("linux", "arm64"))
-    passes.run(new_spec)
-    passes.later(LISTENER_STARTUP)
+    new_spec = new_one_listening(passes)
 
     outcome = passes.run(new_spec)  # retires and deletes the old generation
 
@@ -485,11 +490,7 @@ def test_a_pass_that_could_not_read_garm_carries_no_observation(passes, garm):
 
 
 def test_a_pass_cut_short_by_garm_going_away_keeps_what_it_saw(passes, garm):
-    passes.run(make_spec())
-    passes.later()
-    new_spec = make_spec(labels=("linux", "arm64"))
-    passes.run(new_spec)
-    passes.later(LISTENER_STARTUP)
+    new_spec = new_one_listening(passes)
     garm.inject("PUT", r"/scalesets/\d+", drop=True)
 
     outcome = passes.run(new_spec)
