@@ -31,7 +31,6 @@ import charm_secrets
 import cos_agent
 import lifecycle
 import metrics_endpoint
-import publish
 import reconcile_timer
 import resources
 import workload
@@ -339,26 +338,8 @@ class GarmCharm(ops.CharmBase):
             self._remember(self._outcome.memory)
         except _NotReadyError as exc:
             return exc.summary
-        self._tell_configurators(state, self._outcome)
+        self.view.tell(state, self._outcome)
         return summarise(self._outcome, state, problems)
-
-    def _tell_configurators(self, state: RelationState, outcome: Outcome) -> None:
-        """Publish each configurator unit's scaleset and phase on its relation (leader).
-
-        ops lists no relation in its own ``-broken`` hook, so none being broken is
-        written. Nothing at all when the pass could not read GARM or see every unit.
-        """
-        apps = {r.id: r.app.name for r in self.model.relations[CONFIGURATOR] if r.app}
-        wanted = publish.published(state, outcome, dict(outcome.current), apps)
-        if wanted is None:
-            return
-        for relation in self.model.relations[CONFIGURATOR]:
-            if relation.id not in wanted:
-                continue
-            try:
-                publish.write(relation.data[self.app], wanted[relation.id])
-            except ops.ModelError as exc:  # e.g. a cross-model relation being suspended
-                logger.warning("scaleset states not published on %s: %s", relation.id, exc)
 
     def _publish_cos_agent(self) -> None:
         """Tell the collector on this machine what to scrape, alert on and show.

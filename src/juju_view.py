@@ -3,6 +3,7 @@
 The one place that reads relation membership and ``goal-state`` and keeps what only one
 hook shows (this unit departing, a relation losing its last unit); ``lifecycle`` judges
 what is read. Why a view must be whole before anything is retired: ``docs/adr/0002``.
+On the leader it also tells those units what became of their scalesets (``tell``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import ops
 import ops.hookcmds
 
 import lifecycle
+import publish
 from lifecycle import RelationView
+from reconciler import Outcome
 from runner_options import DebugSshError, RunnerContext, debug_ssh
 from state import RelationState, relation_state
 
@@ -110,6 +113,25 @@ class JujuView(ops.Object):
             gone_unit.name if gone_unit else None,
         )
         return relation_state(bool(views), units, view, runner)
+
+    def tell(self, state: RelationState, outcome: Outcome) -> None:
+        """Publish each configurator unit's scaleset and phase on its relation (leader).
+
+        ops lists no relation in its own ``-broken`` hook, so none being broken is
+        written. Nothing at all when the pass could not read GARM or see every unit.
+        """
+        relations = self.model.relations[self._endpoint]
+        apps = {r.id: r.app.name for r in relations if r.app}
+        wanted = publish.published(state, outcome, dict(outcome.current), apps)
+        if wanted is None:
+            return
+        for relation in relations:
+            if relation.id not in wanted:
+                continue
+            try:
+                publish.write(relation.data[self.model.app], wanted[relation.id])
+            except ops.ModelError as exc:  # e.g. a cross-model relation being suspended
+                logger.warning("scaleset states not published on %s: %s", relation.id, exc)
 
     def _goal_state(self) -> ops.hookcmds.GoalState | None:
         """Juju's goal-state, read once per hook; None when the tool fails."""
