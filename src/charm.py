@@ -27,19 +27,9 @@ from urllib.parse import urlsplit
 import ops
 from cosl import JujuTopology
 
-import charm_secrets
-import cos_agent
-import lifecycle
-import metrics_endpoint
-import reconcile_timer
-import resources
-import workload
-from charm_config import FIRST_UNPRIVILEGED_PORT, CharmConfig, ConfigError, read_config
-from create_refusals import KEY as MEMORY_KEY
-from create_refusals import CreateMemory
-from database import GarmDatabase
-from garm_client import GarmApiError, GarmClient, GarmUnreachable
-from garm_config import (
+from garm import resources, timer, workload
+from garm.client import GarmApiError, GarmClient, GarmUnreachable
+from garm.config import (
     Database,
     GarmConfig,
     OpenstackProvider,
@@ -50,19 +40,25 @@ from garm_config import (
     render_files,
     render_unit,
 )
-from garm_models import ScaleSet
-from garm_setup import (
+from garm.models import ScaleSet
+from garm.setup import (
     ControllerUrls,
     apply_setup,
     ensure_admin_and_urls,
     plan_setup,
 )
-from juju_view import DEBUG_SSH, JujuView
-from planner import Observed
-from reconciler import Outcome, describe_action, observe, preview, reconcile
-from sqlite_home import PEERS, SqliteHome
-from state import GarmInputs, RelationState, UnitProblem, garm_inputs
-from status import Summary, describe_progress, summarise
+from juju import lifecycle, secrets
+from juju.config import FIRST_UNPRIVILEGED_PORT, CharmConfig, ConfigError, read_config
+from juju.postgresql import GarmDatabase
+from juju.relation import GarmInputs, RelationState, UnitProblem, garm_inputs
+from juju.sqlite_home import PEERS, SqliteHome
+from juju.status import Summary, describe_progress, summarise
+from juju.view import DEBUG_SSH, JujuView
+from observe import cos_agent, endpoint
+from scalesets.planner import Observed
+from scalesets.reconciler import Outcome, describe_action, observe, preview, reconcile
+from scalesets.refusals import KEY as MEMORY_KEY
+from scalesets.refusals import CreateMemory
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +108,7 @@ class GarmCharm(ops.CharmBase):
         super().__init__(framework)
         self._summary: Summary | None = None
         self._outcome: Outcome | None = None
-        # What the leader's pass read, for its metrics (metrics_endpoint.publish).
+        # What the leader's pass read, for its metrics (endpoint.publish).
         self._config: CharmConfig | None = None
         self._garm_version = ""
         self.view = JujuView(self, CONFIGURATOR)
@@ -168,8 +164,8 @@ class GarmCharm(ops.CharmBase):
     def _on_stop(self, event: ops.StopEvent) -> None:
         """The unit is going: GARM stops with it (relations were torn down before)."""
         self.view.note(event)
-        reconcile_timer.remove(self.paths)
-        metrics_endpoint.remove(self.paths)
+        timer.remove(self.paths)
+        endpoint.remove(self.paths)
         self.unit.set_ports()
         if workload.stop(self.paths.unit_file):
             logger.info("unit stopping: GARM stopped")
@@ -177,8 +173,8 @@ class GarmCharm(ops.CharmBase):
 
     def _on_remove(self, _: ops.RemoveEvent) -> None:
         """Take GARM's configuration, secrets and data off the machine."""
-        reconcile_timer.remove(self.paths)
-        metrics_endpoint.remove(self.paths)
+        timer.remove(self.paths)
+        endpoint.remove(self.paths)
         workload.stop(self.paths.unit_file)
         workload.remove(self.paths)
         logger.info("GARM's files removed from this machine")
@@ -199,7 +195,7 @@ class GarmCharm(ops.CharmBase):
             event.fail("Run this on the leader unit: juju run garm/leader get-credentials")
             return
         try:
-            admin = charm_secrets.admin_login(self.model)
+            admin = secrets.admin_login(self.model)
         except ops.SecretNotFoundError:
             event.fail("GARM's admin login is not made yet; try again after the next hook")
             return
@@ -272,13 +268,13 @@ class GarmCharm(ops.CharmBase):
         """One holistic pass: GARM on the machine, GARM's setup, then its scalesets."""
         self._outcome = None
         if self.view.dying():
-            reconcile_timer.remove(self.paths)
-            metrics_endpoint.remove(self.paths)
+            timer.remove(self.paths)
+            endpoint.remove(self.paths)
             self.unit.set_ports()
             return Summary("maintenance", BEING_REMOVED)
         if not self.unit.is_leader():
-            reconcile_timer.remove(self.paths)
-            metrics_endpoint.remove(self.paths)
+            timer.remove(self.paths)
+            endpoint.remove(self.paths)
             self.unit.set_ports()
             self.unit.set_workload_version("")  # no GARM runs here
             if workload.stop(self.paths.unit_file):
@@ -289,7 +285,7 @@ class GarmCharm(ops.CharmBase):
         started = time.monotonic()
         summary = self._lead(event)
         config = self._config
-        metrics_endpoint.publish(
+        endpoint.publish(
             self.paths,
             self._outcome,
             ended=self.now(),
@@ -309,17 +305,15 @@ class GarmCharm(ops.CharmBase):
             logger.error("invalid config: %s", exc)
             return Summary("blocked", f"Invalid config: {exc}")
         self._config = config
-        if charm_secrets.ensure(self.model):
+        if secrets.ensure(self.model):
             return Summary("waiting", "Secrets created; GARM is set up on the next hook")
         state = self._relation_state(event, config)
-        inputs = garm_inputs(
-            state.units, lambda uri: charm_secrets.configurator_value(self.model, uri)
-        )
+        inputs = garm_inputs(state.units, lambda uri: secrets.configurator_value(self.model, uri))
         try:
             problems = self._ensure_running(inputs, config)
             # GARM runs on this leader now: so does the timer that reconciles it, and its
             # API port is open (``juju expose`` then lets runners reach it).
-            reconcile_timer.keep(self.paths, self.unit.name, config.reconcile_interval)
+            timer.keep(self.paths, self.unit.name, config.reconcile_interval)
             self.unit.set_ports(config.api_port)
             with contextlib.closing(self._client(config)) as client:
                 setup_problems, observed = self._ensure_setup(
@@ -358,7 +352,7 @@ class GarmCharm(ops.CharmBase):
             except ConfigError:
                 return
             try:
-                jwt_secret = charm_secrets.internal(self.model)["jwt-secret"]
+                jwt_secret = secrets.internal(self.model)["jwt-secret"]
             except (ops.ModelError, KeyError):
                 jwt_secret = None
             answered = self._outcome is not None
@@ -516,7 +510,7 @@ class GarmCharm(ops.CharmBase):
         try:
             ensure_admin_and_urls(
                 client,
-                charm_secrets.admin_login(self.model),
+                secrets.admin_login(self.model),
                 ControllerUrls.from_base(self._base_url(config)),
             )
             observed = observe(client)
@@ -569,7 +563,7 @@ class GarmCharm(ops.CharmBase):
     def _garm_config(
         self, providers: tuple[OpenstackProvider, ...], database: Database, config: CharmConfig
     ) -> GarmConfig:
-        internal = charm_secrets.internal(self.model)
+        internal = secrets.internal(self.model)
         return GarmConfig(
             port=config.api_port,
             jwt_secret=internal["jwt-secret"],
@@ -594,7 +588,7 @@ class GarmCharm(ops.CharmBase):
         return f"http://{address or '127.0.0.1'}:{config.api_port}"
 
     def _client(self, config: CharmConfig) -> GarmClient:
-        admin = charm_secrets.admin_login(self.model)
+        admin = secrets.admin_login(self.model)
         return GarmClient(_api_url(config), admin.username, admin.password)
 
     def _memory(self) -> CreateMemory:

@@ -44,11 +44,11 @@ from pathlib import Path
 import requests
 from charms.garm.v0.garm_configurator import ConfiguratorUnitData
 
-from garm_client import GarmClient
-from reconciler import reconcile
-from runner_options import RunnerContext
-from spec import Desired, ScalesetSpec, Settings
-from state import spec_from_unit
+from garm.client import GarmClient
+from juju.relation import spec_from_unit
+from runners.options import RunnerContext
+from scalesets.reconciler import reconcile
+from scalesets.spec import Desired, ScalesetSpec, Settings
 from tests.clock import FakeClock
 from tests.garm_double import GarmDouble
 

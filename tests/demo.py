@@ -23,8 +23,8 @@ from ops import testing
 from scenario import _consistency_checker
 
 from charm import GarmCharm
-from garm_models import ScaleSet
-from planner import logical_name_of, shown_name
+from garm.models import ScaleSet
+from scalesets.planner import logical_name_of, shown_name
 from tests.clock import FakeClock
 from tests.databags import SECOND_UNIT
 from tests.garm_double import GarmDouble

@@ -27,7 +27,7 @@ def leader_settings_changed() -> _Event:
 
 
 def reconcile_tick() -> _Event:
-    """What the leader's reconcile timer dispatches (``reconcile_timer``)."""
+    """What the leader's reconcile timer dispatches (``garm.timer``)."""
     return _Event("reconcile_tick")
 
 

@@ -13,7 +13,7 @@ import json
 import subprocess
 from typing import Any
 
-import workload
+from garm import workload
 
 SINCE = "2026-01-01T00:00:00Z"
 
@@ -33,11 +33,11 @@ class FakeSystemctl:
         ["disable", "garm.service"],
         ["stop", "garm"],
         ["--quiet", "is-active", "garm"],
-        # reconcile_timer.ensure and reconcile_timer.remove
+        # garm.timer.ensure and garm.timer.remove
         ["enable", "--now", "garm-reconcile.timer"],
         ["disable", "--now", "garm-reconcile.timer"],
         ["stop", "garm-reconcile.service"],
-        # metrics_endpoint.ensure and metrics_endpoint.remove
+        # observe.endpoint.ensure and observe.endpoint.remove
         ["enable", "garm-charm-metrics.service"],
         ["restart", "garm-charm-metrics.service"],
         ["disable", "--now", "garm-charm-metrics.service"],

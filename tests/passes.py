@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from garm_client import GarmClient
-from planner import YOUNGEST_DELETE
-from reconciler import Outcome, reconcile
-from spec import Desired, ScalesetSpec, Settings
+from garm.client import GarmClient
+from scalesets.planner import YOUNGEST_DELETE
+from scalesets.reconciler import Outcome, reconcile
+from scalesets.spec import Desired, ScalesetSpec, Settings
 from tests.clock import FakeClock
 from tests.garm_double import GarmDouble
 

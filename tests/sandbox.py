@@ -19,8 +19,8 @@ from pathlib import Path
 from charmlibs import passwd
 from ops import testing
 
-import workload
 from charm import GarmCharm
+from garm import workload
 from tests.binaries import fake_garm, fake_provider
 from tests.garm_double import GarmDouble
 from tests.machine import FakeSystemctl

@@ -13,10 +13,10 @@ import pytest
 from charmlibs import passwd
 from ops import testing
 
-import workload
 from charm import GarmCharm
-from garm_client import GarmClient
-from planner import YOUNGEST_DELETE
+from garm import workload
+from garm.client import GarmClient
+from scalesets.planner import YOUNGEST_DELETE
 from tests.binaries import fake_garm, fake_provider
 from tests.clock import FakeClock
 from tests.garm_double import GarmDouble

@@ -36,17 +36,23 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from create_refusals import CreateMemory, CreateRefusal, request_digest
-from garm_client import GarmClient
-from garm_models import parse_time
-from naming import normalise_labels
-from planner import YOUNGEST_DELETE, Action, CreateScaleset, RemoveInstance, UpdateScaleset
-from reconciler import Outcome, preview, reconcile
-from runner_options import RunnerOptions
-from runner_scripts import derive_template, install_blocks
-from runner_templates import CreateTemplate, DeleteTemplate, UpdateTemplate, template_name
-from scaleset_notes import FIRST_RETRY, Notes
-from spec import Desired, ScalesetSpec, Settings
+from garm.client import GarmClient
+from garm.models import parse_time
+from runners.options import RunnerOptions
+from runners.scripts import derive_template, install_blocks
+from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate, template_name
+from scalesets.naming import normalise_labels
+from scalesets.notes import FIRST_RETRY, Notes
+from scalesets.planner import (
+    YOUNGEST_DELETE,
+    Action,
+    CreateScaleset,
+    RemoveInstance,
+    UpdateScaleset,
+)
+from scalesets.reconciler import Outcome, preview, reconcile
+from scalesets.refusals import CreateMemory, CreateRefusal, request_digest
+from scalesets.spec import Desired, ScalesetSpec, Settings
 from tests.clock import FakeClock
 from tests.garm_double import CONSOLIDATION_INTERVAL, GITHUB_LINUX_TEMPLATE, GarmDouble
 from tests.soak import soak_settings

@@ -15,7 +15,7 @@ import ops
 import pytest
 from ops import testing
 
-from charm_secrets import ADMIN_SECRET_LABEL, INTERNAL_SECRET_LABEL, strong_secret
+from juju.secrets import ADMIN_SECRET_LABEL, INTERNAL_SECRET_LABEL, strong_secret
 from tests.databags import (
     EXAMPLE_UNIT,
     KEY_SECRET_URI,

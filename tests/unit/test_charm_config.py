@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from charm_config import CharmConfig, ConfigError, read_config
-from spec import Settings
+from juju.config import CharmConfig, ConfigError, read_config
+from scalesets.spec import Settings
 
 OPTIONS: dict[str, dict[str, Any]] = yaml.safe_load(
     (Path(__file__).parents[2] / "charmcraft.yaml").read_text()

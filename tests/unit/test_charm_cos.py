@@ -16,8 +16,8 @@ import pytest
 import requests
 from ops import testing
 
-import cos_agent
-from charm_secrets import INTERNAL_SECRET_LABEL
+from juju.secrets import INTERNAL_SECRET_LABEL
+from observe import cos_agent
 from tests.databags import EXAMPLE_UNIT
 from tests.garm_double import DEFAULT_JWT_TTL, GarmDouble
 from tests.juju_events import leader_settings_changed

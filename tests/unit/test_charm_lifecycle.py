@@ -15,12 +15,12 @@ import ops
 import pytest
 from ops import testing
 
-import workload
 from charm import BEING_REMOVED, GarmCharm
-from lifecycle import SQLITE_MULTI_UNIT
-from planner import YOUNGEST_DELETE
-from sqlite_home import DATA_KEY, PEERS
-from sqlite_home import HOME_KEY as SQLITE_HOME_KEY
+from garm import workload
+from juju.lifecycle import SQLITE_MULTI_UNIT
+from juju.sqlite_home import DATA_KEY, PEERS
+from juju.sqlite_home import HOME_KEY as SQLITE_HOME_KEY
+from scalesets.planner import YOUNGEST_DELETE
 from tests.databags import EXAMPLE_UNIT, SOLE_UNIT, follower
 from tests.garm_double import CONSOLIDATION_INTERVAL
 from tests.juju_events import leader_settings_changed, reconcile_tick, self_departing

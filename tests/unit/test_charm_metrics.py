@@ -14,12 +14,12 @@ from datetime import timedelta
 
 import pytest
 
-from charm_metrics import PHASES, RUNNER_STATUSES, force_removals, render, scalesets_by_phase
-from garm_models import Instance, ScaleSet
-from planner import LISTENER_STARTUP, Observed, Phase, Progress, RemoveInstance
-from reconciler import Outcome
-from scaleset_notes import REFUSALS_BEFORE_BLOCKED, Notes, backoff
-from spec import Settings
+from garm.models import Instance, ScaleSet
+from observe.metrics import PHASES, RUNNER_STATUSES, force_removals, render, scalesets_by_phase
+from scalesets.notes import REFUSALS_BEFORE_BLOCKED, Notes, backoff
+from scalesets.planner import LISTENER_STARTUP, Observed, Phase, Progress, RemoveInstance
+from scalesets.reconciler import Outcome
+from scalesets.spec import Settings
 from tests.garm_double import CONSOLIDATION_INTERVAL
 from tests.passes import SETTINGS, Passes
 from tests.unit.test_reconciler import make_spec, retired_with_a_busy_runner

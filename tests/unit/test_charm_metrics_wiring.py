@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from metrics_endpoint import SERVICE, Files
+from observe.endpoint import SERVICE, Files
 from tests.databags import SOLE_UNIT
 from tests.juju_events import reconcile_tick, self_departing
 from tests.machine import Machine

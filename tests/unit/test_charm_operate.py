@@ -20,7 +20,7 @@ import pytest
 from charms.garm.v0.garm_configurator import GarmAppData
 from ops import testing
 
-from garm_client import GarmClient
+from garm.client import GarmClient
 from tests.binaries import fake_garm
 from tests.databags import SOLE_UNIT
 from tests.juju_events import leader_settings_changed, reconcile_tick

@@ -28,8 +28,8 @@ import requests
 import yaml
 from cosl import DashboardPath40UID, JujuTopology, LZMABase64
 
-import cos_agent
-from garm_client import GarmApiError, GarmClient, GarmUnreachable
+from garm.client import GarmApiError, GarmClient, GarmUnreachable
+from observe import cos_agent
 from tests.garm_double import DEFAULT_JWT_TTL, GarmDouble, _jwt_sign
 
 ROOT = Path(__file__).resolve().parents[2]

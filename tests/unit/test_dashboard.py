@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = ROOT / "src" / "grafana_dashboards"
 CHARM_NAME = "garm"
 
-# The charm's own metrics (src/charm_metrics.py, served on 127.0.0.1:9099/metrics, scrape
+# The charm's own metrics (src/observe/metrics.py, served on 127.0.0.1:9099/metrics, scrape
 # job `garm-charm`): name -> labels. See docs/reference/metrics.md.
 CHARM_METRICS: dict[str, frozenset[str]] = {
     "garm_charm_scalesets": frozenset({"phase"}),
@@ -520,7 +520,7 @@ def test_the_reference_lists_every_metric():
 def test_the_charm_metrics_are_those_the_charm_renders():
     # Both ways: a metric the charm stops rendering leaves the dashboards, and one it
     # starts rendering is listed (and so documented) here.
-    source = (ROOT / "src" / "charm_metrics.py").read_text()
+    source = (ROOT / "src" / "observe" / "metrics.py").read_text()
     rendered = set(re.findall(r'"(garm_charm_\w+)"', source))
     assert rendered == CHARM_METRICS.keys()
 

@@ -21,8 +21,8 @@ from dpcharmlibs.interfaces import (
 )
 from ops import testing
 
-from database import GarmDatabase
-from garm_config import PostgresqlDatabase
+from garm.config import PostgresqlDatabase
+from juju.postgresql import GarmDatabase
 
 USERNAME = "relation_id_7"
 PASSWORD = "pg-Pa55word-first"

@@ -17,15 +17,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from create_refusals import (
-    CreateMemory,
-    CreateRefusal,
-    first_refusal,
-    request_digest,
+from garm.models import Instance, ScaleSet
+from scalesets.naming import spec_key
+from scalesets.notes import (
+    FIRST_RETRY,
+    LONGEST_RETRY,
+    REFUSALS_BEFORE_BLOCKED,
+    Notes,
+    backoff,
+    specs_digest,
 )
-from garm_models import Instance, ScaleSet
-from naming import spec_key
-from planner import (
+from scalesets.planner import (
     LISTENER_STARTUP,
     PENDING_DELETE_GRACE,
     STUCK_RUNNER,
@@ -38,13 +40,11 @@ from planner import (
     UpdateScaleset,
     create_body,
 )
-from scaleset_notes import (
-    FIRST_RETRY,
-    LONGEST_RETRY,
-    REFUSALS_BEFORE_BLOCKED,
-    Notes,
-    backoff,
-    specs_digest,
+from scalesets.refusals import (
+    CreateMemory,
+    CreateRefusal,
+    first_refusal,
+    request_digest,
 )
 from tests.unit.test_planner import (
     NOW,

@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from garm_client import GarmApiError, GarmClient, GarmUnreachable
-from garm_models import Entity
+from garm.client import GarmApiError, GarmClient, GarmUnreachable
+from garm.models import Entity
 from tests.garm_double import GarmDouble
 
 BODY = {

@@ -16,7 +16,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from garm_config import (
+from garm.config import (
     LOG_FILE,
     GarmConfig,
     OpenstackProvider,

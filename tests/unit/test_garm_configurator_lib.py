@@ -22,7 +22,7 @@ from charms.garm.v0.garm_configurator import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from state import relation_state
+from juju.relation import relation_state
 from tests.databags import EXAMPLE_UNIT, SECOND_UNIT, follower
 
 CFG0, CFG1 = "garm-configurator/0", "garm-configurator/1"

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from garm_client import GarmApiError, GarmClient
-from garm_models import Credential, Entity, ScaleSet
-from garm_setup import (
+from garm.client import GarmApiError, GarmClient
+from garm.models import Credential, Entity, ScaleSet
+from garm.setup import (
     AdminLogin,
     AppCredential,
     ControllerUrls,

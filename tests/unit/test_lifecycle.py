@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from lifecycle import SQLITE_MULTI_UNIT, RelationView, View, assess, sqlite_tenancy, unit_dying
+from juju.lifecycle import (
+    SQLITE_MULTI_UNIT,
+    RelationView,
+    View,
+    assess,
+    sqlite_tenancy,
+    unit_dying,
+)
 
 A = "cfg"
 

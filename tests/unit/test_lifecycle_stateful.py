@@ -58,10 +58,10 @@ from hypothesis.stateful import (
 from ops import testing
 from scenario.state import _Event
 
-import workload
 from charm import BEING_REMOVED, GarmCharm
-from naming import normalise_labels
-from scaleset_notes import Notes
+from garm import workload
+from scalesets.naming import normalise_labels
+from scalesets.notes import Notes
 from tests.binaries import fake_garm, fake_provider
 from tests.clock import FakeClock
 from tests.databags import EXAMPLE_UNIT

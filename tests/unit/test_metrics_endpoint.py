@@ -22,16 +22,16 @@ from pathlib import Path
 import pytest
 from charmlibs import systemd
 
-import metrics_endpoint
-import workload
-from metrics_endpoint import CONTENT_TYPE, PORT, SERVER, SERVICE, Files, publish, render_unit
-from planner import RemoveInstance
-from reconciler import Outcome
-from spec import Settings
+from garm import workload
+from garm.workload import Paths
+from observe import endpoint
+from observe.endpoint import CONTENT_TYPE, PORT, SERVER, SERVICE, Files, publish, render_unit
+from scalesets.planner import RemoveInstance
+from scalesets.reconciler import Outcome
+from scalesets.spec import Settings
 from tests.machine import FakeSystemctl
 from tests.unit.test_reconcile_timer import directives
 from tests.wire import T0
-from workload import Paths
 
 MACHINE = Files(Path("/"))
 UNIT = render_unit(str(MACHINE.server), str(MACHINE.metrics))
@@ -248,7 +248,7 @@ def test_ensure_installs_the_server_and_unit_then_starts_it(
 ) -> None:
     paths, files = Paths(tmp_path), Files(tmp_path)
 
-    assert metrics_endpoint.ensure(paths) is True
+    assert endpoint.ensure(paths) is True
 
     assert files.server.read_text() == SERVER
     assert files.unit_file.read_text() == UNIT  # the machine's paths, whatever the root
@@ -258,10 +258,10 @@ def test_ensure_installs_the_server_and_unit_then_starts_it(
 
 def test_ensure_with_nothing_changed_calls_nothing(tmp_path: Path, systemctl: Systemctl) -> None:
     paths = Paths(tmp_path)
-    metrics_endpoint.ensure(paths)
+    endpoint.ensure(paths)
     systemctl.calls.clear()
 
-    assert metrics_endpoint.ensure(paths) is False
+    assert endpoint.ensure(paths) is False
     assert systemctl.calls == []
 
 
@@ -269,11 +269,11 @@ def test_ensure_restarts_a_server_whose_script_changed(
     tmp_path: Path, systemctl: Systemctl
 ) -> None:
     paths = Paths(tmp_path)
-    metrics_endpoint.ensure(paths)
+    endpoint.ensure(paths)
     Files(tmp_path).server.write_text("# an older charm's server\n")
     systemctl.calls.clear()
 
-    assert metrics_endpoint.ensure(paths) is True
+    assert endpoint.ensure(paths) is True
     assert systemctl.calls == INSTALL
 
 
@@ -285,12 +285,12 @@ def test_ensure_retried_after_systemd_failed_does_it_all_again(
     systemctl.failing.add(failing)
 
     with pytest.raises(systemd.SystemdError):
-        metrics_endpoint.ensure(paths)
+        endpoint.ensure(paths)
 
     assert files.unit_file.exists()  # so that remove still finds the service
     systemctl.failing.clear()
     systemctl.calls.clear()
-    assert metrics_endpoint.ensure(paths) is True
+    assert endpoint.ensure(paths) is True
     assert systemctl.calls == INSTALL
 
 
@@ -312,14 +312,14 @@ def test_remove_stops_and_disables_then_deletes_all_but_the_count(
     publish(paths, outcome, **_PASS)
     systemctl.calls.clear()
 
-    assert metrics_endpoint.remove(paths) is True
+    assert endpoint.remove(paths) is True
 
     assert systemctl.calls == REMOVE
     assert not files.unit_file.exists() and not files.server.exists()
     assert not files.directory.exists()
-    assert metrics_endpoint.force_removals_total(paths) == 1
+    assert endpoint.force_removals_total(paths) == 1
     systemctl.calls.clear()
-    assert metrics_endpoint.remove(paths) is False
+    assert endpoint.remove(paths) is False
     assert systemctl.calls == []
 
 
@@ -327,16 +327,16 @@ def test_remove_that_failed_leaves_the_unit_for_the_retry(
     tmp_path: Path, systemctl: Systemctl
 ) -> None:
     paths = Paths(tmp_path)
-    metrics_endpoint.ensure(paths)
+    endpoint.ensure(paths)
     systemctl.failing.add("disable")
 
     # Never out of the hook: said, and left for the next hook to retry.
-    assert metrics_endpoint.remove(paths) is False
+    assert endpoint.remove(paths) is False
 
     assert Files(tmp_path).unit_file.exists()
     systemctl.failing.clear()
     systemctl.calls.clear()
-    assert metrics_endpoint.remove(paths) is True
+    assert endpoint.remove(paths) is True
     assert systemctl.calls == REMOVE
 
 
@@ -370,7 +370,7 @@ def test_an_unreadable_count_starts_again_from_zero(
 
     publish(paths, Outcome(done=(RemoveInstance("a", 1, "ci-1"),)), **_PASS)
 
-    assert metrics_endpoint.force_removals_total(paths) == 1
+    assert endpoint.force_removals_total(paths) == 1
 
 
 def test_publish_never_fails_the_pass_but_says_it_did_not_publish(
@@ -409,7 +409,7 @@ def test_after_remove_and_workload_remove_nothing_of_the_endpoint_is_left(
     paths, files = Paths(tmp_path), Files(tmp_path)
     publish(paths, Outcome(done=(RemoveInstance("a", 1, "ci-1"),)), **_PASS)
 
-    metrics_endpoint.remove(paths)
+    endpoint.remove(paths)
     workload.remove(paths)
 
     left = [files.unit_file, files.server.parent, files.directory, files.state]

@@ -11,9 +11,10 @@ from datetime import timedelta
 
 import pytest
 
-from garm_models import Entity, Instance, ScaleSet
-from naming import MAX_CANDIDATES, generation_name, spec_key
-from planner import (
+from garm.models import Entity, Instance, ScaleSet
+from scalesets.naming import MAX_CANDIDATES, generation_name, spec_key
+from scalesets.notes import Notes, specs_digest
+from scalesets.planner import (
     LISTENER_STARTUP,
     CreateScaleset,
     DeleteScaleset,
@@ -29,8 +30,7 @@ from planner import (
     shown_name,
     working,
 )
-from scaleset_notes import Notes, specs_digest
-from spec import Desired, HeldSpec, ScalesetSpec, Settings
+from scalesets.spec import Desired, HeldSpec, ScalesetSpec, Settings
 from tests.wire import T0, instance_json, scaleset_json
 
 NOW = T0 + timedelta(days=1)

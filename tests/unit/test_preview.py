@@ -2,7 +2,7 @@
 
 Each test previews a pass over the GARM double, checks nothing was written, then runs the
 real pass on the same state and compares the two write for write. The preview is the
-pass itself over a GARM whose writes are imagined (``preview.SimulatedGarm``), so the
+pass itself over a GARM whose writes are imagined (``scalesets.preview.SimulatedGarm``), so the
 writes that earlier writes unlock (a delete after a retire, a scaleset after its
 template) are told too.
 """
@@ -15,9 +15,12 @@ import logging
 import pytest
 from charms.garm.v0.garm_configurator import ConfiguratorUnitData
 
-from garm_client import GarmApiError, GarmUnreachable
-from naming import generation_name, spec_key
-from planner import (
+from garm.client import GarmApiError, GarmUnreachable
+from juju.relation import spec_from_unit
+from runners.options import RunnerContext
+from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate
+from scalesets.naming import generation_name, spec_key
+from scalesets.planner import (
     LISTENER_STARTUP,
     CreateScaleset,
     DeleteScaleset,
@@ -26,12 +29,9 @@ from planner import (
     UpdateScaleset,
     create_body,
 )
-from preview import SimulatedGarm
-from reconciler import Outcome, Preview, describe_action, observe, preview
-from runner_options import RunnerContext
-from runner_templates import CreateTemplate, DeleteTemplate, UpdateTemplate
-from spec import Desired, ScalesetSpec
-from state import spec_from_unit
+from scalesets.preview import SimulatedGarm
+from scalesets.reconciler import Outcome, Preview, describe_action, observe, preview
+from scalesets.spec import Desired, ScalesetSpec
 from tests.databags import SECOND_UNIT
 from tests.passes import PROVIDER, SETTINGS, Passes
 from tests.unit.test_reconciler import make_spec, retired_with_a_busy_runner
@@ -191,9 +191,9 @@ def test_a_preview_logs_nothing_as_done(passes, caplog):
     passes.run(make_spec())
     passes.later()
     caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="reconciler"):
+    with caplog.at_level(logging.DEBUG, logger="scalesets.reconciler"):
         foresee(passes, make_spec(labels=("linux", "arm64")))
-    told = [r for r in caplog.records if r.name == "reconciler"]
+    told = [r for r in caplog.records if r.name == "scalesets.reconciler"]
     assert told != [] and all(r.levelno == logging.DEBUG for r in told)
     assert all(r.getMessage().startswith("preview: ") for r in told)
 

@@ -15,12 +15,12 @@ from datetime import timedelta
 import pytest
 from charms.garm.v0.garm_configurator import GarmAppData
 
-from naming import generation_name, spec_key
-from planner import LISTENER_STARTUP, DeleteScaleset, Phase, Progress, Skipped
-from publish import published, unit_states, write
-from reconciler import ActionError, Outcome, reconcile
-from spec import Settings
-from state import RelationState, relation_state
+from juju.publish import published, unit_states, write
+from juju.relation import RelationState, relation_state
+from scalesets.naming import generation_name, spec_key
+from scalesets.planner import LISTENER_STARTUP, DeleteScaleset, Phase, Progress, Skipped
+from scalesets.reconciler import ActionError, Outcome, reconcile
+from scalesets.spec import Settings
 from tests.databags import (
     EXAMPLE_UNIT,
     KEY_SECRET_URI,

@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 from charmlibs import systemd
 
-import reconcile_timer
-import workload
 from charm import PASS_BUDGET_SECONDS, START_TIMEOUT_SECONDS
-from reconcile_timer import SERVICE, TIMER, render_timer
+from garm import timer, workload
+from garm.timer import SERVICE, TIMER, render_timer
+from garm.workload import Paths
 from tests.machine import FakeSystemctl
-from workload import Paths
 
 INSTALL = [["daemon-reload"], ["enable", "--now", TIMER]]
 REMOVE = [["disable", "--now", TIMER], ["stop", SERVICE], ["daemon-reload"]]
@@ -139,7 +138,7 @@ def test_intervals_and_timeouts_must_be_whole_positive_seconds(bad: object) -> N
 
 
 def test_the_default_timeout_outlasts_a_pass_and_a_garm_start() -> None:
-    assert reconcile_timer.TIMEOUT_SECONDS >= 2 * (PASS_BUDGET_SECONDS + START_TIMEOUT_SECONDS)
+    assert timer.TIMEOUT_SECONDS >= 2 * (PASS_BUDGET_SECONDS + START_TIMEOUT_SECONDS)
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
@@ -186,7 +185,7 @@ def test_ensure_writes_both_units_then_reloads_and_starts_the_timer(
 ) -> None:
     paths = Paths(tmp_path)
 
-    assert reconcile_timer.ensure(paths, UNITS) is True
+    assert timer.ensure(paths, UNITS) is True
 
     assert paths.timer_service_file.read_text() == UNITS.service
     assert paths.timer_file.read_text() == UNITS.timer
@@ -199,12 +198,12 @@ def test_ensure_with_the_same_units_writes_nothing_and_calls_nothing(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
     paths = Paths(tmp_path)
-    reconcile_timer.ensure(paths, UNITS)
+    timer.ensure(paths, UNITS)
     files = (paths.timer_service_file, paths.timer_file)
     before = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in files]
     systemctl.calls.clear()
 
-    assert reconcile_timer.ensure(paths, UNITS) is False
+    assert timer.ensure(paths, UNITS) is False
 
     assert [(p.stat().st_ino, p.stat().st_mtime_ns) for p in files] == before
     assert systemctl.calls == []
@@ -214,12 +213,12 @@ def test_ensure_rewrites_only_the_unit_that_changed(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
     paths = Paths(tmp_path)
-    reconcile_timer.ensure(paths, UNITS)
+    timer.ensure(paths, UNITS)
     service_inode = paths.timer_service_file.stat().st_ino
     systemctl.calls.clear()
     faster = render_timer("garm/0", 10, 600)
 
-    assert reconcile_timer.ensure(paths, faster) is True
+    assert timer.ensure(paths, faster) is True
 
     assert paths.timer_file.read_text() == faster.timer
     assert paths.timer_service_file.stat().st_ino == service_inode
@@ -234,12 +233,12 @@ def test_ensure_retried_after_systemd_failed_does_it_all_again(
     systemctl.failing.add(failing)
 
     with pytest.raises(systemd.SystemdError):
-        reconcile_timer.ensure(paths, UNITS)
+        timer.ensure(paths, UNITS)
 
     assert paths.timer_file.exists()  # so that remove still finds the timer
     systemctl.failing.clear()
     systemctl.calls.clear()
-    assert reconcile_timer.ensure(paths, UNITS) is True
+    assert timer.ensure(paths, UNITS) is True
     assert systemctl.calls == INSTALL
     assert paths.timer_service_file.read_text() == UNITS.service
 
@@ -248,22 +247,22 @@ def test_remove_stops_and_disables_then_deletes_and_reloads(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
     paths = Paths(tmp_path)
-    reconcile_timer.ensure(paths, UNITS)
+    timer.ensure(paths, UNITS)
     systemctl.calls.clear()
 
-    assert reconcile_timer.remove(paths) is True
+    assert timer.remove(paths) is True
 
     assert systemctl.calls == REMOVE
     assert not paths.timer_file.exists() and not paths.timer_service_file.exists()
     systemctl.calls.clear()
-    assert reconcile_timer.remove(paths) is False
+    assert timer.remove(paths) is False
     assert systemctl.calls == []
 
 
 def test_remove_with_nothing_installed_calls_nothing(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
-    assert reconcile_timer.remove(Paths(tmp_path)) is False
+    assert timer.remove(Paths(tmp_path)) is False
     assert systemctl.calls == []
 
 
@@ -273,11 +272,11 @@ def test_remove_after_a_failed_ensure_skips_the_service_systemd_never_saw(
     paths = Paths(tmp_path)
     systemctl.failing.add("daemon-reload")
     with pytest.raises(systemd.SystemdError):
-        reconcile_timer.ensure(paths, UNITS)
+        timer.ensure(paths, UNITS)
     systemctl.failing.clear()
     systemctl.calls.clear()
 
-    assert reconcile_timer.remove(paths) is True
+    assert timer.remove(paths) is True
 
     assert systemctl.calls == [["disable", "--now", TIMER], ["daemon-reload"]]
     assert not paths.timer_file.exists()
@@ -287,16 +286,16 @@ def test_remove_that_failed_leaves_the_units_for_the_retry(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
     paths = Paths(tmp_path)
-    reconcile_timer.ensure(paths, UNITS)
+    timer.ensure(paths, UNITS)
     systemctl.failing.add("stop")
 
     with pytest.raises(systemd.SystemdError):
-        reconcile_timer.remove(paths)
+        timer.remove(paths)
 
     assert paths.timer_file.exists() and paths.timer_service_file.exists()
     systemctl.failing.clear()
     systemctl.calls.clear()
-    assert reconcile_timer.remove(paths) is True
+    assert timer.remove(paths) is True
     assert systemctl.calls == REMOVE
 
 
@@ -304,7 +303,7 @@ def test_workload_remove_deletes_the_timer_units_too(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
     paths = Paths(tmp_path)
-    reconcile_timer.ensure(paths, UNITS)
+    timer.ensure(paths, UNITS)
 
     workload.remove(paths)
 

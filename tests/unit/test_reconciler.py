@@ -8,11 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-import reconciler
-from create_refusals import CreateMemory
-from garm_models import Entity
-from naming import MAX_CANDIDATES, generation_name, spec_key
-from planner import (
+from garm.models import Entity
+from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate
+from scalesets import reconciler
+from scalesets.naming import MAX_CANDIDATES, generation_name, spec_key
+from scalesets.notes import FIRST_RETRY, LONGEST_RETRY, REFUSALS_BEFORE_BLOCKED, Notes, backoff
+from scalesets.planner import (
     LISTENER_STARTUP,
     CreateScaleset,
     DeleteScaleset,
@@ -20,10 +21,9 @@ from planner import (
     RemoveInstance,
     UpdateScaleset,
 )
-from reconciler import Outcome, describe_action, preview, reconcile
-from runner_templates import CreateTemplate, DeleteTemplate, UpdateTemplate
-from scaleset_notes import FIRST_RETRY, LONGEST_RETRY, REFUSALS_BEFORE_BLOCKED, Notes, backoff
-from spec import Desired, ScalesetSpec
+from scalesets.reconciler import Outcome, describe_action, preview, reconcile
+from scalesets.refusals import CreateMemory
+from scalesets.spec import Desired, ScalesetSpec
 from tests.garm_double import CONSOLIDATION_INTERVAL, GarmDouble
 from tests.passes import PROVIDER, SETTINGS, Passes
 

@@ -22,8 +22,8 @@ from typing import Literal
 
 import pytest
 
-import resources
-from resources import GoBuild, Prepared, ResourceError
+from garm import resources
+from garm.resources import GoBuild, Prepared, ResourceError
 from tests.binaries import (
     PROVIDER,
     PROVIDER_MAIN,

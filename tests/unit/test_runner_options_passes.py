@@ -1,7 +1,7 @@
 """Runner options through whole passes over real HTTP against the GARM double (#9).
 
 The specs are built from configurator databags the way the charm builds them
-(``state.spec_from_unit``), so what reaches GARM is what a user's options produce:
+(``juju.relation.spec_from_unit``), so what reaches GARM is what a user's options produce:
 templates derived from GARM's own ``github_linux`` as the double serves it, the
 charm's proxy script in ``extra_specs``, and changes made in place.
 """
@@ -14,14 +14,14 @@ import re
 
 from charms.garm.v0.garm_configurator import ConfiguratorUnitData
 
-from planner import LISTENER_STARTUP
-from runner_options import DebugSsh, RunnerContext
-from runner_proxy import PRE_INSTALL_NAME
-from runner_scripts import ANCHOR, derive_template
-from runner_templates import template_name
-from spec import Desired, ScalesetSpec
-from state import RelationState, spec_from_unit
-from status import summarise
+from juju.relation import RelationState, spec_from_unit
+from juju.status import summarise
+from runners.options import DebugSsh, RunnerContext
+from runners.proxy import PRE_INSTALL_NAME
+from runners.scripts import ANCHOR, derive_template
+from runners.templates import template_name
+from scalesets.planner import LISTENER_STARTUP
+from scalesets.spec import Desired, ScalesetSpec
 from tests.databags import SECOND_UNIT
 from tests.garm_double import GITHUB_LINUX_TEMPLATE, GarmDouble
 from tests.passes import PROVIDER

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runner_options import DebugSsh, Proxy, RunnerOptions
-from runner_proxy import APROXY_LISTEN_PORT, NFT_DELIMITER, PRE_INSTALL_NAME, aproxy_script
-from runner_scripts import (
+from runners.options import DebugSsh, Proxy, RunnerOptions
+from runners.proxy import APROXY_LISTEN_PORT, NFT_DELIMITER, PRE_INSTALL_NAME, aproxy_script
+from runners.scripts import (
     ANCHOR,
     BASE64_DELIMITER,
     CHARM_DIR,

@@ -10,9 +10,8 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
-from garm_models import ScaleSet, Template
-from planner import CreateScaleset, Observed, Plan, UpdateScaleset, plan
-from runner_templates import (
+from garm.models import ScaleSet, Template
+from runners.templates import (
     CreateTemplate,
     DeleteTemplate,
     Templates,
@@ -21,7 +20,8 @@ from runner_templates import (
     digest,
     template_name,
 )
-from spec import Desired, HeldSpec, ScalesetSpec
+from scalesets.planner import CreateScaleset, Observed, Plan, UpdateScaleset, plan
+from scalesets.spec import Desired, HeldSpec, ScalesetSpec
 from tests.unit.test_planner import (
     NOW,
     ORG,

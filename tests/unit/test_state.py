@@ -8,12 +8,12 @@ import json
 import pytest
 from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
 
-from lifecycle import View
-from runner_options import DebugSsh, Proxy, RunnerContext, RunnerOptions
-from runner_proxy import PRE_INSTALL_NAME, aproxy_script
-from runner_scripts import install_blocks
-from spec import HeldSpec, ScalesetSpec
-from state import relation_state, spec_from_unit
+from juju.lifecycle import View
+from juju.relation import relation_state, spec_from_unit
+from runners.options import DebugSsh, Proxy, RunnerContext, RunnerOptions
+from runners.proxy import PRE_INSTALL_NAME, aproxy_script
+from runners.scripts import install_blocks
+from scalesets.spec import HeldSpec, ScalesetSpec
 from tests.databags import EXAMPLE_UNIT, SECOND_UNIT, follower
 
 CFG0, CFG1 = "garm-configurator/0", "garm-configurator/1"

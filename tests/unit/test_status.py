@@ -6,12 +6,12 @@ import dataclasses
 
 import pytest
 
-from garm_models import Instance, ScaleSet
-from planner import LISTENER_STARTUP, DeleteScaleset, Observed, Phase, Progress, Skipped
-from reconciler import ActionError, Outcome
-from spec import Desired, HeldSpec, ScalesetSpec, Settings
-from state import RelationState
-from status import Summary, describe_failing, describe_progress, summarise
+from garm.models import Instance, ScaleSet
+from juju.relation import RelationState
+from juju.status import Summary, describe_failing, describe_progress, summarise
+from scalesets.planner import LISTENER_STARTUP, DeleteScaleset, Observed, Phase, Progress, Skipped
+from scalesets.reconciler import ActionError, Outcome
+from scalesets.spec import Desired, HeldSpec, ScalesetSpec, Settings
 from tests.unit.test_reconciler import make_spec
 
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from charmlibs import passwd, systemd
 
-import workload
+from garm import workload
+from garm.workload import MissingResource, Paths
 from tests.machine import FakeSystemctl
-from workload import MissingResource, Paths
 
 ME = pwd.getpwuid(os.getuid()).pw_name
 PROVIDER_FILES = {

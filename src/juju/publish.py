@@ -36,13 +36,13 @@ from charms.garm.v0.garm_configurator import (
     ScalesetState,
 )
 
-from planner import Phase, Progress, Skipped
-from reconciler import Outcome
-from spec import application_of, unit_order
-from state import RelationState
+from juju.relation import RelationState
+from scalesets.planner import Phase, Progress, Skipped
+from scalesets.reconciler import Outcome
+from scalesets.spec import application_of, unit_order
 
 # Lower-cased logical scaleset name -> GARM name of its current generation (the one that
-# serves, or is to serve, the spec: ``planner._Current.name``), for every family the
+# serves, or is to serve, the spec: ``scalesets.planner._Current.name``), for every family the
 # pass's last plan walked that has one, live or not, contested or not.
 Current = Mapping[str, str]
 # garm-configurator relation id -> the remote application's name, as ``relation.app.name``.

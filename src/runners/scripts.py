@@ -1,7 +1,7 @@
 """What the charm adds to a runner's install template, and how it goes in.
 
 GARM sets a runner up in two stages. First, as root, the pre-install scripts run
-(``runner_proxy`` renders the charm's one). Then the runner install template runs as the
+(``proxy`` renders the charm's one). Then the runner install template runs as the
 runner user: a Go ``text/template`` holding bash. ``install_blocks`` is the text the
 charm adds to it, and ``derive_template`` puts that text into GARM's ``github_linux``
 template just before the runner is configured, when ``$RUN_HOME`` exists and the runner
@@ -22,7 +22,7 @@ import re
 import shlex
 from collections.abc import Mapping
 
-from runner_options import DebugSsh, RunnerOptions
+from runners.options import DebugSsh, RunnerOptions
 
 # The line of GARM's github_linux template the blocks go before (see derive_template).
 ANCHOR = 'sendStatus "configuring runner"'

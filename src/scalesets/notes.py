@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from garm_models import format_time, parse_time
+from garm.models import format_time, parse_time
 
 # How long a refused step waits before it is tried again: doubling from the first
 # value, never longer than the last, so a cause that goes away is noticed within the hour.

@@ -9,7 +9,7 @@ scaleset and the pass goes on; an unreachable GARM ends the pass at once.
 Some answers are facts the planner acts on rather than errors: a delete answered 200
 is confirmed with one read, and a scaleset GARM kept is noted on it; a force-removal
 GARM refused is noted the same way; a name GitHub already holds moves the create on to
-the next candidate; a refused create is remembered (``create_refusals``), so none of
+the next candidate; a refused create is remembered (``refusals``), so none of
 them is re-sent on every pass (ADR 0003).
 
 ``preview`` is the same pass over a GARM that is read for real and written to in
@@ -28,10 +28,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from create_refusals import CreateMemory, CreateRefusal, first_refusal, request_digest
-from garm_client import GarmApiError, GarmClient, GarmUnreachable
-from garm_models import Instance
-from planner import (
+from garm.client import GarmApiError, GarmClient, GarmUnreachable
+from garm.models import Instance
+from runners.scripts import TemplateError, derive_template
+from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate
+from scalesets.notes import LONGEST_RETRY
+from scalesets.planner import (
     Action,
     CreateScaleset,
     DeleteScaleset,
@@ -46,11 +48,9 @@ from planner import (
     shown_name,
     working,
 )
-from preview import SimulatedGarm
-from runner_scripts import TemplateError, derive_template
-from runner_templates import CreateTemplate, DeleteTemplate, UpdateTemplate
-from scaleset_notes import LONGEST_RETRY
-from spec import Desired, Settings
+from scalesets.preview import SimulatedGarm
+from scalesets.refusals import CreateMemory, CreateRefusal, first_refusal, request_digest
+from scalesets.spec import Desired, Settings
 
 logger = logging.getLogger(__name__)
 _Log = logging.Logger | logging.LoggerAdapter[logging.Logger]
@@ -242,7 +242,7 @@ def reconcile(
     ``budget`` bounds the pass in seconds so a hook never hangs on a slow GARM: past it
     no further write is started, and the next hook carries on from what it observes.
     ``observed`` saves the reads when the caller has just made them. ``memory`` is
-    what GitHub answered to creates before (``create_refusals``); the outcome carries it
+    what GitHub answered to creates before (``refusals``); the outcome carries it
     when this pass changed it.
     """
     return _pass(client, desired, now, settings, budget, observed, memory, logger)

@@ -20,8 +20,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from garm_models import ScaleSet
-from spec import ScalesetSpec
+from garm.models import ScaleSet
+from scalesets.spec import ScalesetSpec
 
 HASH_LENGTH = 6
 MIN_NAME_BUDGET = HASH_LENGTH

@@ -16,8 +16,8 @@ from datetime import timedelta
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from naming import MIN_NAME_BUDGET
-from spec import Settings
+from scalesets.naming import MIN_NAME_BUDGET
+from scalesets.spec import Settings
 
 _T = TypeVar("_T")
 

@@ -33,7 +33,7 @@ class ScalesetSpec:
     from (a configurator unit) so problems can be reported against it and duplicates
     resolved in a stable order.
     ``template_blocks`` is what the charm adds to GARM's install template for this
-    scaleset's runners (``runner_scripts``); empty when they need nothing added. Neither
+    scaleset's runners (``runners.scripts``); empty when they need nothing added. Neither
     it nor ``extra_specs`` is part of a generation: both change in place.
     """
 

@@ -3,7 +3,7 @@
 GARM's provider runs every ``extra_specs.pre_install_scripts`` entry as root, in name
 order, before the runner's install script downloads anything; behind a proxy that
 download may only get out through it, so the proxy is set up here and not in the
-install template (``runner_scripts``). Pure: the same inputs render the same bytes.
+install template (``scripts``). Pure: the same inputs render the same bytes.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import shlex
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-from runner_options import LOOPBACK, Proxy
-from runner_scripts import CHARM_DIR, fill
+from runners.options import LOOPBACK, Proxy
+from runners.scripts import CHARM_DIR, fill
 
 # The name GARM runs the aproxy script under: "00-" sorts before the configurator's own
-# ``pre_install.sh``, and a name that would sort first is refused (``state``), so the
+# ``pre_install.sh``, and a name that would sort first is refused (``juju.relation``), so the
 # proxy is up before any other script runs.
 PRE_INSTALL_NAME = "00-aproxy.sh"
 APROXY_LISTEN_PORT = 54969

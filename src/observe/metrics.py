@@ -1,7 +1,7 @@
 """The charm's own metrics: what the reconciler knows and GARM does not, as Prometheus text.
 
 Rendered at the end of every leader pass from the pass's outcome, and served between
-passes by ``metrics_endpoint`` (docs/adr/0005). Every value is as of the pass that wrote
+passes by ``endpoint`` (docs/adr/0005). Every value is as of the pass that wrote
 it, and ``garm_charm_last_pass_timestamp_seconds`` says when that was, so a value is
 never older than the last pass without that being visible.
 
@@ -20,10 +20,10 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
 
-from planner import Observed, Phase, Progress, RemoveInstance
-from reconciler import Outcome
-from scaleset_notes import Notes
-from spec import Settings
+from scalesets.notes import Notes
+from scalesets.planner import Observed, Phase, Progress, RemoveInstance
+from scalesets.reconciler import Outcome
+from scalesets.spec import Settings
 
 # Every phase a logical scaleset (or an orphan) is counted in, in the order shown.
 PHASES = (

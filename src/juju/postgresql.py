@@ -26,7 +26,7 @@ with warnings.catch_warnings():
         ResourceRequirerEventHandler,
     )
 
-from garm_config import PostgresqlDatabase
+from garm.config import PostgresqlDatabase
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 A scaleset whose runners need setting up (runner options, debug-ssh) gets a template of
 its own, named after its logical scaleset and derived from GARM's system
 ``github_linux`` template as GARM holds it, with the charm's blocks added
-(``runner_scripts``). Whether a template is current is decided without reading its body:
+(``scripts``). Whether a template is current is decided without reading its body:
 its description carries a digest of the base template's id and last change and of the
 blocks the charm rendered, so a settled pass needs GARM's template list and nothing more
 (ADR 0004). Templates the charm did not make are never written.
@@ -15,7 +15,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from garm_models import Template, format_time
+from garm.models import Template, format_time
 
 BASE_NAME = "github_linux"
 SYSTEM_OWNER = "system"

@@ -14,7 +14,7 @@ from typing import Any
 
 import requests
 
-from garm_models import ControllerInfo, Credential, Entity, Instance, ScaleSet, Template
+from garm.models import ControllerInfo, Credential, Entity, Instance, ScaleSet, Template
 
 API_PREFIX = "/api/v1"
 _GITHUB_MESSAGE = re.compile(r'\\?"message\\?"\s*:\s*\\?"((?:[^"\\]|\\[^"])*)')

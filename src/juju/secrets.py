@@ -12,7 +12,7 @@ import string
 
 import ops
 
-from garm_setup import AdminLogin
+from garm.setup import AdminLogin
 
 ADMIN_SECRET_LABEL = "garm-admin-credentials"  # noqa: S105 (a label, not a secret)
 INTERNAL_SECRET_LABEL = "garm-internal"  # noqa: S105 (a label, not a secret)

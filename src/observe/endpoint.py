@@ -2,7 +2,7 @@
 
 A charm runs only in hooks, so what a pass learnt must outlive it. At the end of every
 leader pass (a hook, or the reconcile timer's tick) ``publish`` renders the metrics
-(``charm_metrics``) and renames them over ``/var/lib/garm-charm/metrics/metrics``; a
+(``metrics``) and renames them over ``/var/lib/garm-charm/metrics/metrics``; a
 small systemd service, ``garm-charm-metrics.service``, serves that one file at
 ``http://127.0.0.1:9099/metrics`` for the collector to scrape (docs/adr/0005).
 
@@ -15,7 +15,7 @@ The count of force-removals is kept beside the metrics (``metrics-state.json``, 
 so the counter carries on across hooks. Only the leader serves: ``remove`` takes the
 service and the file away on a unit that does not lead, is dying, stops or is removed.
 
-Nothing here knows about the charm object; the verbs work on ``workload.Paths`` so tests
+Nothing here knows about the charm object; the verbs work on ``garm.workload.Paths`` so tests
 can use a temporary root, and reach systemd only through charmlibs.
 """
 
@@ -32,10 +32,10 @@ from pathlib import Path
 
 from charmlibs import systemd
 
-import charm_metrics
-import workload
-from reconciler import Outcome
-from spec import Settings
+from garm import workload
+from observe import metrics
+from scalesets.reconciler import Outcome
+from scalesets.spec import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def render_unit(server: str, metrics: str, port: int = PORT, python: str = PYTHO
     bound file would stay the old one. It may use IPv4 on loopback only (and unix
     sockets, for the journal). It restarts on any exit and never stops trying.
 
-    Every word put into the unit is checked rather than escaped, as ``reconcile_timer``
+    Every word put into the unit is checked rather than escaped, as ``garm.timer``
     does: anything systemd would split, unquote or expand raises ValueError.
     """
     for path in (server, metrics, python):
@@ -220,8 +220,8 @@ def publish(
     """
     files = Files.of(paths)
     try:
-        total = _count_force_removals(files, charm_metrics.force_removals(outcome))
-        text = charm_metrics.render(
+        total = _count_force_removals(files, metrics.force_removals(outcome))
+        text = metrics.render(
             outcome,
             ended=ended,
             duration=duration,
@@ -268,7 +268,7 @@ def remove(paths: workload.Paths) -> bool:
     For a unit that does not lead (or no longer), is dying, stops or is removed: nothing
     is served from it any more, so no scrape can take its last file for the leader's.
     The force-removal count stays, for the unit's next lead; the ``remove`` hook's
-    ``workload.remove`` takes it with the rest of ``/var/lib/garm-charm``. Files are
+    ``garm.workload.remove`` takes it with the rest of ``/var/lib/garm-charm``. Files are
     deleted only after systemd has done its part, so a failure leaves them for the
     retried hook.
     """

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from spec import unit_order
+from scalesets.spec import unit_order
 
 # goal-state gives each related unit its workload status, or "dying" once its removal
 # began (dead units are left out); each related application, the relation's status.

@@ -30,9 +30,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from create_refusals import CreateRefusal, request_digest
-from garm_models import Entity, Instance, ScaleSet, Template
-from naming import (
+from garm.models import Entity, Instance, ScaleSet, Template
+from runners.templates import Choice, DeleteTemplate, TemplateAction, Templates, template_name
+from scalesets.naming import (
     MAX_CANDIDATES,
     GenerationKey,
     generation_index,
@@ -42,9 +42,9 @@ from naming import (
     observed_key,
     spec_key,
 )
-from runner_templates import Choice, DeleteTemplate, TemplateAction, Templates, template_name
-from scaleset_notes import REFUSALS_BEFORE_BLOCKED, Notes, believed_wait, specs_digest
-from spec import Desired, ScalesetSpec, Settings, application_of, unit_order
+from scalesets.notes import REFUSALS_BEFORE_BLOCKED, Notes, believed_wait, specs_digest
+from scalesets.refusals import CreateRefusal, request_digest
+from scalesets.spec import Desired, ScalesetSpec, Settings, application_of, unit_order
 
 # GARM accepts a client delete only from these statuses (garm-api.md §3); the others
 # are either already going away or cannot be removed yet.
@@ -74,8 +74,8 @@ class Observed:
     answered but not done; ``refused``, scalesets one of whose runners GARM would not
     force-remove; ``removed``, scalesets one of whose runners it did force-remove;
     ``taken``, names GitHub holds (lower-cased, remembered for an hour).
-    ``create_refusals`` are the creates refused earlier, by logical name, remembered
-    with the application (``create_refusals``). ``templates`` come without bodies.
+    ``refusals`` are the creates refused earlier, by logical name, remembered
+    with the application (``refusals``). ``templates`` come without bodies.
     """
 
     scalesets: tuple[ScaleSet, ...] = ()

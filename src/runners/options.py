@@ -2,7 +2,7 @@
 
 Typed from data already checked (the relation library refuses a bad runner option,
 naming its key, before a spec is built); the debug-ssh relation's data is checked here,
-because nothing else reads it. Rendering these into scripts is ``runner_scripts``.
+because nothing else reads it. Rendering these into scripts is ``scripts``.
 """
 
 from __future__ import annotations

@@ -13,12 +13,11 @@ import logging
 import ops
 import ops.hookcmds
 
-import lifecycle
-import publish
-from lifecycle import RelationView
-from reconciler import Outcome
-from runner_options import DebugSshError, RunnerContext, debug_ssh
-from state import RelationState, relation_state
+from juju import lifecycle, publish
+from juju.lifecycle import RelationView
+from juju.relation import RelationState, relation_state
+from runners.options import DebugSshError, RunnerContext, debug_ssh
+from scalesets.reconciler import Outcome
 
 logger = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ from collections.abc import Collection
 
 import ops
 
-import lifecycle
-import workload
-from garm_config import PostgresqlDatabase, SqliteDatabase
-from lifecycle import SqliteTenancy
+from garm import workload
+from garm.config import PostgresqlDatabase, SqliteDatabase
+from juju import lifecycle
+from juju.lifecycle import SqliteTenancy
 
 logger = logging.getLogger(__name__)
 

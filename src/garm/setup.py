@@ -21,8 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from garm_client import GarmApiError, GarmClient
-from garm_models import Credential, Entity, ScaleSet
+from garm.client import GarmApiError, GarmClient
+from garm.models import Credential, Entity, ScaleSet
 
 logger = logging.getLogger(__name__)
 

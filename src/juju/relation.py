@@ -1,7 +1,7 @@
 """Typed charm state: desired scaleset specs and GARM's inputs from relation data.
 
 Pure: the charm hands in plain databags; nothing here talks to Juju (config options are
-read in ``charm_config``). One unit's bad data is recorded against that unit and never
+read in ``config``). One unit's bad data is recorded against that unit and never
 stops the others.
 """
 
@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
 
-from garm_config import OpenstackProvider
-from garm_setup import AppCredential, EntitySpec
-from lifecycle import View
-from runner_options import NO_CONTEXT, RunnerContext, runner_options
-from runner_proxy import PRE_INSTALL_NAME, aproxy_script
-from runner_scripts import TemplateError, install_blocks
-from spec import Desired, HeldSpec, ScalesetSpec, application_of
+from garm.config import OpenstackProvider
+from garm.setup import AppCredential, EntitySpec
+from juju.lifecycle import View
+from runners.options import NO_CONTEXT, RunnerContext, runner_options
+from runners.proxy import PRE_INSTALL_NAME, aproxy_script
+from runners.scripts import TemplateError, install_blocks
+from scalesets.spec import Desired, HeldSpec, ScalesetSpec, application_of
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import requests
 from charmlibs import passwd, systemd
 
-from garm_config import Database, read_database
+from garm.config import Database, read_database
 
 SERVICE = "garm"
 USER = "garm"
@@ -84,12 +84,12 @@ class Paths:
 
     @property
     def timer_service_file(self) -> Path:
-        """The oneshot unit that dispatches ``reconcile-tick`` (see reconcile_timer)."""
+        """The oneshot unit that dispatches ``reconcile-tick`` (see ``timer``)."""
         return self.root / "etc/systemd/system/garm-reconcile.service"
 
     @property
     def timer_file(self) -> Path:
-        """The timer that starts ``timer_service_file`` (see reconcile_timer)."""
+        """The timer that starts ``timer_service_file`` (see ``timer``)."""
         return self.root / "etc/systemd/system/garm-reconcile.timer"
 
     @property
@@ -99,7 +99,7 @@ class Paths:
 
     @property
     def log_dir(self) -> Path:
-        """GARM's logs (systemd makes it for GARM: ``garm_config.LOG_DIRECTORY``)."""
+        """GARM's logs (systemd makes it for GARM: ``config.LOG_DIRECTORY``)."""
         return self.root / "var/log/garm"
 
 
@@ -261,7 +261,7 @@ def remove(paths: Paths) -> None:
 
     Run at the unit's ``remove`` hook, after GARM was stopped: all of it is this charm's
     own, and the configuration holds the OpenStack passwords and GARM's passphrase. The
-    reconcile timer's units go too, as a backstop: ``reconcile_timer.remove`` is what
+    reconcile timer's units go too, as a backstop: ``timer.remove`` is what
     stops and disables the timer first.
     """
     for directory in (paths.config_dir, paths.data_dir, paths.staging.parent, paths.log_dir):

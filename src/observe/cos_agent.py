@@ -55,7 +55,7 @@ from typing import Any
 from cosl import DashboardPath40UID, JujuTopology, LZMABase64
 from cosl.rules import AlertRules, generic_alert_groups
 
-from garm_client import GarmError
+from garm.client import GarmError
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Creates GARM or GitHub refused, remembered so they are not re-sent on every pass.
 
-A refused create leaves nothing in GARM to keep notes on (``scaleset_notes`` is for
+A refused create leaves nothing in GARM to keep notes on (``notes`` is for
 scalesets that exist), so the refusals live in the application's databag of the peer
 relation: Juju keeps it, every unit reads it and the leader writes it, so a new leader
 goes on with the same back-off instead of hitting GitHub again at once (``docs/adr/0003``).
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from garm_models import format_time, parse_time
-from scaleset_notes import REFUSALS_BEFORE_BLOCKED, backoff, believed_wait
+from garm.models import format_time, parse_time
+from scalesets.notes import REFUSALS_BEFORE_BLOCKED, backoff, believed_wait
 
 KEY = "create-refusals"
 

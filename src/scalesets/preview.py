@@ -21,8 +21,8 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from garm_client import GarmApiError, GarmClient
-from garm_models import Entity, Instance, ScaleSet, Template
+from garm.client import GarmApiError, GarmClient
+from garm.models import Entity, Instance, ScaleSet, Template
 
 # What GARM sets on a runner it was told to force-remove (the pass folds the same).
 FORCE_REMOVED = "pending_force_delete"

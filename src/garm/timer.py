@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from charmlibs import systemd
 
-import workload
+from garm import workload
 
 logger = logging.getLogger(__name__)
 

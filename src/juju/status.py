@@ -10,10 +10,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from planner import Phase, Progress, Skipped, shown_name
-from reconciler import Outcome
-from spec import HeldSpec, ScalesetSpec, application_of
-from state import RelationState, UnitProblem
+from juju.relation import RelationState, UnitProblem
+from scalesets.planner import Phase, Progress, Skipped, shown_name
+from scalesets.reconciler import Outcome
+from scalesets.spec import HeldSpec, ScalesetSpec, application_of
 
 StatusKind = Literal["active", "maintenance", "waiting", "blocked"]
 # Past this many named problems the rest are counted, to keep the line readable.
@@ -77,7 +77,7 @@ def describe_failing(outcome: Outcome, state: RelationState) -> list[str]:
     """The logical scalesets whose current generation keeps failing, one item each.
 
     ``ci (ci-768c7d): 2 runners failing``: some of its runners are in error or failed
-    to start and none is idle or running a job (``reconciler.Runners.keeps_failing``).
+    to start and none is idle or running a job (``scalesets.reconciler.Runners.keeps_failing``).
     Such a generation serves nothing while GARM counts its runners; the status stays
     ``active`` (GARM keeps trying, and the other scalesets serve) but says so. The
     logical name is shown as the configurator spelt it.

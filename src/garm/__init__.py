@@ -1,0 +1,10 @@
+"""GARM itself: its REST API, its configuration, and GARM on this machine.
+
+Holds the thin client and the wire-exact models of GARM's API (``client``, ``models``);
+GARM's rendered configuration and systemd unit (``config``) and the machine verbs that
+install and run it (``workload``, ``resources``, ``timer``); and the setup that makes a
+fresh GARM usable (``setup``: admin, URLs, GitHub credentials, orgs and repos).
+
+May use: the standard library and PyPI packages only. Nothing here knows of Juju, of
+scalesets' changeovers or of runners' options: every other package may use this one.
+"""
