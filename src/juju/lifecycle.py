@@ -58,6 +58,10 @@ class View:
     cross_model: frozenset[str] = frozenset()
 
 
+# A view that lacks nothing: every related unit is seen.
+WHOLE = View(True)
+
+
 def assess(
     relations: Iterable[RelationView],
     goal: Mapping[str, str] | None,

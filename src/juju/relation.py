@@ -17,7 +17,7 @@ from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
 
 from garm.config import OpenstackProvider
 from garm.setup import AppCredential, EntitySpec
-from juju.lifecycle import View
+from juju.lifecycle import WHOLE, View
 from runners.options import NO_CONTEXT, RunnerContext, runner_options
 from runners.proxy import PRE_INSTALL_NAME, aproxy_script
 from runners.scripts import TemplateError, install_blocks
@@ -25,8 +25,6 @@ from scalesets.spec import Desired, HeldSpec, ScalesetSpec, application_of
 
 logger = logging.getLogger(__name__)
 
-
-WHOLE = View(True)
 _NO_IMAGE = "image_id not published yet"
 
 

@@ -2,13 +2,15 @@
 
 Two application secrets, made once by the leader: GARM's admin login, and what GARM
 keeps its data with (the JWT secret and the database passphrase, which must never
-change). Kept apart from the charm class because none of it depends on the event.
+change). The leader's pass takes them as ``CharmSecrets`` (``read``) and asks for them to
+be made (``ensure``) when they are not there yet.
 """
 
 from __future__ import annotations
 
 import secrets
 import string
+from dataclasses import dataclass, field
 
 import ops
 
@@ -51,6 +53,25 @@ def ensure(model: ops.Model) -> bool:
             model.app.add_secret(make(), label=label)
             created = True
     return created
+
+
+@dataclass(frozen=True)
+class CharmSecrets:
+    """The charm's own secrets, as one hook reads them."""
+
+    admin: AdminLogin = field(repr=False)
+    jwt_secret: str = field(repr=False)
+    db_passphrase: str = field(repr=False)
+
+
+def read(model: ops.Model) -> CharmSecrets | None:
+    """The charm's own secrets, or None while ``ensure`` has not made them both yet."""
+    try:
+        admin = admin_login(model)
+        content = internal(model)
+    except ops.SecretNotFoundError:
+        return None
+    return CharmSecrets(admin, content["jwt-secret"], content["db-passphrase"])
 
 
 def admin_login(model: ops.Model) -> AdminLogin:

@@ -2,26 +2,44 @@
 
 The one place that reads relation membership and ``goal-state`` and keeps what only one
 hook shows (this unit departing, a relation losing its last unit); ``lifecycle`` judges
-what is read. Why a view must be whole before anything is retired: ``docs/adr/0002``.
-On the leader it also tells those units what became of their scalesets (``tell``).
+what is read, and the pass takes it as ``Configurators``. Why a view must be whole before
+anything is retired: ``docs/adr/0002``. On the leader it also tells those units what
+became of their scalesets (``tell``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import ops
 import ops.hookcmds
 
 from juju import lifecycle, publish
-from juju.lifecycle import RelationView
-from juju.relation import RelationState, relation_state
-from runners.options import DebugSshError, RunnerContext, debug_ssh
-from scalesets.reconciler import Outcome
+from juju.lifecycle import WHOLE, RelationView, View
+from runners.options import NO_CONTEXT, DebugSshError, RunnerContext, debug_ssh
 
 logger = logging.getLogger(__name__)
 
 DEBUG_SSH = "debug-ssh"
+
+
+@dataclass(frozen=True)
+class Configurators:
+    """The garm-configurator relations as this hook sees them: what the pass reads.
+
+    ``units`` is every visible unit's (name, databag), in a stable order, without what
+    this very hook takes away; ``view`` says whether they are all there is. ``apps`` is
+    each relation's remote application by relation id, for telling them back. ``runner``
+    is what every runner is set up with besides its unit's options, GARM's host aside.
+    """
+
+    related: bool
+    units: tuple[tuple[str, dict[str, str]], ...] = ()
+    view: View = WHOLE
+    apps: Mapping[int, str] = field(default_factory=dict)
+    runner: RunnerContext = NO_CONTEXT
 
 
 class JujuView(ops.Object):
@@ -66,36 +84,17 @@ class JujuView(ops.Object):
             return None
         return frozenset(name for name, g in goal.units.items() if g.status != "dying")
 
-    def runner_context(self, garm_host: str) -> RunnerContext:
-        """What every runner is set up with: GARM's host and the debug-ssh server.
-
-        Juju lists no unit in its own ``-departed`` hook and ops no relation in its
-        ``-broken`` hook, so a tmate server that is leaving is not read here. Data no
-        runner may be given holds every runner template as it is.
-        """
-        relation = self.model.get_relation(DEBUG_SSH)
-        if relation is None:
-            return RunnerContext(garm_host)
-        units = sorted(relation.units, key=lambda u: u.name)
-        try:
-            server = debug_ssh((u.name, dict(relation.data[u])) for u in units)
-        except DebugSshError as exc:
-            logger.error("debug-ssh data refused, runner templates kept as they are: %s", exc)
-            hold = f"debug-ssh unit {exc}; runner templates are kept as they are"
-            return RunnerContext(garm_host, None, hold)
-        return RunnerContext(garm_host, server)
-
-    def relation_state(self, event: ops.EventBase | None, runner: RunnerContext) -> RelationState:
+    def configurators(self, event: ops.EventBase | None) -> Configurators:
         """Every configurator unit's databag, in a stable order, minus what is leaving.
 
         Whether that view is whole is judged against goal-state (``lifecycle.assess``).
-        ``runner`` is what every runner is set up with besides its unit's options.
         """
         gone_relation = event.relation.id if isinstance(event, ops.RelationBrokenEvent) else None
         gone_unit = event.departing_unit if isinstance(event, ops.RelationDepartedEvent) else None
+        relations = self.model.relations[self._endpoint]
         views: list[RelationView] = []
         units: list[tuple[str, dict[str, str]]] = []
-        for relation in sorted(self.model.relations[self._endpoint], key=lambda r: r.id):
+        for relation in sorted(relations, key=lambda r: r.id):
             if relation.id == gone_relation:
                 continue
             seen = sorted((u for u in relation.units if u != gone_unit), key=lambda u: u.name)
@@ -111,20 +110,43 @@ class JujuView(ops.Object):
             self._stored.emptied,
             gone_unit.name if gone_unit else None,
         )
-        return relation_state(bool(views), units, view, runner)
+        return Configurators(
+            bool(views),
+            tuple(units),
+            view,
+            {r.id: r.app.name for r in relations if r.app},
+            self._runner_context(),
+        )
 
-    def tell(self, state: RelationState, outcome: Outcome) -> None:
+    def _runner_context(self) -> RunnerContext:
+        """What every runner is set up with besides its unit's options: the debug-ssh server.
+
+        Juju lists no unit in its own ``-departed`` hook and ops no relation in its
+        ``-broken`` hook, so a tmate server that is leaving is not read here. Data no
+        runner may be given holds every runner template as it is. GARM's host is the
+        pass's to fill in: it follows from the config.
+        """
+        relation = self.model.get_relation(DEBUG_SSH)
+        if relation is None:
+            return NO_CONTEXT
+        units = sorted(relation.units, key=lambda u: u.name)
+        try:
+            server = debug_ssh((u.name, dict(relation.data[u])) for u in units)
+        except DebugSshError as exc:
+            logger.error("debug-ssh data refused, runner templates kept as they are: %s", exc)
+            hold = f"debug-ssh unit {exc}; runner templates are kept as they are"
+            return RunnerContext("", None, hold)
+        return RunnerContext("", server)
+
+    def tell(self, wanted: Mapping[int, Mapping[str, str]] | None) -> None:
         """Publish each configurator unit's scaleset and phase on its relation (leader).
 
-        ops lists no relation in its own ``-broken`` hook, so none being broken is
-        written. Nothing at all when the pass could not read GARM or see every unit.
+        ``wanted`` is ``publish.published``'s answer: None leaves what was published before.
+        ops lists no relation in its own ``-broken`` hook, so none being broken is written.
         """
-        relations = self.model.relations[self._endpoint]
-        apps = {r.id: r.app.name for r in relations if r.app}
-        wanted = publish.published(state, outcome, dict(outcome.current), apps)
         if wanted is None:
             return
-        for relation in relations:
+        for relation in self.model.relations[self._endpoint]:
             if relation.id not in wanted:
                 continue
             try:

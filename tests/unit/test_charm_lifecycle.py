@@ -15,11 +15,12 @@ import ops
 import pytest
 from ops import testing
 
-from charm import BEING_REMOVED, GarmCharm
+from charm import GarmCharm
 from garm import workload
 from juju.lifecycle import SQLITE_MULTI_UNIT
-from juju.sqlite_home import DATA_KEY, PEERS
-from juju.sqlite_home import HOME_KEY as SQLITE_HOME_KEY
+from juju.peers import DATA_KEY, PEERS
+from juju.peers import HOME_KEY as SQLITE_HOME_KEY
+from leader import BEING_REMOVED
 from scalesets.planner import YOUNGEST_DELETE
 from tests.databags import EXAMPLE_UNIT, SOLE_UNIT, follower
 from tests.garm_double import CONSOLIDATION_INTERVAL

@@ -15,7 +15,7 @@ import ops
 import pytest
 from ops import testing
 
-from charm import BEING_REMOVED, STANDING_BY
+from leader import BEING_REMOVED, STANDING_BY
 from tests.databags import SOLE_UNIT
 from tests.juju_events import reconcile_tick, self_departing
 from tests.machine import Machine

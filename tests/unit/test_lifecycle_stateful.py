@@ -58,8 +58,9 @@ from hypothesis.stateful import (
 from ops import testing
 from scenario.state import _Event
 
-from charm import BEING_REMOVED, GarmCharm
+from charm import GarmCharm
 from garm import workload
+from leader import BEING_REMOVED
 from scalesets.naming import normalise_labels
 from scalesets.notes import Notes
 from tests.binaries import fake_garm, fake_provider

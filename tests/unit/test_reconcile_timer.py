@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from charmlibs import systemd
 
-from charm import PASS_BUDGET_SECONDS, START_TIMEOUT_SECONDS
 from garm import timer, workload
 from garm.timer import SERVICE, TIMER, render_timer
 from garm.workload import Paths
+from leader import PASS_BUDGET_SECONDS, START_TIMEOUT_SECONDS
 from tests.machine import FakeSystemctl
 
 INSTALL = [["daemon-reload"], ["enable", "--now", TIMER]]

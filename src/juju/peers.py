@@ -1,4 +1,4 @@
-"""Which garm unit holds GARM's sqlite data, kept in the peer relation.
+"""What garm units keep in their peer relation: GARM's sqlite data's unit, the create memory.
 
 GARM's sqlite file cannot follow leadership to another machine, so only the unit that
 holds it may run GARM (``lifecycle.sqlite_tenancy`` says why). Two records say who that
@@ -6,19 +6,28 @@ is: the application's (``sqlite-home``, written by the leader that first ran GAR
 each unit's own (``sqlite-data``, written by any unit whose machine has the file), so a
 leader elected before the first record was made still finds the data's unit. The
 ``start-empty-garm`` action is the operator's way out once that unit is gone for good.
+
+The application's databag also keeps what GitHub answered to creates
+(``scalesets.refusals``), so that a new leader goes on with the same back-off.
+
+The leader's pass reads all of it as ``PeerRecords`` and says what to change in a
+``HomeChange``; this module alone reads and writes the relation.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Literal
 
 import ops
 
 from garm import workload
-from garm.config import PostgresqlDatabase, SqliteDatabase
+from garm.config import SqliteDatabase
 from juju import lifecycle
-from juju.lifecycle import SqliteTenancy
+from scalesets.refusals import KEY as MEMORY_KEY
+from scalesets.refusals import CreateMemory
 
 logger = logging.getLogger(__name__)
 
@@ -26,9 +35,28 @@ PEERS = "garm-peers"
 HOME_KEY = "sqlite-home"
 DATA_KEY = "sqlite-data"
 
+# What the pass asks of the application's ``sqlite-home`` record: record this unit as
+# the one holding GARM's sqlite data, drop this unit's record (GARM's data moved to
+# PostgreSQL), or leave it (None).
+HomeChange = Literal["claim", "forget"] | None
 
-class SqliteHome(ops.Object):
-    """The records of GARM's sqlite data's unit, and the action that gives it up."""
+
+@dataclass(frozen=True)
+class PeerRecords:
+    """The peer relation as this hook reads it.
+
+    ``home`` is the application's ``sqlite-home`` record; ``holders`` the units whose own
+    data says their machine has GARM's sqlite file; ``memory`` what GitHub answered to
+    creates, as any leader left it.
+    """
+
+    home: str | None = None
+    holders: frozenset[str] = frozenset()
+    memory: CreateMemory = field(default_factory=CreateMemory)
+
+
+class Peers(ops.Object):
+    """The peer relation's records, and the action that gives up GARM's sqlite data."""
 
     def __init__(self, charm: ops.CharmBase, alive: lifecycle.Alive, paths: workload.Paths):
         super().__init__(charm, PEERS)
@@ -55,39 +83,36 @@ class SqliteHome(ops.Object):
         elif not has_data and DATA_KEY in bag:
             del bag[DATA_KEY]
 
-    def tenancy(self, *, claim: bool) -> SqliteTenancy:
-        """Whether this leader may start GARM; the first to run it on sqlite is recorded.
+    def records(self) -> PeerRecords:
+        """What the peer relation holds now (nothing before it is created)."""
+        relation = self.model.get_relation(PEERS)
+        if relation is None:
+            return PeerRecords()
+        return PeerRecords(
+            self._home(),
+            frozenset(u.name for u in relation.units if relation.data[u].get(DATA_KEY)),
+            CreateMemory.read(relation.data[self.model.app].get(MEMORY_KEY)),
+        )
 
-        ``claim`` False checks only: a leader starting GARM on PostgreSQL must not do so
-        while another unit's sqlite data holds the scalesets, but it holds no sqlite data.
+    def keep(self, home: HomeChange, memory: CreateMemory | None) -> None:
+        """Write what a leader's pass decided: the sqlite home record, the create memory.
+
+        ``memory`` None leaves the memory as it is (the pass did not change it).
         """
         relation = self.model.get_relation(PEERS)
-        holders = (
-            {u.name for u in relation.units if relation.data[u].get(DATA_KEY)}
-            if (relation)
-            else set()
-        )
-        tenancy = lifecycle.sqlite_tenancy(
-            self._home(), self.model.unit.name, holders, self._alive()
-        )
-        if claim and tenancy.claim and relation is not None:
-            relation.data[self.model.app][HOME_KEY] = self.model.unit.name
-        return tenancy
-
-    def forget(self) -> None:
-        """Drop this unit's record as the data's home: GARM's data moved to PostgreSQL."""
-        relation = self.model.get_relation(PEERS)
-        if relation is not None and self._home() == self.model.unit.name:
-            del relation.data[self.model.app][HOME_KEY]
-
-    def crowded(self) -> bool:
-        """Whether more than one unit would share GARM's sqlite data, as any unit can tell."""
-        if self.model.get_relation("postgresql") is not None:
-            return False
-        if isinstance(workload.configured_database(self._paths.config_file), PostgresqlDatabase):
-            return False
-        alive = self._alive()
-        return alive is not None and len(alive) > 1
+        if relation is None:
+            return
+        bag = relation.data[self.model.app]
+        if home == "claim":
+            bag[HOME_KEY] = self.model.unit.name
+        elif home == "forget":
+            bag.pop(HOME_KEY, None)
+        if memory is None:
+            return
+        if memory:
+            bag[MEMORY_KEY] = memory.text()
+        else:
+            bag.pop(MEMORY_KEY, None)
 
     def _home(self) -> str | None:
         relation = self.model.get_relation(PEERS)

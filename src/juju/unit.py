@@ -1,0 +1,54 @@
+"""What Juju gives this unit besides relations: its resources, its address, the model proxy.
+
+Small readers for the leader's pass: each answers with a plain value, and a thing Juju
+does not have (a resource never attached, no address yet) is None, never an error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import ops
+
+from garm.config import Proxy
+
+
+def attached(model: ops.Model, names: Iterable[str]) -> dict[str, Path | None]:
+    """Each resource's file, or None when it is not attached (Juju may hand an empty one)."""
+    files: dict[str, Path | None] = {}
+    for name in names:
+        try:
+            path = model.resources.fetch(name)
+        except (ops.ModelError, NameError):
+            files[name] = None
+            continue
+        files[name] = path if path.stat().st_size > 0 else None
+    return files
+
+
+def ingress_address(model: ops.Model, endpoint: str) -> str | None:
+    """The address this unit is reached at on ``endpoint``'s network; None before it has one."""
+    binding = model.get_binding(endpoint)
+    address = binding.network.ingress_address if binding else None
+    return str(address) if address else None
+
+
+def model_proxy() -> Proxy:
+    """The model's proxy settings (model-config ``juju-http-proxy`` ...), as GARM takes them."""
+    return Proxy(
+        proxy_url(os.environ.get("JUJU_CHARM_HTTP_PROXY", "")),
+        proxy_url(os.environ.get("JUJU_CHARM_HTTPS_PROXY", "")),
+        os.environ.get("JUJU_CHARM_NO_PROXY", ""),
+    )
+
+
+def proxy_url(value: str) -> str:
+    """A model proxy setting as GARM accepts it.
+
+    GARM refuses to start on a proxy URL without a scheme (``url.ParseRequestURI``),
+    which Juju allows (``10.0.0.1:3128``).
+    """
+    value = value.strip()
+    return value if not value or "://" in value else f"http://{value}"

@@ -1,0 +1,602 @@
+"""The pass every hook runs: from what Juju told it to what the charm tells Juju back.
+
+What a unit does depends on what it is (``run``):
+
+- a unit being removed stands down: it changes no scaleset any more (ADR 0002);
+- a unit that does not lead stands by: GARM runs on the leader alone;
+- the leader leads (``_lead``), in this order:
+
+  1. its config, checked whole, and its own secrets, made once;
+  2. what the configurators ask for (``juju.relation``), and what runners get besides;
+  3. GARM running on this machine (``_ensure_running``): the resources checked and
+     installed, its database chosen (``garm.database``), its providers kept
+     (``garm.providers``), its files rendered, restarted when any changed, answering;
+  4. the reconcile timer, and GARM's API port to open;
+  5. GARM's setup (``_ensure_setup``): admin, URLs, GitHub credentials, orgs and repos;
+  6. the scalesets reconciled (``scalesets.reconciler``);
+  7. what it comes to: the status line, what each configurator is told, the metrics.
+
+There is no ops here. The charm reads Juju into ``Inputs`` and writes the ``PassResult``
+back (status, relation data, ports, the secrets to make); the pass does its work on the
+machine and on GARM itself. A step that cannot go on returns the status that says why,
+and the pass stops there with what it has done so far.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from garm import resources, timer, workload
+from garm.client import GarmApiError, GarmClient, GarmUnreachable
+from garm.config import (
+    Database,
+    GarmConfig,
+    PostgresqlDatabase,
+    Proxy,
+    SqliteDatabase,
+    render_files,
+    render_unit,
+)
+from garm.database import choose_database, moving_to_postgresql
+from garm.models import ScaleSet
+from garm.providers import earlier_providers, kept_providers
+from garm.setup import AdminLogin, ControllerUrls, apply_setup, ensure_admin_and_urls, plan_setup
+from juju.config import FIRST_UNPRIVILEGED_PORT, CharmConfig, ConfigError
+from juju.lifecycle import SQLITE_MULTI_UNIT, sqlite_tenancy
+from juju.peers import HomeChange, PeerRecords
+from juju.publish import published
+from juju.relation import GarmInputs, RelationState, UnitProblem, garm_inputs, relation_state
+from juju.secrets import CharmSecrets
+from juju.status import Summary, describe_progress, summarise
+from juju.view import Configurators
+from observe import endpoint
+from observe.cos_agent import LeaderGarm
+from scalesets.planner import Observed
+from scalesets.reconciler import Outcome, describe_action, observe, preview, reconcile
+from scalesets.refusals import CreateMemory
+
+logger = logging.getLogger(__name__)
+
+RESOURCES = ("garm", "garm-provider-openstack")
+# A whole pass stops starting writes after this long; update-status picks up the rest.
+PASS_BUDGET_SECONDS = 60.0
+# How long to wait for GARM to answer after a (re)start, and when it should be up.
+START_TIMEOUT_SECONDS = 30.0
+RUNNING_TIMEOUT_SECONDS = 5.0
+STANDING_BY = "Standing by: the leader unit runs GARM"
+BEING_REMOVED = "Being removed: this unit changes no scaleset any more"
+NO_ADMIN_YET = "GARM's admin login is not made yet; try again after the next hook"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Where GARM lives on this machine (tests point it at a sandbox) and who runs it."""
+
+    paths: workload.Paths
+    user: str
+
+
+@dataclass(frozen=True)
+class LeaderInputs:
+    """What the leader's pass reads from Juju, each read once by the charm.
+
+    ``config`` is the checked config, or why it cannot be used; ``secrets`` None until
+    the charm's own secrets exist. ``postgresql`` is the provider's usable answer (None
+    until there is one). ``resources`` maps each of ``RESOURCES`` to its file, None when
+    not attached. ``address`` is this unit's address runners would reach; ``proxy`` the
+    model's proxy settings. ``read_secret`` resolves a configurator's secret URI to its
+    value, None when not granted (yet).
+    """
+
+    config: CharmConfig | ConfigError
+    secrets: CharmSecrets | None
+    configurators: Configurators
+    postgresql: PostgresqlDatabase | None
+    resources: Mapping[str, Path | None]
+    peers: PeerRecords
+    address: str | None
+    proxy: Proxy
+    read_secret: Callable[[str], str | None] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What one hook tells this unit: who it is, what its machine is, what Juju says.
+
+    ``now`` reads the clock. ``dying``: this unit's removal has begun. ``alive`` are
+    this application's units whose removal has not begun, per goal-state (None:
+    unknown). ``leader`` is None on a unit that does not lead.
+    """
+
+    unit: str
+    machine: Machine
+    now: Callable[[], datetime]
+    dying: bool
+    alive: frozenset[str] | None
+    postgresql_related: bool
+    leader: LeaderInputs | None
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What a pass comes to, for the charm to tell Juju.
+
+    ``outcome`` is the scaleset pass's, None when the pass stopped before it. ``ports``
+    are the ports to open and ``workload_version`` GARM's version to show, None to leave
+    either as it is. ``publish_back`` is what to write in garm's application databag per
+    configurator relation, None to leave it. ``sqlite_home`` and ``memory`` go to the peer
+    relation (None: unchanged). ``make_secrets`` asks for the charm's own secrets.
+    ``publish_telemetry`` False leaves the cos-agent data as it was; ``garm_here`` is
+    the leader's GARM for the collector to scrape (None: no GARM runs here).
+    ``next_due`` is when the reconcile timer runs the next pass at the latest, None
+    without a timer.
+    """
+
+    summary: Summary
+    outcome: Outcome | None = None
+    ports: tuple[int, ...] | None = None
+    workload_version: str | None = None
+    publish_back: Mapping[int, Mapping[str, str]] | None = None
+    sqlite_home: HomeChange = None
+    memory: CreateMemory | None = None
+    make_secrets: bool = False
+    publish_telemetry: bool = True
+    garm_here: LeaderGarm | None = None
+    next_due: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ActionAnswer:
+    """An action's results, or why it failed."""
+
+    results: Mapping[str, str] = field(default_factory=dict)
+    failure: str = ""
+
+
+def run(inputs: Inputs) -> PassResult:
+    """One hook's pass on this unit: stand down, stand by, or lead."""
+    paths = inputs.machine.paths
+    if inputs.dying:
+        stand_down(paths)
+        # A leader whose config cannot be read leaves what it told the collector before.
+        unreadable = inputs.leader is not None and _usable(inputs.leader) is None
+        return PassResult(
+            Summary("maintenance", BEING_REMOVED),
+            ports=(),
+            publish_telemetry=not unreadable,
+            garm_here=_garm_here(inputs.leader),
+        )
+    if inputs.leader is None:
+        return _stand_by(inputs)
+    started = time.monotonic()
+    result = _lead(inputs, inputs.leader)
+    config = _usable(inputs.leader)
+    endpoint.publish(
+        paths,
+        result.outcome,
+        ended=inputs.now(),
+        duration=time.monotonic() - started,
+        reconcile_interval=config.reconcile_interval if config else 0,
+        settings=config.settings if config else None,
+        version=result.workload_version or "",
+    )
+    return result
+
+
+def stand_down(paths: workload.Paths) -> None:
+    """Nothing that only a leader runs is left running here: no timer, no metrics server."""
+    timer.remove(paths)
+    endpoint.remove(paths)
+
+
+def stop(paths: workload.Paths) -> None:
+    """The unit is going: GARM stops with it (relations were torn down before)."""
+    stand_down(paths)
+    if workload.stop(paths.unit_file):
+        logger.info("unit stopping: GARM stopped")
+
+
+def remove(paths: workload.Paths) -> None:
+    """Take GARM's configuration, secrets and data off the machine."""
+    stand_down(paths)
+    workload.stop(paths.unit_file)
+    workload.remove(paths)
+    logger.info("GARM's files removed from this machine")
+
+
+def plan(inputs: Inputs) -> ActionAnswer:
+    """The ``plan`` action: every write the next pass would make, made by none."""
+    refused = refuse_action(inputs, "plan")
+    if refused or inputs.leader is None:
+        return ActionAnswer(failure=refused)
+    leader = inputs.leader
+    config = leader.config
+    if isinstance(config, ConfigError):
+        return ActionAnswer(failure=f"Invalid config: {config}")
+    state = _relation_state(leader, config)
+    if leader.secrets is None:
+        return ActionAnswer(failure=NO_ADMIN_YET)
+    try:
+        with contextlib.closing(_client(config, leader.secrets.admin)) as client:
+            planned = preview(
+                client,
+                state.desired,
+                inputs.now(),
+                config.settings,
+                leader.peers.memory,
+                budget=PASS_BUDGET_SECONDS,
+            )
+    except GarmUnreachable as exc:
+        return ActionAnswer(failure=f"Could not read GARM: {exc}")
+    except GarmApiError as exc:
+        return ActionAnswer(failure=f"Could not read GARM: {exc.cause}")
+    return ActionAnswer(
+        {
+            "writes": str(len(planned.actions)),
+            "actions": "\n".join(describe_action(a) for a in planned.actions) or "none",
+            "phases": "\n".join(describe_progress(p) for p in planned.progress) or "converged",
+            # What the pass would stop at: a write the charm cannot even make, or its
+            # budget spent (the next pass goes on from there).
+            "errors": "\n".join(e.error for e in planned.errors) or "none",
+            "cut-short": "yes" if planned.cut_short else "no",
+        }
+    )
+
+
+def refuse_action(inputs: Inputs, action: str) -> str:
+    """Why a leader's action cannot run on this unit now; "" when it can."""
+    if inputs.leader is None:
+        return f"Run this on the leader unit: juju run garm/leader {action}"
+    return BEING_REMOVED if inputs.dying else ""
+
+
+def reconciled(result: PassResult) -> dict[str, str]:
+    """The ``reconcile`` action's results: the status the pass earned and what it did."""
+    done = result.outcome.done if result.outcome else ()
+    return {
+        "status": f"{result.summary.kind}: {result.summary.message}",
+        "done": "\n".join(describe_action(a) for a in done) or "none",
+    }
+
+
+# --- standing by ----------------------------------------------------------------------
+
+
+def _stand_by(inputs: Inputs) -> PassResult:
+    """A unit that does not lead: no GARM here, and say if sqlite is being shared."""
+    paths = inputs.machine.paths
+    stand_down(paths)
+    if workload.stop(paths.unit_file):
+        logger.info("not the leader any more: GARM stopped on this unit")
+    on_postgresql = inputs.postgresql_related or isinstance(
+        workload.configured_database(paths.config_file), PostgresqlDatabase
+    )
+    crowded = not on_postgresql and inputs.alive is not None and len(inputs.alive) > 1
+    summary = Summary("blocked", SQLITE_MULTI_UNIT) if crowded else Summary("active", STANDING_BY)
+    return PassResult(summary, ports=(), workload_version="")
+
+
+# --- leading --------------------------------------------------------------------------
+
+
+def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
+    """The leader's steps, in order; each one that cannot go on ends the pass."""
+    config = leader.config
+    if isinstance(config, ConfigError):
+        logger.error("invalid config: %s", config)
+        return PassResult(Summary("blocked", f"Invalid config: {config}"), publish_telemetry=False)
+    if leader.secrets is None:
+        summary = Summary("waiting", "Secrets created; GARM is set up on the next hook")
+        return PassResult(summary, make_secrets=True, garm_here=LeaderGarm(config.api_port))
+    secrets = leader.secrets
+    state = _relation_state(leader, config)
+    wanted = garm_inputs(state.units, leader.read_secret)
+    running = _ensure_running(inputs, leader, config, secrets, wanted)
+    # What the pass has come to so far; each step that stops it gives the summary.
+    so_far = PassResult(
+        running.stopped or Summary("active", ""),
+        workload_version=running.version,
+        sqlite_home=running.sqlite_home,
+        garm_here=_garm_here(leader),
+    )
+    if running.stopped is not None:
+        return so_far
+    # GARM runs on this leader now: so does the timer that reconciles it, and its API
+    # port is open (``juju expose`` then lets runners reach it).
+    timer.keep(inputs.machine.paths, inputs.unit, config.reconcile_interval)
+    so_far = dataclasses.replace(so_far, ports=(config.api_port,))
+    with contextlib.closing(_client(config, secrets.admin)) as client:
+        setup = _ensure_setup(client, secrets.admin, _base_url(config, leader), wanted, state)
+        if isinstance(setup, Summary):
+            return dataclasses.replace(so_far, summary=setup)
+        now = inputs.now()
+        outcome = reconcile(
+            client,
+            state.desired,
+            now,
+            config.settings,
+            budget=PASS_BUDGET_SECONDS,
+            observed=setup.observed,
+            memory=leader.peers.memory,
+        )
+    interval = config.reconcile_interval
+    return dataclasses.replace(
+        so_far,
+        summary=summarise(outcome, state, [*running.problems, *setup.problems]),
+        outcome=outcome,
+        publish_back=published(state, outcome, dict(outcome.current), leader.configurators.apps),
+        memory=outcome.memory,
+        garm_here=_garm_here(leader, answered=True),
+        next_due=now + timedelta(seconds=interval) if interval else None,
+    )
+
+
+def _usable(leader: LeaderInputs | None) -> CharmConfig | None:
+    return None if leader is None or isinstance(leader.config, ConfigError) else leader.config
+
+
+def _garm_here(leader: LeaderInputs | None, *, answered: bool = False) -> LeaderGarm | None:
+    """The leader's GARM for the collector; its metrics token is renewed only if it answered."""
+    config = _usable(leader)
+    if leader is None or config is None:
+        return None
+    secrets = leader.secrets
+    if secrets is None:
+        return LeaderGarm(config.api_port)
+    admin = secrets.admin
+    fetch = (lambda: _metrics_token(config, admin)) if answered else None
+    return LeaderGarm(config.api_port, secrets.jwt_secret, fetch)
+
+
+def _metrics_token(config: CharmConfig, admin: AdminLogin) -> str:
+    with contextlib.closing(_client(config, admin)) as client:
+        return client.get_metrics_token()
+
+
+def _relation_state(leader: LeaderInputs, config: CharmConfig) -> RelationState:
+    """What the configurators ask for, with what every runner is set up with."""
+    seen = leader.configurators
+    host = urlsplit(_base_url(config, leader)).hostname or ""
+    runner = dataclasses.replace(seen.runner, garm_host=host)
+    return relation_state(seen.related, seen.units, seen.view, runner)
+
+
+def _base_url(config: CharmConfig, leader: LeaderInputs) -> str:
+    """The URL runners reach GARM at: configured, or this unit's address."""
+    if config.external_url:
+        return config.external_url
+    return f"http://{leader.address or '127.0.0.1'}:{config.api_port}"
+
+
+def _api_url(config: CharmConfig) -> str:
+    return f"http://127.0.0.1:{config.api_port}"
+
+
+def _client(config: CharmConfig, admin: AdminLogin) -> GarmClient:
+    return GarmClient(_api_url(config), admin.username, admin.password)
+
+
+# --- GARM on this machine -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _OnMachine:
+    """What making GARM run here did; ``stopped`` says why the pass cannot go on."""
+
+    version: str | None = None
+    sqlite_home: HomeChange = None
+    problems: tuple[UnitProblem, ...] = ()
+    stopped: Summary | None = None
+
+
+def _ensure_running(
+    inputs: Inputs,
+    leader: LeaderInputs,
+    config: CharmConfig,
+    secrets: CharmSecrets,
+    wanted: GarmInputs,
+) -> _OnMachine:
+    """Install, configure and (re)start GARM as needed, then wait for it to answer."""
+    machine = inputs.machine
+    installed = _install(machine, leader.resources)
+    if isinstance(installed, Summary):
+        return _OnMachine(stopped=installed)
+    version, changed = installed
+    files = workload.read_provider_files(machine.paths.config_dir)
+    current = workload.configured_database(machine.paths.config_file)
+    # GARM's scalesets before it is reconfigured, read only when a choice hangs on them.
+    live = (
+        _live_scalesets(config, secrets.admin)
+        if earlier_providers(files, wanted.providers)
+        or moving_to_postgresql(current, leader.postgresql)
+        else None
+    )
+    placed = _place_data(inputs, leader, current, live)
+    if placed.stopped is not None or placed.database is None:
+        return _OnMachine(version, placed.sqlite_home, stopped=placed.stopped)
+    kept = kept_providers(
+        wanted.providers, files, None if live is None else {s.provider_name for s in live}
+    )
+    for name in kept.dropped:
+        logger.info("provider %s is no longer used: removed from GARM", name)
+    garm_config = GarmConfig(
+        port=config.api_port,
+        jwt_secret=secrets.jwt_secret,
+        db_passphrase=secrets.db_passphrase,
+        database=placed.database,
+        providers=kept.providers,
+        proxy=leader.proxy,
+        provider_executable=str(machine.paths.provider_binary),
+        config_dir=str(machine.paths.config_dir),
+    )
+    changed |= _configure(machine, garm_config)
+    answering = _start(config, changed)
+    return _OnMachine(version, placed.sqlite_home, placed.problems, answering)
+
+
+def _install(machine: Machine, attached: Mapping[str, Path | None]) -> tuple[str, bool] | Summary:
+    """The resources checked and installed: GARM's version, and whether a binary changed."""
+    paths = machine.paths
+    sources: dict[str, resources.Prepared] = {}
+    for name in RESOURCES:
+        path = attached.get(name)
+        if path is None:
+            message = f"Attach the {name} resource: juju attach-resource garm {name}=<file>"
+            return Summary("blocked", message)
+        try:
+            sources[name] = resources.prepare_once(name, path, paths.staging)
+        except resources.ResourceError as exc:
+            logger.error("%s", exc)
+            return Summary("blocked", str(exc))
+    workload.ensure_user()
+    changed = workload.install_binary(sources["garm"].path, paths.binary)
+    changed |= workload.install_binary(
+        sources["garm-provider-openstack"].path, paths.provider_binary
+    )
+    workload.ensure_directory(paths.data_dir, machine.user)
+    return sources["garm"].version or "", changed
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """Where GARM's data is to be, what that asks of the peer relation, what to report."""
+
+    database: Database | None = None
+    sqlite_home: HomeChange = None
+    problems: tuple[UnitProblem, ...] = ()
+    stopped: Summary | None = None
+
+
+def _place_data(
+    inputs: Inputs,
+    leader: LeaderInputs,
+    current: Database | None,
+    live: list[ScaleSet] | None,
+) -> _Placement:
+    """GARM's database (``garm.database``), and whether this unit may run GARM on it.
+
+    ``current`` is the database GARM's configuration names now. A unit that never ran
+    GARM (no configuration written yet) must not start one, on sqlite or on a database that is
+    new to it, while another unit's sqlite data holds the scalesets
+    (``juju.lifecycle.sqlite_tenancy``).
+    """
+    paths, peers = inputs.machine.paths, leader.peers
+    choice = choose_database(
+        current,
+        inputs.postgresql_related,
+        leader.postgresql,
+        live,
+        SqliteDatabase(str(paths.sqlite_file)),
+    )
+    if choice.database is None:
+        return _Placement(stopped=Summary("waiting", choice.waiting))
+    problems = [UnitProblem("postgresql", choice.problem, choice.blocking)]
+    problems = problems if choice.problem else []
+    on_sqlite = isinstance(choice.database, SqliteDatabase)
+    home: HomeChange = None
+    if on_sqlite or not paths.config_file.exists():
+        tenancy = sqlite_tenancy(peers.home, inputs.unit, peers.holders, inputs.alive)
+        if on_sqlite and tenancy.claim:
+            home = "claim"
+        if not tenancy.may_run:
+            return _Placement(sqlite_home=home, stopped=Summary("blocked", tenancy.problem))
+        if on_sqlite and tenancy.problem:
+            problems.append(UnitProblem(inputs.unit, tenancy.problem, True))
+    if not on_sqlite and peers.home == inputs.unit:
+        home = "forget"
+    return _Placement(choice.database, home, tuple(problems))
+
+
+def _configure(machine: Machine, garm_config: GarmConfig) -> bool:
+    """GARM's files and systemd unit written as rendered; whether anything changed."""
+    paths = machine.paths
+    changed = workload.write_files(paths.config_dir, render_files(garm_config), machine.user)
+    unit = render_unit(
+        str(paths.binary),
+        str(paths.config_file),
+        str(paths.data_dir),
+        machine.user,
+        privileged_port=garm_config.port < FIRST_UNPRIVILEGED_PORT,
+    )
+    return workload.ensure_service(paths.unit_file, unit) or changed
+
+
+def _start(config: CharmConfig, changed: bool) -> Summary | None:
+    """GARM restarted if anything changed or it is down; None once it answers."""
+    if changed or not workload.is_active():
+        logger.info("starting GARM (configuration or binaries changed)")
+        workload.restart()
+        timeout = START_TIMEOUT_SECONDS
+    else:
+        timeout = RUNNING_TIMEOUT_SECONDS
+    if not workload.wait_until_answering(_api_url(config), timeout):
+        return Summary("waiting", "Waiting for GARM to answer on its API port")
+    return None
+
+
+def _live_scalesets(config: CharmConfig, admin: AdminLogin) -> list[ScaleSet] | None:
+    """GARM's scalesets as it runs now, or None when it cannot tell (not running yet)."""
+    try:
+        with contextlib.closing(_client(config, admin)) as client:
+            return client.list_scalesets()
+    except (GarmUnreachable, GarmApiError):
+        return None
+
+
+# --- GARM's setup ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """The problems of GARM's setup to report, and GARM as it then stands.
+
+    The scaleset pass reuses ``observed``, so a pass reads each list once.
+    """
+
+    problems: tuple[UnitProblem, ...]
+    observed: Observed
+
+
+def _ensure_setup(
+    client: GarmClient,
+    admin: AdminLogin,
+    base_url: str,
+    wanted: GarmInputs,
+    state: RelationState,
+) -> _Setup | Summary:
+    """Admin, controller URLs, credentials and orgs/repos; a Summary when it cannot go on."""
+    try:
+        ensure_admin_and_urls(client, admin, ControllerUrls.from_base(base_url))
+        observed = observe(client)
+        actions = plan_setup(
+            wanted.credentials,
+            wanted.entities,
+            wanted.published,
+            client.list_credentials(),
+            observed.entities,
+            observed.scalesets,
+            complete=state.desired.complete,
+        )
+        setup = apply_setup(client, actions)
+        if actions:
+            observed = dataclasses.replace(
+                observed,
+                entities=(*client.list_organizations(), *client.list_repositories()),
+            )
+    except GarmUnreachable as exc:
+        return Summary("waiting", f"GARM unreachable, will retry: {exc}")
+    except GarmApiError as exc:
+        if exc.status == 401:
+            return Summary("blocked", "GARM refused the admin login kept by the charm")
+        logger.error("GARM setup failed: %s", exc)
+        return Summary("waiting", f"GARM setup failed, will retry: {exc.cause}")
+    errors = (UnitProblem("garm", e, False) for e in setup.errors)
+    return _Setup((*wanted.problems, *errors), observed)
