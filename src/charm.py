@@ -20,7 +20,7 @@ import ops
 import leader
 from garm import workload
 from juju import secrets, telemetry, unit
-from juju.config import ConfigError, read_config
+from juju.config import CharmConfig, ConfigError
 from juju.peers import PEERS, Peers
 from juju.postgresql import GarmDatabase
 from juju.status import Summary
@@ -135,7 +135,7 @@ class GarmCharm(ops.CharmBase):
         lead = None
         if self.unit.is_leader():
             try:
-                config = read_config(self.config)
+                config = self.load_config(CharmConfig)
             except ConfigError as exc:
                 config = exc
             lead = leader.LeaderInputs(

@@ -1,35 +1,24 @@
-"""The charm's config options, read and checked together before a pass does anything.
+"""The charm's config options, checked together before a pass does anything.
 
 A value is refused here when it would make a hook raise (an integer no ``timedelta`` or
 socket takes), make GARM refuse it, or leave the charm waiting for something that can
 never happen (a URL runners cannot use). A refused value changes nothing: the charm
 reports ``blocked`` with every ``<option>: <why>`` and leaves GARM as it is until the
-operator corrects it. Pure: the charm hands in its config mapping.
+operator corrects it. Pure: ops hands the options in (``CharmBase.load_config``), with
+charmcraft.yaml's defaults for those the operator did not set.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TypeVar
 from urllib.parse import urlsplit
 
 from scalesets.naming import MIN_NAME_BUDGET
 from scalesets.spec import Settings
 
-_T = TypeVar("_T")
-
-# Every option with its default; charmcraft.yaml holds the same values (a test checks).
-_DEFAULTS: dict[str, object] = {
-    "scaleset-name-budget": 10,
-    "handover-timeout-minutes": 30,
-    "drain-deadline-minutes": 420,
-    "api-port": 9997,
-    "external-url": "",
-    "reconcile-interval": 30,
-}
 # OpenStack's 60-byte tag leaves 10 bytes for a name, so more only helps with another
 # provider, and no name needs to be longer than the longest a configurator may publish.
 MAX_NAME_BUDGET = 64
@@ -58,67 +47,52 @@ class ConfigError(ValueError):
     """Config options the operator must correct; the message is ``<option>: <why>; ...``."""
 
 
-@dataclass(frozen=True)
-class CharmConfig:
-    """The charm's config, every value already checked.
-
-    ``external_url`` is "" when unset (runners then use this unit's address) and never
-    ends in ``/``. ``reconcile_interval`` is in seconds, 0 meaning no timer.
-    """
-
-    settings: Settings
-    api_port: int
-    external_url: str
-    reconcile_interval: int
-
-
 class _RefusedError(Exception):
     """Why one option's value cannot be used."""
 
 
-def read_config(config: Mapping[str, object]) -> CharmConfig:
-    """Every option, its default when absent, or a ConfigError naming each bad one.
+@dataclass(frozen=True)
+class CharmConfig:
+    """The charm's config options, every value checked when it is made.
 
-    All options are checked before any is refused, so the operator sees every problem at
-    once instead of one per ``juju config``.
+    ops' ``CharmBase.load_config`` makes it from the options Juju hands the hook, which
+    carry charmcraft.yaml's defaults: that file is the one table of them. The fields are
+    the options (``-`` read as ``_``), as Juju gives them until ``__post_init__`` has
+    checked them, then as a pass uses them: ``external_url`` is "" when unset (runners
+    then use this unit's address) and never ends in ``/``; ``reconcile_interval`` is in
+    seconds, 0 meaning no timer.
     """
-    reader = _Reader(config)
-    budget = reader.read("scaleset-name-budget", _whole(MIN_NAME_BUDGET, MAX_NAME_BUDGET))
-    handover = reader.read("handover-timeout-minutes", _whole(0, MAX_HANDOVER_MINUTES))
-    drain = reader.read("drain-deadline-minutes", _whole(0, MAX_DRAIN_MINUTES))
-    port = reader.read("api-port", _whole(1, 65535))
-    url = reader.read("external-url", _base_url)
-    interval = reader.read(
-        "reconcile-interval", _whole(MIN_RECONCILE_SECONDS, MAX_RECONCILE_SECONDS, off=True)
-    )
-    if reader.problems:
-        raise ConfigError("; ".join(reader.problems))
-    return CharmConfig(
-        settings=Settings(
-            name_budget=budget,
-            handover_timeout=timedelta(minutes=handover),
-            drain_deadline=timedelta(minutes=drain),
-        ),
-        api_port=port,
-        external_url=url,
-        reconcile_interval=interval,
-    )
 
+    scaleset_name_budget: int
+    handover_timeout_minutes: int
+    drain_deadline_minutes: int
+    api_port: int
+    external_url: str
+    reconcile_interval: int
 
-class _Reader:
-    """Reads options one by one, noting each refusal instead of stopping at the first."""
+    def __post_init__(self) -> None:
+        """Check every option, or raise a ConfigError naming each bad one.
 
-    def __init__(self, config: Mapping[str, object]) -> None:
-        self._config = config
-        self.problems: list[str] = []
+        All options are checked before any is refused, so the operator sees every problem
+        at once instead of one per ``juju config``.
+        """
+        problems = []
+        for name, check in _CHECKS.items():
+            try:
+                object.__setattr__(self, name, check(getattr(self, name)))
+            except _RefusedError as refused:
+                problems.append(f"{name.replace('_', '-')}: {refused}")
+        if problems:
+            raise ConfigError("; ".join(problems))
 
-    def read(self, option: str, check: Callable[[object], _T]) -> _T:
-        """The checked value, or after a refusal the (valid) default, to read on."""
-        try:
-            return check(self._config.get(option, _DEFAULTS[option]))
-        except _RefusedError as refused:
-            self.problems.append(f"{option}: {refused}")
-            return check(_DEFAULTS[option])
+    @property
+    def settings(self) -> Settings:
+        """The changeover's settings, for the scaleset pass."""
+        return Settings(
+            name_budget=self.scaleset_name_budget,
+            handover_timeout=timedelta(minutes=self.handover_timeout_minutes),
+            drain_deadline=timedelta(minutes=self.drain_deadline_minutes),
+        )
 
 
 def _whole(low: int, high: int, *, off: bool = False) -> Callable[[object], int]:
@@ -161,3 +135,14 @@ def _base_url(value: object) -> str:
     if "@" in parts.netloc:
         raise _RefusedError("must carry no user or password: every runner is sent it")
     return value.rstrip("/")
+
+
+# Each option's check, by its field name, in the order refusals are told.
+_CHECKS: dict[str, Callable[[object], object]] = {
+    "scaleset_name_budget": _whole(MIN_NAME_BUDGET, MAX_NAME_BUDGET),
+    "handover_timeout_minutes": _whole(0, MAX_HANDOVER_MINUTES),
+    "drain_deadline_minutes": _whole(0, MAX_DRAIN_MINUTES),
+    "api_port": _whole(1, 65535),
+    "external_url": _base_url,
+    "reconcile_interval": _whole(MIN_RECONCILE_SECONDS, MAX_RECONCILE_SECONDS, off=True),
+}

@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from juju.config import CharmConfig, ConfigError, read_config
+from juju.config import CharmConfig, ConfigError
 from scalesets.spec import Settings
-
-OPTIONS: dict[str, dict[str, Any]] = yaml.safe_load(
-    (Path(__file__).parents[2] / "charmcraft.yaml").read_text()
-)["config"]["options"]
-DEFAULTS = {option: spec["default"] for option, spec in OPTIONS.items()}
+from tests.options import DEFAULTS, OPTIONS, charm_config
 
 WHOLE = "must be a whole number"
 URL_SHAPE = "must be an absolute http:// or https:// URL with a host, e.g. http://10.0.0.5:9997"
 URL_CHARACTERS = "must be printable ASCII without spaces (write a domain as xn--...)"
 
-# (option, value, what read_config makes of it)
+# (option, value, what the config reads as)
 GOOD: list[tuple[str, object, Any]] = [
     ("scaleset-name-budget", 6, lambda c: c.settings.name_budget == 6),
     ("scaleset-name-budget", 64, lambda c: c.settings.name_budget == 64),
@@ -114,29 +109,34 @@ def test_the_tables_cover_every_option_charmcraft_yaml_declares():
     assert {option for option, _, _ in BAD} == set(OPTIONS)
 
 
+def test_every_option_charmcraft_yaml_declares_is_read():
+    # load_config hands over only the options the class has a field for.
+    fields = {field.name for field in dataclasses.fields(CharmConfig)}
+    assert fields == {option.replace("-", "_") for option in OPTIONS}
+
+
 def test_an_unset_option_reads_as_its_charmcraft_yaml_default():
-    expected = CharmConfig(
-        settings=Settings(), api_port=9997, external_url="", reconcile_interval=30
-    )
-    assert read_config({}) == read_config(DEFAULTS) == expected
+    config = charm_config({})
+    assert config.settings == Settings()
+    assert (config.api_port, config.external_url, config.reconcile_interval) == (9997, "", 30)
 
 
 @pytest.mark.parametrize(("option", "value", "check"), GOOD)
 def test_a_good_value_is_read(option: str, value: object, check: Any):
-    assert check(read_config({**DEFAULTS, option: value}))
+    assert check(charm_config({**DEFAULTS, option: value}))
 
 
 @pytest.mark.parametrize(("option", "value", "why"), BAD, ids=short_id)
 def test_a_bad_value_is_refused_naming_its_option(option: str, value: object, why: str):
     with pytest.raises(ConfigError) as refused:
-        read_config({**DEFAULTS, option: value})
+        charm_config({**DEFAULTS, option: value})
     assert str(refused.value) == f"{option}: {why}"
 
 
 def test_every_bad_option_is_named_at_once():
     config = {"api-port": 70000, "external-url": "10.0.0.5:9997", "reconcile-interval": True}
     with pytest.raises(ConfigError) as refused:
-        read_config(config)
+        charm_config(config)
     assert str(refused.value) == (
         f"api-port: must be 1-65535; external-url: {URL_SHAPE}; reconcile-interval: {WHOLE}"
     )
@@ -176,7 +176,7 @@ ANY_VALUE = st.one_of(
 @given(st.sampled_from(sorted(OPTIONS)), ANY_VALUE)
 def test_any_value_is_read_or_refused_and_nothing_else(option: str, value: object):
     try:
-        read_config({option: value})
+        charm_config({option: value})
     except ConfigError as refused:
         assert str(refused).startswith(f"{option}: ")
         assert "; " not in str(refused)
@@ -185,7 +185,7 @@ def test_any_value_is_read_or_refused_and_nothing_else(option: str, value: objec
 @given(st.sampled_from(INT_OPTIONS), WHOLE_NUMBERS)
 def test_a_whole_number_read_is_one_a_pass_can_use(option: str, value: int):
     try:
-        read = read_config({option: value})
+        read = charm_config({option: value})
     except ConfigError:
         return
     # No date arithmetic with an accepted duration can overflow.
@@ -198,7 +198,7 @@ def test_a_whole_number_read_is_one_a_pass_can_use(option: str, value: int):
 @given(URL_LIKE)
 def test_any_external_url_is_read_or_refused_and_nothing_else(url: str):
     try:
-        read = read_config({"external-url": url})
+        read = charm_config({"external-url": url})
     except ConfigError as refused:
         assert str(refused).startswith("external-url: ")
         return

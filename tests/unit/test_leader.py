@@ -22,7 +22,7 @@ import pytest
 import leader
 from garm.config import PostgresqlDatabase, Proxy
 from garm.setup import AdminLogin
-from juju.config import ConfigError, read_config
+from juju.config import ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, WHOLE, View
 from juju.peers import PeerRecords
 from juju.secrets import CharmSecrets
@@ -32,6 +32,7 @@ from tests.clock import FakeClock
 from tests.databags import KEY_SECRET_URI, PASSWORD_SECRET_URI, SOLE_UNIT
 from tests.garm_double import FAKE_APP_KEY, GarmDouble
 from tests.machine import Machine
+from tests.options import charm_config
 
 UNIT = "garm/0"
 JWT = "J" * 40 + "wt-5ecret!"
@@ -59,7 +60,7 @@ def make(machine: Machine, world: GarmDouble, clock: FakeClock, attached) -> Cal
     def make(**changes: Any) -> leader.Inputs:
         options = {"api-port": port, **changes.pop("config", {})}
         try:
-            config: Any = read_config(options)
+            config: Any = charm_config(options)
         except ConfigError as exc:
             config = exc
         lead = leader.LeaderInputs(
