@@ -75,3 +75,22 @@ class Machine:
     paths: workload.Paths
     systemctl: FakeSystemctl
     users: list[str]
+
+
+APP = "garm-configurator"
+
+
+def goal_state(
+    *remote_units: str,
+    me: str = "garm/0",
+    status: str = "active",
+    dying: tuple[str, ...] = (),
+):
+    """goal-state's answer: this unit, and the configurator units the controller knows.
+
+    As Juju gives it: the related application with the relation's status, each of its
+    units with its workload status, or ``dying`` once its removal began.
+    """
+    relation = {APP: goal("joined"), **{u: goal("active") for u in remote_units}}
+    relation.update({u: goal("dying") for u in dying})
+    return {"units": {me: goal(status)}, "relations": {APP: relation}}

@@ -22,9 +22,9 @@ from ops import testing
 from charm import GarmCharm
 from garm import workload
 from tests.binaries import fake_garm, fake_provider
+from tests.charm_states import INTERNAL_SECRET, admin_secret
 from tests.garm_double import GarmDouble
 from tests.machine import FakeSystemctl
-from tests.unit.test_charm import INTERNAL_SECRET, admin_secret
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 
 Hooks run as Juju runs them on the principal when a collector subordinate comes and
 leadership moves; what the charm leaves in its unit databag is read with the collector's
-model (``tests/unit/test_cos_agent.py``), and the token it publishes is tried on the
+model (``tests/unit/observe/test_cos_agent.py``), and the token it publishes is tried on the
 double's ``/metrics`` as the collector would scrape it.
 """
 
@@ -18,11 +18,11 @@ from ops import testing
 
 from juju.secrets import INTERNAL_SECRET_LABEL
 from observe import cos_agent
+from tests.charm_states import CONFIGURATOR_SECRETS, admin_secret, configurator
+from tests.collector import CollectorUnitData, collector_reads
 from tests.databags import EXAMPLE_UNIT
 from tests.garm_double import DEFAULT_JWT_TTL, GarmDouble
 from tests.juju_events import leader_settings_changed
-from tests.unit.test_charm import CONFIGURATOR_SECRETS, admin_secret, configurator
-from tests.unit.test_cos_agent import CollectorUnitData, collector_reads
 
 pytestmark = pytest.mark.usefixtures("machine")
 

@@ -12,8 +12,8 @@ import ops
 import pytest
 from ops import testing
 
+from tests.charm_states import configurator, make_state
 from tests.databags import SOLE_UNIT
-from tests.unit.test_charm import configurator, make_state
 
 pytestmark = pytest.mark.usefixtures("machine")
 

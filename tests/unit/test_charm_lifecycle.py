@@ -22,11 +22,7 @@ from juju.peers import DATA_KEY, PEERS
 from juju.peers import HOME_KEY as SQLITE_HOME_KEY
 from leader import BEING_REMOVED
 from scalesets.planner import YOUNGEST_DELETE
-from tests.databags import EXAMPLE_UNIT, SOLE_UNIT, follower
-from tests.garm_double import CONSOLIDATION_INTERVAL
-from tests.juju_events import leader_settings_changed, reconcile_tick, self_departing
-from tests.machine import Machine, goal
-from tests.unit.test_charm import (
+from tests.charm_states import (
     configurator,
     live_names,
     make_state,
@@ -34,10 +30,12 @@ from tests.unit.test_charm import (
     relate_postgresql,
     tags,
 )
+from tests.databags import EXAMPLE_UNIT, SOLE_UNIT, follower
+from tests.garm_double import CONSOLIDATION_INTERVAL
+from tests.juju_events import leader_settings_changed, reconcile_tick, self_departing
+from tests.machine import APP, Machine, goal, goal_state
 
 pytestmark = pytest.mark.usefixtures("machine")
-
-APP = "garm-configurator"
 
 
 def warm_handover(old: str) -> list[str]:
@@ -49,22 +47,6 @@ def warm_handover(old: str) -> list[str]:
         f"Replacing scaleset lg-x64 ({old}): draining 1 runner",  # GARM scales it down
         "1 scaleset in sync",
     ]
-
-
-def goal_state(
-    *remote_units: str,
-    me: str = "garm/0",
-    status: str = "active",
-    dying: tuple[str, ...] = (),
-):
-    """goal-state's answer: this unit, and the configurator units the controller knows.
-
-    As Juju gives it: the related application with the relation's status, each of its
-    units with its workload status, or ``dying`` once its removal began.
-    """
-    relation = {APP: goal("joined"), **{u: goal("active") for u in remote_units}}
-    relation.update({u: goal("dying") for u in dying})
-    return {"units": {me: goal(status)}, "relations": {APP: relation}}
 
 
 def phase_a(unit: int, data: dict[str, str]) -> dict[str, str]:

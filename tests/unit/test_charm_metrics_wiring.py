@@ -8,12 +8,11 @@ import dataclasses
 import pytest
 
 from observe.endpoint import SERVICE, Files
+from tests.charm_states import configurator, make_state
 from tests.databags import SOLE_UNIT
 from tests.juju_events import reconcile_tick, self_departing
-from tests.machine import Machine
-from tests.unit.test_charm import configurator, make_state
-from tests.unit.test_charm_lifecycle import goal_state
-from tests.unit.test_charm_metrics import checked, parse
+from tests.machine import Machine, goal_state
+from tests.metrics_text import checked, parse
 
 pytestmark = pytest.mark.usefixtures("machine")
 

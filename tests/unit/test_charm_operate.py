@@ -22,10 +22,10 @@ from ops import testing
 
 from garm.client import GarmClient
 from tests.binaries import fake_garm
+from tests.charm_states import configurator, make_state
 from tests.databags import SOLE_UNIT
 from tests.juju_events import leader_settings_changed, reconcile_tick
-from tests.unit.test_charm import configurator, make_state
-from tests.unit.test_charm_lifecycle import goal_state
+from tests.machine import goal_state
 
 pytestmark = pytest.mark.usefixtures("machine")
 

@@ -16,11 +16,10 @@ import pytest
 from ops import testing
 
 from leader import BEING_REMOVED, STANDING_BY
+from tests.charm_states import configurator, make_state, publish
 from tests.databags import SOLE_UNIT
 from tests.juju_events import reconcile_tick, self_departing
-from tests.machine import Machine
-from tests.unit.test_charm import configurator, make_state, publish
-from tests.unit.test_charm_lifecycle import goal_state
+from tests.machine import Machine, goal_state
 
 pytestmark = pytest.mark.usefixtures("machine")
 

@@ -64,14 +64,13 @@ from leader import BEING_REMOVED
 from scalesets.naming import normalise_labels
 from scalesets.notes import Notes
 from tests.binaries import fake_garm, fake_provider
+from tests.charm_states import make_state
 from tests.clock import FakeClock
 from tests.databags import EXAMPLE_UNIT
 from tests.garm_double import GarmDouble
 from tests.juju_events import reconcile_tick, self_departing
 from tests.machine import FakeSystemctl, goal
-from tests.soak import soak_settings
-from tests.unit.test_charm import make_state
-from tests.unit.test_database import (
+from tests.postgresql import (
     PROVIDER_CONFIG,
     PROVIDER_META,
     REL_ID,
@@ -79,6 +78,7 @@ from tests.unit.test_database import (
     provider_answers,
     seen_by_requirer,
 )
+from tests.soak import soak_settings
 from tests.wire import T0
 
 CONFIGURATOR = "garm-configurator"

@@ -46,12 +46,11 @@ from scalesets.refusals import (
     first_refusal,
     request_digest,
 )
-from tests.unit.test_planner import (
+from tests.plans import (
     NOW,
     RETIRED_AT,
     SETTINGS,
     generation,
-    make_spec,
     name_of,
     observe,
     retired,
@@ -59,6 +58,7 @@ from tests.unit.test_planner import (
     runner,
     writes,
 )
+from tests.specs import make_spec
 from tests.wire import go_time, instance_json
 
 OLD = make_spec(labels=("linux", "x64"))

@@ -4,7 +4,7 @@ The rules (``src/prometheus_alert_rules``) are static files that the charm hands
 Here every rule is read through cosl as the charm's COS relation reads it, every alert
 is held to the runbook it names in ``docs/reference/alerts.md``, and promtool (from
 Debian's and Ubuntu's ``prometheus`` package) checks the files and runs the unit tests
-in ``tests/unit/alert_rules_tests``: a firing and a quiet case for every alert. Without
+in ``tests/unit/observe/alert_rules_tests``: a firing and a quiet case for every alert. Without
 promtool on ``PATH`` those tests skip and say why; ``.ci/run`` installs it where it can.
 """
 
@@ -21,7 +21,7 @@ import yaml
 from cosl import JujuTopology
 from cosl.rules import Rules
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RULES_DIR = ROOT / "src" / "prometheus_alert_rules"
 RULE_FILES = sorted(RULES_DIR.glob("*.rules"))
 PROMTOOL_TESTS_DIR = Path(__file__).parent / "alert_rules_tests"

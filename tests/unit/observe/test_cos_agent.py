@@ -22,7 +22,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pydantic
 import pytest
 import requests
 import yaml
@@ -30,9 +29,10 @@ from cosl import DashboardPath40UID, JujuTopology, LZMABase64
 
 from garm.client import GarmApiError, GarmClient, GarmUnreachable
 from observe import cos_agent
+from tests.collector import CollectorPeerData, CollectorUnitData, collector_reads
 from tests.garm_double import DEFAULT_JWT_TTL, GarmDouble, _jwt_sign
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TOPOLOGY = JujuTopology(
     model="ci",
     model_uuid="3f9c6d2e-1b7a-4c55-8a0e-2f1d9b7c6e40",
@@ -43,37 +43,6 @@ TOPOLOGY = JujuTopology(
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 SECRET = "J" * 40 + "wt-5ecret!"
 LOG_EXPR = 'count_over_time({filename=~".*garm.log"} |= "ERROR" [5m]) > 0'
-
-
-class CollectorUnitData(pydantic.BaseModel):
-    """What the collector parses from ``config`` (shape of CosAgentProviderUnitData)."""
-
-    model_config = pydantic.ConfigDict(extra="ignore")
-
-    metrics_alert_rules: dict
-    log_alert_rules: dict
-    dashboards: list[str]
-    subordinate: bool | None = None
-    metrics_scrape_jobs: list[dict]
-    log_slots: list[str]
-    tracing_protocols: list[str] | None = None
-
-
-class CollectorPeerData(pydantic.BaseModel):
-    """What the collector copies into its peer data (shape of CosAgentPeersUnitData)."""
-
-    model_config = pydantic.ConfigDict(extra="ignore")
-
-    unit_name: str
-    relation_id: str
-    relation_name: str
-    metrics_alert_rules: dict | None
-    log_alert_rules: dict | None
-    dashboards: list[str] | None
-
-
-def collector_reads(databag: dict[str, str]) -> CollectorUnitData:
-    return CollectorUnitData(**json.loads(databag["config"]))
 
 
 def labelled_jobs(data: CollectorUnitData, topology: JujuTopology) -> list[dict[str, Any]]:

@@ -30,7 +30,7 @@ from scalesets.planner import RemoveInstance
 from scalesets.reconciler import Outcome
 from scalesets.spec import Settings
 from tests.machine import FakeSystemctl
-from tests.unit.test_reconcile_timer import directives
+from tests.systemd_units import directives
 from tests.wire import T0
 
 MACHINE = Files(Path("/"))

@@ -20,22 +20,10 @@ from garm.timer import SERVICE, TIMER, render_timer
 from garm.workload import Paths
 from leader import PASS_BUDGET_SECONDS, START_TIMEOUT_SECONDS
 from tests.machine import FakeSystemctl
+from tests.systemd_units import directives
 
 INSTALL = [["daemon-reload"], ["enable", "--now", TIMER]]
 REMOVE = [["disable", "--now", TIMER], ["stop", SERVICE], ["daemon-reload"]]
-
-
-def directives(text: str) -> dict[str, dict[str, list[str]]]:
-    """A unit's settings by section and key, every value of a repeated key kept."""
-    sections: dict[str, dict[str, list[str]]] = {}
-    section: dict[str, list[str]] = {}
-    for line in text.splitlines():
-        if line.startswith("["):
-            section = sections.setdefault(line.strip("[]"), {})
-        elif line:
-            key, _, value = line.partition("=")
-            section.setdefault(key, []).append(value)
-    return sections
 
 
 def mode(path: Path) -> int:

@@ -12,13 +12,12 @@ from datetime import timedelta
 import pytest
 
 from garm.models import Entity, Instance, ScaleSet
-from scalesets.naming import MAX_CANDIDATES, generation_name, spec_key
-from scalesets.notes import Notes, specs_digest
+from scalesets.naming import MAX_CANDIDATES
+from scalesets.notes import specs_digest
 from scalesets.planner import (
     LISTENER_STARTUP,
     CreateScaleset,
     DeleteScaleset,
-    Observed,
     Phase,
     Plan,
     Progress,
@@ -30,95 +29,27 @@ from scalesets.planner import (
     shown_name,
     working,
 )
-from scalesets.spec import Desired, HeldSpec, ScalesetSpec, Settings
-from tests.wire import T0, instance_json, scaleset_json
-
-NOW = T0 + timedelta(days=1)
-
-
-def retirement_stamp(at) -> str:
-    return Notes(retired_at=at).text()
-
-
-def enabled_stamp(at) -> str:
-    return Notes(enabled_at=at).text()
-
-
-def read_retirement_stamp(text: str):
-    return Notes.read(text).retired_at
-
-
-RETIRED_AT = NOW - timedelta(hours=1)
-SETTINGS = Settings()
-ORG = Entity("organization", "org-uuid", "example-org")
-REPO = Entity("repository", "repo-uuid", "example/repo")
-PROVIDER = "garm-configurator-0"
-
-
-def make_spec(**overrides) -> ScalesetSpec:
-    values = {
-        "source": "garm-configurator/0",
-        "name": "ci",
-        "entity_kind": "organization",
-        "entity_name": "example-org",
-        "provider_name": PROVIDER,
-        "image": "image-uuid",
-        "flavor": "m1.small",
-        "os_arch": "amd64",
-        "max_runners": 5,
-        "labels": ("linux", "x64"),
-    }
-    values.update(overrides)
-    return ScalesetSpec(**values)
-
-
-def name_of(spec: ScalesetSpec, index: int = 0, budget: int = 10) -> str:
-    return generation_name(spec_key(spec), index, budget)
-
-
-def generation(spec: ScalesetSpec, id: int, **overrides) -> ScaleSet:
-    """The live scaleset GARM holds for ``spec``, as created by the planner."""
-    values = {
-        "labels": spec_key(spec).labels,
-        "max_runners": spec.max_runners,
-        "min_idle_runners": spec.min_idle_runners,
-        "provider_name": spec.provider_name,
-        "image": spec.image,
-        "flavor": spec.flavor,
-        "os_arch": spec.os_arch,
-        "extra_specs": spec.extra_specs or None,
-    }
-    values.update(overrides)
-    name = values.pop("name", None) or name_of(spec)
-    return ScaleSet.from_json(scaleset_json(id, name, **values))
-
-
-def retired(scaleset: ScaleSet, at=RETIRED_AT) -> ScaleSet:
-    """The same scaleset after a retirement update, re-read from the wire."""
-    return dataclasses.replace(
-        scaleset,
-        enabled=False,
-        min_idle_runners=0,
-        max_runners=0,
-        extended_state=retirement_stamp(at),
-    )
-
-
-def runner(name: str, scaleset: ScaleSet, **kwargs) -> Instance:
-    return Instance.from_json(instance_json(name, scaleset.id, **kwargs))
-
-
-def observe(*scalesets: ScaleSet, instances=(), providers=(PROVIDER,), entities=(ORG, REPO)):
-    return Observed(tuple(scalesets), tuple(instances), frozenset(providers), tuple(entities))
-
-
-def run(*specs: ScalesetSpec, observed: Observed, now=NOW, settings=SETTINGS, held=()) -> Plan:
-    return plan(Desired(tuple(specs), tuple(held)), observed, now, settings)
-
-
-def writes(result: Plan) -> list:
-    return list(result.actions)
-
+from scalesets.spec import Desired, HeldSpec, Settings
+from tests.plans import (
+    NOW,
+    ORG,
+    PROVIDER,
+    REPO,
+    RETIRED_AT,
+    SETTINGS,
+    enabled_stamp,
+    generation,
+    name_of,
+    observe,
+    read_retirement_stamp,
+    retired,
+    retirement_stamp,
+    run,
+    runner,
+    writes,
+)
+from tests.specs import make_spec
+from tests.wire import T0, scaleset_json
 
 # --- rule 1: generation names ----------------------------------------------------------
 

@@ -23,56 +23,11 @@ from scalesets.planner import (
 )
 from scalesets.reconciler import Outcome, describe_action, preview, reconcile
 from scalesets.refusals import CreateMemory
-from scalesets.spec import Desired, ScalesetSpec
+from scalesets.spec import Desired
+from tests.changeovers import new_one_listening, retired_with_a_busy_runner
 from tests.garm_double import CONSOLIDATION_INTERVAL, GarmDouble
-from tests.passes import PROVIDER, SETTINGS, Passes
-
-
-def make_spec(name="ci", labels=("linux", "x64"), source="garm-configurator/0", **kw):
-    values = {
-        "source": source,
-        "name": name,
-        "entity_kind": "organization",
-        "entity_name": "example-org",
-        "provider_name": PROVIDER,
-        "image": "image-uuid",
-        "flavor": "m1.small",
-        "os_arch": "amd64",
-        "max_runners": 5,
-        "labels": labels,
-    }
-    values.update(kw)
-    return ScalesetSpec(**values)
-
-
-def retired_with_a_busy_runner(passes: Passes, garm: GarmDouble) -> tuple[dict, str, ScalesetSpec]:
-    """A label change under way: the old generation retired, one job still running on it.
-
-    Returns the old scaleset as GARM listed it, its busy runner, and the new spec;
-    ``passes.outcome`` is then the outcome of the pass that retired it.
-    """
-    passes.run(make_spec())
-    (old,) = garm.scalesets()
-    passes.later()  # the serving generation is not brand new
-    busy = garm.add_runner(old["id"], runner_status="active")
-    new_spec = make_spec(labels=("linux", "arm64"))
-    passes.run(new_spec)
-    passes.later(LISTENER_STARTUP)  # the new one listens: the old one is retired
-    passes.run(new_spec)
-    return old, busy, new_spec
-
-
-def new_one_listening(passes: Passes) -> ScalesetSpec:
-    """A label change whose new generation now listens: the next pass retires the old one.
-
-    Returns the new spec; nothing runs on the old generation.
-    """
-    passes.run(make_spec())
-    passes.later()  # the serving generation is not brand new
-    new_spec = make_spec(labels=("linux", "arm64"))
-    passes.run(new_spec)
-    passes.later(LISTENER_STARTUP)
-    return new_spec
+from tests.passes import SETTINGS
+from tests.specs import make_spec
 
 
 def live(garm: GarmDouble) -> dict[str, dict]:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from cosl import DashboardPath40UID, LZMABase64
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DASHBOARDS = ROOT / "src" / "grafana_dashboards"
 CHARM_NAME = "garm"
 

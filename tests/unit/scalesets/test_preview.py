@@ -32,9 +32,10 @@ from scalesets.planner import (
 from scalesets.preview import SimulatedGarm
 from scalesets.reconciler import Outcome, Preview, describe_action, observe, preview
 from scalesets.spec import Desired, ScalesetSpec
+from tests.changeovers import retired_with_a_busy_runner
 from tests.databags import SECOND_UNIT
 from tests.passes import PROVIDER, SETTINGS, Passes
-from tests.unit.test_reconciler import make_spec, retired_with_a_busy_runner
+from tests.specs import make_spec
 
 MIRROR = {"dockerhub_mirror": "https://registry-mirror.internal:5000"}
 

@@ -12,7 +12,7 @@ from juju.status import Summary, describe_failing, describe_progress, summarise
 from scalesets.planner import LISTENER_STARTUP, DeleteScaleset, Observed, Phase, Progress, Skipped
 from scalesets.reconciler import ActionError, Outcome
 from scalesets.spec import Desired, HeldSpec, ScalesetSpec, Settings
-from tests.unit.test_reconciler import make_spec
+from tests.specs import make_spec
 
 
 def spec(name: str) -> ScalesetSpec:

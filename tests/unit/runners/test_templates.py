@@ -22,17 +22,8 @@ from runners.templates import (
 )
 from scalesets.planner import CreateScaleset, Observed, Plan, UpdateScaleset, plan
 from scalesets.spec import Desired, HeldSpec, ScalesetSpec
-from tests.unit.test_planner import (
-    NOW,
-    ORG,
-    PROVIDER,
-    REPO,
-    SETTINGS,
-    generation,
-    make_spec,
-    name_of,
-    retired,
-)
+from tests.plans import NOW, ORG, PROVIDER, REPO, SETTINGS, generation, name_of, retired
+from tests.specs import make_spec
 from tests.wire import T0, template_json
 
 BLOCKS = "# the charm's blocks\nprintf '%s\\n' 'DOCKERHUB_MIRROR=https://mirror' >> .env\n"
