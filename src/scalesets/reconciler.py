@@ -203,7 +203,8 @@ def preview(
     """
     garm = SimulatedGarm(client, now)
     observed = observe(garm)
-    outcome = _pass(garm, desired, now, settings, budget, observed, memory, _Rehearsal(logger, {}))
+    request = _Request(desired, now, settings, budget, memory)
+    outcome = _pass(garm, request, observed, _Rehearsal(logger, {}))
     if outcome.unreachable is not None:
         raise GarmUnreachable(outcome.unreachable)
     return Preview(
@@ -245,20 +246,29 @@ def reconcile(
     what GitHub answered to creates before (``refusals``); the outcome carries it
     when this pass changed it.
     """
-    return _pass(client, desired, now, settings, budget, observed, memory, logger)
+    return _pass(client, _Request(desired, now, settings, budget, memory), observed, logger)
 
 
-def _pass(
-    client: Garm,
-    desired: Desired,
-    now: datetime,
-    settings: Settings,
-    budget: float | None,
-    observed: Observed | None,
-    memory: CreateMemory | None,
-    log: _Log,
-) -> Outcome:
-    """The pass, for ``reconcile`` and ``preview`` alike; ``log`` is where it tells."""
+@dataclass(frozen=True)
+class _Request:
+    """What a pass is asked, by ``reconcile`` and ``preview`` alike."""
+
+    desired: Desired
+    now: datetime
+    settings: Settings
+    budget: float | None
+    memory: CreateMemory | None
+
+
+def _pass(client: Garm, request: _Request, observed: Observed | None, log: _Log) -> Outcome:
+    """The pass towards ``request``, over ``observed`` if just read; ``log`` is where it tells."""
+    desired, now, settings, budget, memory = (
+        request.desired,
+        request.now,
+        request.settings,
+        request.budget,
+        request.memory,
+    )
     started = time.monotonic()
     try:
         if observed is None:
