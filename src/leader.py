@@ -51,12 +51,10 @@ from garm.providers import earlier_providers, kept_providers
 from garm.setup import AdminLogin, ControllerUrls, apply_setup, ensure_admin_and_urls, plan_setup
 from juju.config import FIRST_UNPRIVILEGED_PORT, CharmConfig, ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, sqlite_tenancy
-from juju.peers import HomeChange, PeerRecords
 from juju.publish import published
+from juju.records import CharmSecrets, Configurators, HomeChange, PeerRecords
 from juju.relation import GarmInputs, RelationState, UnitProblem, garm_inputs, relation_state
-from juju.secrets import CharmSecrets
 from juju.status import Summary, describe_progress, summarise
-from juju.view import Configurators
 from observe import endpoint
 from observe.cos_agent import LeaderGarm
 from scalesets.planner import Observed

@@ -2,7 +2,8 @@
 
 Holds the thin client and the wire-exact models of GARM's API (``client``, ``models``);
 GARM's rendered configuration and systemd unit (``config``) and the machine verbs that
-install and run it (``workload``, ``resources``, ``timer``); and the setup that makes a
+install and run it (``workload``, ``resources``, ``timer``); where GARM keeps its data
+(``database``) and which providers it keeps (``providers``); and the setup that makes a
 fresh GARM usable (``setup``: admin, URLs, GitHub credentials, orgs and repos).
 
 May use: the standard library and PyPI packages only. Nothing here knows of Juju, of

@@ -1,11 +1,14 @@
 """Juju in and out: what a hook reads, the rules it judges that by, what it tells back.
 
-Holds the readers of Juju's answers (``view``: the configurator relations and
-goal-state; ``postgresql``; ``secrets``; ``sqlite_home``: the peer relation), the
-pure rules they feed (``config``, ``lifecycle``, ``relation``: databags
-into specs), and what goes back (``status``: the one status line; ``publish``: what each
-configurator is told of its scalesets).
+Holds the readers of Juju's answers, which use ops: ``view`` (the configurator relations
+and goal-state; it also writes what each configurator is told), ``postgresql``,
+``secrets``, ``peers`` (the peer relation), ``unit`` (resources, address, the model's
+proxy) and ``telemetry`` (the cos-agent databags). And, without ops, what they hand the
+leader's pass (``records``), the rules that judge what is read (``config``,
+``lifecycle``, ``relation``: databags into specs), and what goes back (``status``: the
+one status line; ``publish``: what each configurator is told of its scalesets).
 
-May use: ``scalesets``, ``runners`` and ``garm``, and ops. The charm uses this package;
-nothing in it uses the charm.
+May use: ``observe``, ``scalesets``, ``runners`` and ``garm``, and ops in its readers.
+The leader's pass (``leader``) uses the modules without ops; the charm uses the readers.
+Nothing here uses either.
 """

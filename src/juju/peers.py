@@ -10,7 +10,7 @@ leader elected before the first record was made still finds the data's unit. The
 The application's databag also keeps what GitHub answered to creates
 (``scalesets.refusals``), so that a new leader goes on with the same back-off.
 
-The leader's pass reads all of it as ``PeerRecords`` and says what to change in a
+The leader's pass reads all of it as ``records.PeerRecords`` and says what to change in a
 ``HomeChange``; this module alone reads and writes the relation.
 """
 
@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
-from dataclasses import dataclass, field
-from typing import Literal
 
 import ops
 
 from garm import workload
 from garm.config import SqliteDatabase
 from juju import lifecycle
+from juju.records import HomeChange, PeerRecords
 from scalesets.refusals import KEY as MEMORY_KEY
 from scalesets.refusals import CreateMemory
 
@@ -34,25 +33,6 @@ logger = logging.getLogger(__name__)
 PEERS = "garm-peers"
 HOME_KEY = "sqlite-home"
 DATA_KEY = "sqlite-data"
-
-# What the pass asks of the application's ``sqlite-home`` record: record this unit as
-# the one holding GARM's sqlite data, drop this unit's record (GARM's data moved to
-# PostgreSQL), or leave it (None).
-HomeChange = Literal["claim", "forget"] | None
-
-
-@dataclass(frozen=True)
-class PeerRecords:
-    """The peer relation as this hook reads it.
-
-    ``home`` is the application's ``sqlite-home`` record; ``holders`` the units whose own
-    data says their machine has GARM's sqlite file; ``memory`` what GitHub answered to
-    creates, as any leader left it.
-    """
-
-    home: str | None = None
-    holders: frozenset[str] = frozenset()
-    memory: CreateMemory = field(default_factory=CreateMemory)
 
 
 class Peers(ops.Object):

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import secrets
 import string
-from dataclasses import dataclass, field
 
 import ops
 
 from garm.setup import AdminLogin
+from juju.records import CharmSecrets
 
 ADMIN_SECRET_LABEL = "garm-admin-credentials"  # noqa: S105 (a label, not a secret)
 INTERNAL_SECRET_LABEL = "garm-internal"  # noqa: S105 (a label, not a secret)
@@ -53,15 +53,6 @@ def ensure(model: ops.Model) -> bool:
             model.app.add_secret(make(), label=label)
             created = True
     return created
-
-
-@dataclass(frozen=True)
-class CharmSecrets:
-    """The charm's own secrets, as one hook reads them."""
-
-    admin: AdminLogin = field(repr=False)
-    jwt_secret: str = field(repr=False)
-    db_passphrase: str = field(repr=False)
 
 
 def read(model: ops.Model) -> CharmSecrets | None:

@@ -11,35 +11,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import ops
 import ops.hookcmds
 
 from juju import lifecycle, publish
-from juju.lifecycle import WHOLE, RelationView, View
+from juju.lifecycle import RelationView
+from juju.records import Configurators
 from runners.options import NO_CONTEXT, DebugSshError, RunnerContext, debug_ssh
 
 logger = logging.getLogger(__name__)
 
 DEBUG_SSH = "debug-ssh"
-
-
-@dataclass(frozen=True)
-class Configurators:
-    """The garm-configurator relations as this hook sees them: what the pass reads.
-
-    ``units`` is every visible unit's (name, databag), in a stable order, without what
-    this very hook takes away; ``view`` says whether they are all there is. ``apps`` is
-    each relation's remote application by relation id, for telling them back. ``runner``
-    is what every runner is set up with besides its unit's options, GARM's host aside.
-    """
-
-    related: bool
-    units: tuple[tuple[str, dict[str, str]], ...] = ()
-    view: View = WHOLE
-    apps: Mapping[int, str] = field(default_factory=dict)
-    runner: RunnerContext = NO_CONTEXT
 
 
 class JujuView(ops.Object):

@@ -24,9 +24,7 @@ from garm.config import PostgresqlDatabase, Proxy
 from garm.setup import AdminLogin
 from juju.config import ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, WHOLE, View
-from juju.peers import PeerRecords
-from juju.secrets import CharmSecrets
-from juju.view import Configurators
+from juju.records import CharmSecrets, Configurators, PeerRecords
 from tests.binaries import fake_garm, fake_provider
 from tests.clock import FakeClock
 from tests.databags import KEY_SECRET_URI, PASSWORD_SECRET_URI, SOLE_UNIT

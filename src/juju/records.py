@@ -1,0 +1,63 @@
+"""What the readers of Juju hand the leader's pass: plain records, no ops.
+
+Each reader in this package (``view``, ``secrets``, ``peers``) reads Juju and answers
+with one of these; the pass (``leader``) takes them without knowing where they came
+from, and its tests build them by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from garm.setup import AdminLogin
+from juju.lifecycle import WHOLE, View
+from runners.options import NO_CONTEXT, RunnerContext
+from scalesets.refusals import CreateMemory
+
+
+@dataclass(frozen=True)
+class Configurators:
+    """The garm-configurator relations as this hook sees them (``view.JujuView``).
+
+    ``units`` is every visible unit's (name, databag), in a stable order, without what
+    this very hook takes away; ``view`` says whether they are all there is. ``apps`` is
+    each relation's remote application by relation id, for telling them back. ``runner``
+    is what every runner is set up with besides its unit's options, GARM's host aside.
+    """
+
+    related: bool
+    units: tuple[tuple[str, dict[str, str]], ...] = ()
+    view: View = WHOLE
+    apps: Mapping[int, str] = field(default_factory=dict)
+    runner: RunnerContext = NO_CONTEXT
+
+
+@dataclass(frozen=True)
+class CharmSecrets:
+    """The charm's own secrets, as one hook reads them (``secrets.read``)."""
+
+    admin: AdminLogin = field(repr=False)
+    jwt_secret: str = field(repr=False)
+    db_passphrase: str = field(repr=False)
+
+
+# What the pass asks of the peer relation's ``sqlite-home`` record: record this unit as
+# the one holding GARM's sqlite data, drop this unit's record (GARM's data moved to
+# PostgreSQL), or leave it (None).
+HomeChange = Literal["claim", "forget"] | None
+
+
+@dataclass(frozen=True)
+class PeerRecords:
+    """The peer relation as this hook reads it (``peers.Peers``).
+
+    ``home`` is the application's ``sqlite-home`` record; ``holders`` the units whose own
+    data says their machine has GARM's sqlite file; ``memory`` what GitHub answered to
+    creates, as any leader left it.
+    """
+
+    home: str | None = None
+    holders: frozenset[str] = frozenset()
+    memory: CreateMemory = field(default_factory=CreateMemory)
