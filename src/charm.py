@@ -19,8 +19,8 @@ import ops
 
 import leader
 from garm import workload
-from juju import secrets, telemetry, unit
-from juju.config import CharmConfig, ConfigError
+from juju import secrets, telemetry
+from juju.inputs import LeaderReads
 from juju.peers import PEERS, Peers
 from juju.postgresql import GarmDatabase
 from juju.status import Summary
@@ -111,10 +111,10 @@ class GarmCharm(ops.CharmBase):
     def _on_get_credentials(self, event: ops.ActionEvent) -> None:
         if not self.unit.is_leader():
             event.fail("Run this on the leader unit: juju run garm/leader get-credentials")
-        elif (own := secrets.read(self.model)) is None:
+        elif (admin := secrets.read_admin(self.model)) is None:
             event.fail(leader.NO_ADMIN_YET)
         else:
-            event.set_results(dataclasses.asdict(own.admin))
+            event.set_results(dataclasses.asdict(admin))
 
     def _on_plan(self, event: ops.ActionEvent) -> None:
         answer = leader.plan(self._inputs(None))
@@ -131,24 +131,10 @@ class GarmCharm(ops.CharmBase):
         event.set_results(leader.reconciled(self._run(inputs)))
 
     def _inputs(self, event: ops.EventBase | None) -> leader.Inputs:
-        """What Juju tells this hook, read once, as the pass takes it."""
+        """What Juju tells this hook, as the pass takes it: the leader's, read on first use."""
         lead = None
         if self.unit.is_leader():
-            try:
-                config = self.load_config(CharmConfig)
-            except ConfigError as exc:
-                config = exc
-            lead = leader.LeaderInputs(
-                config=config,
-                secrets=secrets.read(self.model),
-                configurators=self.view.configurators(event),
-                postgresql=self.database.postgresql(),
-                resources=unit.attached(self.model, leader.RESOURCES),
-                peers=self.peers.records(),
-                address=unit.ingress_address(self.model, CONFIGURATOR),
-                proxy=unit.model_proxy(),
-                read_secret=lambda uri: secrets.configurator_value(self.model, uri),
-            )
+            lead = LeaderReads(self, self.view, self.peers, self.database, event)
         return leader.Inputs(
             unit=self.unit.name,
             machine=leader.Machine(self.paths, self.service_user),

@@ -31,7 +31,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cache
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from garm import resources, timer, workload
@@ -47,23 +49,22 @@ from garm.config import (
 )
 from garm.database import choose_database, moving_to_postgresql
 from garm.models import ScaleSet
-from garm.providers import earlier_providers, kept_providers
+from garm.providers import kept_providers
 from garm.setup import AdminLogin, ControllerUrls, apply_setup, ensure_admin_and_urls, plan_setup
 from juju.config import FIRST_UNPRIVILEGED_PORT, CharmConfig, ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, sqlite_tenancy
 from juju.publish import published
-from juju.records import CharmSecrets, Configurators, HomeChange, PeerRecords
+from juju.records import Configurators, HomeChange, InternalSecrets, PeerRecords
 from juju.relation import GarmInputs, RelationState, UnitProblem, garm_inputs, relation_state
 from juju.status import Summary, describe_progress, summarise
 from observe import endpoint
-from observe.cos_agent import LeaderGarm
+from observe.token import LeaderGarm
 from scalesets.planner import Observed
 from scalesets.reconciler import Outcome, describe_action, observe, preview, reconcile
 from scalesets.refusals import CreateMemory
 
 logger = logging.getLogger(__name__)
 
-RESOURCES = ("garm", "garm-provider-openstack")
 # A whole pass stops starting writes after this long; update-status picks up the rest.
 PASS_BUDGET_SECONDS = 60.0
 # How long to wait for GARM to answer after a (re)start, and when it should be up.
@@ -82,27 +83,60 @@ class Machine:
     user: str
 
 
-@dataclass(frozen=True)
-class LeaderInputs:
-    """What the leader's pass reads from Juju, each read once by the charm.
+class LeaderInputs(Protocol):
+    """What the leader's pass reads from Juju (``juju.inputs.LeaderReads`` in a hook).
 
-    ``config`` is the checked config, or why it cannot be used; ``secrets`` None until
-    the charm's own secrets exist. ``postgresql`` is the provider's usable answer (None
-    until there is one). ``resources`` maps each of ``RESOURCES`` to its file, None when
-    not attached. ``address`` is this unit's address runners would reach; ``proxy`` the
-    model's proxy settings. ``read_secret`` resolves a configurator's secret URI to its
-    value, None when not granted (yet).
+    Each is read when the pass first needs it, so a step that stops the pass spares the
+    reads of those after it.
     """
 
-    config: CharmConfig | ConfigError
-    secrets: CharmSecrets | None
-    configurators: Configurators
-    postgresql: PostgresqlDatabase | None
-    resources: Mapping[str, Path | None]
-    peers: PeerRecords
-    address: str | None
-    proxy: Proxy
-    read_secret: Callable[[str], str | None] = field(repr=False)
+    @property
+    def config(self) -> CharmConfig | ConfigError:
+        """The checked config, or why it cannot be used."""
+        ...
+
+    @property
+    def admin(self) -> AdminLogin | None:
+        """GARM's admin login, the charm's own secret; None until it exists."""
+        ...
+
+    @property
+    def internal(self) -> InternalSecrets | None:
+        """GARM's JWT secret and passphrase, the charm's own secret; None until it exists."""
+        ...
+
+    @property
+    def configurators(self) -> Configurators:
+        """The configurator relations, and how much of them this unit sees."""
+        ...
+
+    @property
+    def postgresql(self) -> PostgresqlDatabase | None:
+        """The postgresql provider's usable answer; None until there is one."""
+        ...
+
+    def resource(self, name: str) -> Path | None:
+        """A resource's file by name (``garm.resources.NAMES``); None when not attached."""
+        ...
+
+    @property
+    def peers(self) -> PeerRecords:
+        """What the peer relation holds."""
+        ...
+
+    @property
+    def address(self) -> str | None:
+        """The address runners would reach this unit at; None before it has one."""
+        ...
+
+    @property
+    def proxy(self) -> Proxy:
+        """The model's proxy settings."""
+        ...
+
+    def read_secret(self, uri: str) -> str | None:
+        """A configurator's secret's value by URI; None when not granted (yet)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -134,8 +168,9 @@ class PassResult:
     relation (None: unchanged). ``make_secrets`` asks for the charm's own secrets.
     ``publish_telemetry`` False leaves the cos-agent data as it was; ``garm_here`` is
     the leader's GARM for the collector to scrape (None: no GARM runs here).
-    ``next_due`` is when the reconcile timer runs the next pass at the latest, None
-    without a timer.
+    ``next_due`` is about when the reconcile timer this pass kept runs the next pass at
+    the latest: its interval after this pass ended (sooner if a hook comes first); None
+    when this pass kept no timer.
     """
 
     summary: Summary
@@ -177,15 +212,20 @@ def run(inputs: Inputs) -> PassResult:
     started = time.monotonic()
     result = _lead(inputs, inputs.leader)
     config = _usable(inputs.leader)
+    ended = inputs.now()
     endpoint.publish(
         paths,
         result.outcome,
-        ended=inputs.now(),
+        ended=ended,
         duration=time.monotonic() - started,
         reconcile_interval=config.reconcile_interval if config else 0,
         settings=config.settings if config else None,
         version=result.workload_version or "",
     )
+    # The timer runs whenever GARM does (its port open), counting from a run's end.
+    if config and config.reconcile_interval and result.ports:
+        interval = timedelta(seconds=config.reconcile_interval)
+        result = dataclasses.replace(result, next_due=ended + interval)
     return result
 
 
@@ -220,10 +260,11 @@ def plan(inputs: Inputs) -> ActionAnswer:
     if isinstance(config, ConfigError):
         return ActionAnswer(failure=f"Invalid config: {config}")
     state = _relation_state(leader, config)
-    if leader.secrets is None:
+    admin = leader.admin
+    if admin is None:
         return ActionAnswer(failure=NO_ADMIN_YET)
     try:
-        with contextlib.closing(_client(config, leader.secrets.admin)) as client:
+        with contextlib.closing(_client(config, admin)) as client:
             planned = preview(
                 client,
                 state.desired,
@@ -291,13 +332,13 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
     if isinstance(config, ConfigError):
         logger.error("invalid config: %s", config)
         return PassResult(Summary("blocked", f"Invalid config: {config}"), publish_telemetry=False)
-    if leader.secrets is None:
+    admin, internal = leader.admin, leader.internal
+    if admin is None or internal is None:
         summary = Summary("waiting", "Secrets created; GARM is set up on the next hook")
         return PassResult(summary, make_secrets=True, garm_here=LeaderGarm(config.api_port))
-    secrets = leader.secrets
     state = _relation_state(leader, config)
     wanted = garm_inputs(state.units, leader.read_secret)
-    running = _ensure_running(inputs, leader, config, secrets, wanted)
+    running = _ensure_running(inputs, leader, config, admin, internal, wanted)
     # What the pass has come to so far; each step that stops it gives the summary.
     so_far = PassResult(
         running.stopped or Summary("active", ""),
@@ -311,21 +352,19 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
     # port is open (``juju expose`` then lets runners reach it).
     timer.keep(inputs.machine.paths, inputs.unit, config.reconcile_interval)
     so_far = dataclasses.replace(so_far, ports=(config.api_port,))
-    with contextlib.closing(_client(config, secrets.admin)) as client:
-        setup = _ensure_setup(client, secrets.admin, _base_url(config, leader), wanted, state)
+    with contextlib.closing(_client(config, admin)) as client:
+        setup = _ensure_setup(client, admin, _base_url(config, leader), wanted, state)
         if isinstance(setup, Summary):
             return dataclasses.replace(so_far, summary=setup)
-        now = inputs.now()
         outcome = reconcile(
             client,
             state.desired,
-            now,
+            inputs.now(),
             config.settings,
             budget=PASS_BUDGET_SECONDS,
             observed=setup.observed,
             memory=leader.peers.memory,
         )
-    interval = config.reconcile_interval
     return dataclasses.replace(
         so_far,
         summary=summarise(outcome, state, [*running.problems, *setup.problems]),
@@ -333,7 +372,6 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
         publish_back=published(state, outcome, dict(outcome.current), leader.configurators.apps),
         memory=outcome.memory,
         garm_here=_garm_here(leader, answered=True),
-        next_due=now + timedelta(seconds=interval) if interval else None,
     )
 
 
@@ -346,12 +384,12 @@ def _garm_here(leader: LeaderInputs | None, *, answered: bool = False) -> Leader
     config = _usable(leader)
     if leader is None or config is None:
         return None
-    secrets = leader.secrets
-    if secrets is None:
+    internal = leader.internal
+    if internal is None:
         return LeaderGarm(config.api_port)
-    admin = secrets.admin
-    fetch = (lambda: _metrics_token(config, admin)) if answered else None
-    return LeaderGarm(config.api_port, secrets.jwt_secret, fetch)
+    admin = leader.admin if answered else None
+    fetch = (lambda: _metrics_token(config, admin)) if admin is not None else None
+    return LeaderGarm(config.api_port, internal.jwt_secret, fetch)
 
 
 def _metrics_token(config: CharmConfig, admin: AdminLogin) -> str:
@@ -399,36 +437,31 @@ def _ensure_running(
     inputs: Inputs,
     leader: LeaderInputs,
     config: CharmConfig,
-    secrets: CharmSecrets,
+    admin: AdminLogin,
+    internal: InternalSecrets,
     wanted: GarmInputs,
 ) -> _OnMachine:
     """Install, configure and (re)start GARM as needed, then wait for it to answer."""
     machine = inputs.machine
-    installed = _install(machine, leader.resources)
+    installed = _install(machine, leader.resource)
     if isinstance(installed, Summary):
         return _OnMachine(stopped=installed)
     version, changed = installed
     files = workload.read_provider_files(machine.paths.config_dir)
     current = workload.configured_database(machine.paths.config_file)
-    # GARM's scalesets before it is reconfigured, read only when a choice hangs on them.
-    live = (
-        _live_scalesets(config, secrets.admin)
-        if earlier_providers(files, wanted.providers)
-        or moving_to_postgresql(current, leader.postgresql)
-        else None
-    )
+    # GARM's scalesets before it is reconfigured: read once, and only when a choice
+    # comes to hang on them.
+    live = cache(lambda: _live_scalesets(config, admin))
     placed = _place_data(inputs, leader, current, live)
     if placed.stopped is not None or placed.database is None:
         return _OnMachine(version, placed.sqlite_home, stopped=placed.stopped)
-    kept = kept_providers(
-        wanted.providers, files, None if live is None else {s.provider_name for s in live}
-    )
+    kept = kept_providers(wanted.providers, files, lambda: _providers_of(live()))
     for name in kept.dropped:
         logger.info("provider %s is no longer used: removed from GARM", name)
     garm_config = GarmConfig(
         port=config.api_port,
-        jwt_secret=secrets.jwt_secret,
-        db_passphrase=secrets.db_passphrase,
+        jwt_secret=internal.jwt_secret,
+        db_passphrase=internal.db_passphrase,
         database=placed.database,
         providers=kept.providers,
         proxy=leader.proxy,
@@ -440,12 +473,14 @@ def _ensure_running(
     return _OnMachine(version, placed.sqlite_home, placed.problems, answering)
 
 
-def _install(machine: Machine, attached: Mapping[str, Path | None]) -> tuple[str, bool] | Summary:
+def _install(
+    machine: Machine, attached: Callable[[str], Path | None]
+) -> tuple[str, bool] | Summary:
     """The resources checked and installed: GARM's version, and whether a binary changed."""
     paths = machine.paths
     sources: dict[str, resources.Prepared] = {}
-    for name in RESOURCES:
-        path = attached.get(name)
+    for name in resources.NAMES:
+        path = attached(name)
         if path is None:
             message = f"Attach the {name} resource: juju attach-resource garm {name}=<file>"
             return Summary("blocked", message)
@@ -477,7 +512,7 @@ def _place_data(
     inputs: Inputs,
     leader: LeaderInputs,
     current: Database | None,
-    live: list[ScaleSet] | None,
+    live: Callable[[], list[ScaleSet] | None],
 ) -> _Placement:
     """GARM's database (``garm.database``), and whether this unit may run GARM on it.
 
@@ -487,11 +522,12 @@ def _place_data(
     (``juju.lifecycle.sqlite_tenancy``).
     """
     paths, peers = inputs.machine.paths, leader.peers
+    answer = leader.postgresql
     choice = choose_database(
         current,
         inputs.postgresql_related,
-        leader.postgresql,
-        live,
+        answer,
+        live() if moving_to_postgresql(current, answer) else None,
         SqliteDatabase(str(paths.sqlite_file)),
     )
     if choice.database is None:
@@ -538,6 +574,10 @@ def _start(config: CharmConfig, changed: bool) -> Summary | None:
     if not workload.wait_until_answering(_api_url(config), timeout):
         return Summary("waiting", "Waiting for GARM to answer on its API port")
     return None
+
+
+def _providers_of(scalesets: list[ScaleSet] | None) -> set[str] | None:
+    return None if scalesets is None else {s.provider_name for s in scalesets}
 
 
 def _live_scalesets(config: CharmConfig, admin: AdminLogin) -> list[ScaleSet] | None:

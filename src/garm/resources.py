@@ -371,6 +371,10 @@ _SPECS = {
 }
 
 
+# The charm's resources, by their names in charmcraft.yaml.
+NAMES = tuple(_SPECS)
+
+
 def _spec(resource: str) -> _Spec:
     """The spec of a resource this charm has; anything else is a bug in the caller."""
     try:

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from garm.setup import AdminLogin
 from juju.lifecycle import WHOLE, View
 from runners.options import NO_CONTEXT, RunnerContext
 from scalesets.refusals import CreateMemory
@@ -35,10 +34,13 @@ class Configurators:
 
 
 @dataclass(frozen=True)
-class CharmSecrets:
-    """The charm's own secrets, as one hook reads them (``secrets.read``)."""
+class InternalSecrets:
+    """What GARM keeps its data with, from the charm's secret (``secrets.read_internal``).
 
-    admin: AdminLogin = field(repr=False)
+    The JWT secret signs GARM's tokens; the passphrase encrypts what GARM stores and must
+    never change.
+    """
+
     jwt_secret: str = field(repr=False)
     db_passphrase: str = field(repr=False)
 

@@ -2,8 +2,8 @@
 
 Two application secrets, made once by the leader: GARM's admin login, and what GARM
 keeps its data with (the JWT secret and the database passphrase, which must never
-change). The leader's pass takes them as ``CharmSecrets`` (``read``) and asks for them to
-be made (``ensure``) when they are not there yet.
+change). The leader's pass reads them (``read_admin``, ``read_internal``) and asks for
+them to be made (``ensure``) when they are not there yet.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import string
 import ops
 
 from garm.setup import AdminLogin
-from juju.records import CharmSecrets
+from juju.records import InternalSecrets
 
 ADMIN_SECRET_LABEL = "garm-admin-credentials"  # noqa: S105 (a label, not a secret)
 INTERNAL_SECRET_LABEL = "garm-internal"  # noqa: S105 (a label, not a secret)
@@ -55,14 +55,21 @@ def ensure(model: ops.Model) -> bool:
     return created
 
 
-def read(model: ops.Model) -> CharmSecrets | None:
-    """The charm's own secrets, or None while ``ensure`` has not made them both yet."""
+def read_admin(model: ops.Model) -> AdminLogin | None:
+    """GARM's admin login, or None while it cannot be read (``ensure`` has not made it)."""
     try:
-        admin = admin_login(model)
-        content = internal(model)
-    except ops.SecretNotFoundError:
+        return admin_login(model)
+    except (ops.ModelError, KeyError):
         return None
-    return CharmSecrets(admin, content["jwt-secret"], content["db-passphrase"])
+
+
+def read_internal(model: ops.Model) -> InternalSecrets | None:
+    """GARM's JWT secret and database passphrase, or None while they cannot be read."""
+    try:
+        content = internal(model)
+        return InternalSecrets(content["jwt-secret"], content["db-passphrase"])
+    except (ops.ModelError, KeyError):
+        return None
 
 
 def admin_login(model: ops.Model) -> AdminLogin:

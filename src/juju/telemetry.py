@@ -15,7 +15,7 @@ import ops
 from cosl import JujuTopology
 
 from observe import cos_agent
-from observe.cos_agent import LeaderGarm
+from observe.token import LeaderGarm
 
 logger = logging.getLogger(__name__)
 

@@ -1,13 +1,14 @@
 """What Juju gives this unit besides relations: its resources, its address, the model proxy.
 
 Small readers for the leader's pass: each answers with a plain value, and a thing Juju
-does not have (a resource never attached, no address yet) is None, never an error.
+does not have (a resource never attached, no address yet) is None. A hook tool that
+fails (``network-get``) fails the hook, which Juju retries: guessing an address instead
+would hand every runner a URL that reaches no GARM.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from pathlib import Path
 
 import ops
@@ -15,17 +16,13 @@ import ops
 from garm.config import Proxy
 
 
-def attached(model: ops.Model, names: Iterable[str]) -> dict[str, Path | None]:
-    """Each resource's file, or None when it is not attached (Juju may hand an empty one)."""
-    files: dict[str, Path | None] = {}
-    for name in names:
-        try:
-            path = model.resources.fetch(name)
-        except (ops.ModelError, NameError):
-            files[name] = None
-            continue
-        files[name] = path if path.stat().st_size > 0 else None
-    return files
+def attached(model: ops.Model, name: str) -> Path | None:
+    """A resource's file, or None when it is not attached (Juju may hand an empty one)."""
+    try:
+        path = model.resources.fetch(name)
+    except (ops.ModelError, NameError):
+        return None
+    return path if path.stat().st_size > 0 else None
 
 
 def ingress_address(model: ops.Model, endpoint: str) -> str | None:

@@ -39,6 +39,11 @@ class JujuView(ops.Object):
         self._goal: ops.hookcmds.GoalState | None = None
         self._stored.set_default(dying=False, emptied=[])
 
+    @property
+    def endpoint(self) -> str:
+        """The configurator relation's endpoint name."""
+        return self._endpoint
+
     def note(self, event: ops.EventBase) -> None:
         """Keep what this hook alone shows: this unit leaving, a relation emptied."""
         if isinstance(event, ops.RelationDepartedEvent):

@@ -20,16 +20,12 @@ data and its leader forwards, per principal application, the first copy it meets
 may come from any unit. So every unit publishes them, and the scrape jobs only on the
 leader: GARM, and the charm's own metrics endpoint, run on the leader alone.
 
-GARM's ``/metrics`` wants a metrics token (a JWT with ``read_metrics``, from ``GET
-/api/v1/metrics-token``; lifetime ``[jwt_auth] time_to_live``; signed with the JWT
-secret, so a new secret voids it). Only the leader holds one. It is renewed once half its
-lifetime has passed or the JWT secret changed, and kept in this unit's databag (under
-``TOKEN_KEY``, with when and under which secret it was fetched) besides the scrape job
-that carries it: the cos-agent relation is container-scoped, so the only unit that reads
-the databag is the collector on this machine (and, as for every databag, a Juju
-administrator). The collector then writes it into its own configuration on this machine.
-The token grants reading GARM's metrics and nothing else (GARM's API refuses it: it names
-no user). It is never logged: nothing here puts it in a message, an exception or a repr.
+The leader also hands the collector GARM's metrics token (``token``: which one, and when
+it is renewed), kept in this unit's databag (under ``TOKEN_KEY``, with when and under
+which secret it was fetched) beside the scrape job that carries it: the cos-agent
+relation is container-scoped, so the only unit that reads the databag is the collector
+on this machine (and, as for every databag, a Juju administrator). The collector then
+writes it into its own configuration on this machine. Nothing here logs it.
 
 Logs: neither collector reads a principal's log files through this interface except a
 snap's (``log_slots``), and GARM is no snap. Both read ``/var/log/**/*log`` on the
@@ -40,22 +36,19 @@ collector's), and grafana-agent also reads the journal. The charm's own logs are
 
 from __future__ import annotations
 
-import base64
-import binascii
 import copy
-import hashlib
 import json
 import logging
-from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import MutableMapping
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from cosl import DashboardPath40UID, JujuTopology, LZMABase64
 from cosl.rules import AlertRules, generic_alert_groups
 
-from garm.client import GarmError
+from observe.token import HeldToken, LeaderGarm, renewed
 
 logger = logging.getLogger(__name__)
 
@@ -77,102 +70,6 @@ class Telemetry:
     metrics_alert_rules: dict[str, Any]
     log_alert_rules: dict[str, Any]
     dashboards: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class HeldToken:
-    """The metrics token this unit holds, and when and under which JWT secret it came."""
-
-    token: str = field(repr=False)
-    fetched_at: datetime
-    secret_fingerprint: str
-
-    def to_json(self) -> str:
-        """The form kept in the databag under ``TOKEN_KEY``."""
-        return json.dumps(
-            {
-                "token": self.token,
-                "fetched-at": self.fetched_at.isoformat(),
-                "jwt-secret-fingerprint": self.secret_fingerprint,
-            }
-        )
-
-    @classmethod
-    def from_json(cls, text: str | None) -> HeldToken | None:
-        """Back from ``to_json``; None when absent or unreadable (a new one is fetched)."""
-        if not text:
-            return None
-        try:
-            data = json.loads(text)
-            held = cls(
-                data["token"],
-                datetime.fromisoformat(data["fetched-at"]),
-                data["jwt-secret-fingerprint"],
-            )
-        except (ValueError, KeyError, TypeError):
-            return None
-        if not isinstance(held.token, str) or not isinstance(held.secret_fingerprint, str):
-            return None
-        if held.fetched_at.tzinfo is None:
-            return None
-        return held
-
-
-@dataclass(frozen=True)
-class LeaderGarm:
-    """The leader's GARM, as far as this hook knows it.
-
-    ``jwt_secret`` is None when it cannot be read now, and ``fetch_token`` None when GARM
-    did not answer this hook: either way the held token is kept as it is.
-    """
-
-    api_port: int
-    jwt_secret: str | None = field(default=None, repr=False)
-    fetch_token: Callable[[], str] | None = field(default=None, repr=False)
-
-
-def secret_fingerprint(jwt_secret: str) -> str:
-    """A short digest that tells one JWT secret from another and reveals nothing of it."""
-    return hashlib.sha256(b"garm-jwt-secret\0" + jwt_secret.encode()).hexdigest()[:16]
-
-
-def token_expiry(token: str) -> datetime | None:
-    """The ``exp`` of a JWT, read without verifying it; None when it has none."""
-    parts = token.split(".")
-    if len(parts) != 3:
-        return None
-    segment = parts[1] + "=" * (-len(parts[1]) % 4)
-    try:
-        payload = json.loads(base64.urlsafe_b64decode(segment))
-    except (ValueError, binascii.Error):
-        return None
-    exp = payload.get("exp") if isinstance(payload, dict) else None
-    if isinstance(exp, bool) or not isinstance(exp, int | float):
-        return None
-    try:
-        return datetime.fromtimestamp(exp, UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-def renewal_due(held: HeldToken | None, now: datetime, fingerprint: str) -> str | None:
-    """Why a new metrics token is needed now, or None to keep ``held``.
-
-    A token is renewed once half its lifetime (from when it was fetched to its ``exp``)
-    has passed, which leaves the other half to retry in, and at once when GARM's JWT
-    secret is not the one it was signed with.
-    """
-    if held is None:
-        return "no metrics token held"
-    if held.secret_fingerprint != fingerprint:
-        return "GARM's JWT secret changed"
-    expires = token_expiry(held.token)
-    if expires is None:
-        return "the metrics token has no expiry"
-    lifetime = expires - held.fetched_at
-    if now >= expires or now >= held.fetched_at + lifetime / 2:
-        return "half the metrics token's lifetime has passed"
-    return None
 
 
 def scrape_jobs(api_port: int, token: str | None) -> list[dict[str, Any]]:
@@ -264,33 +161,11 @@ def publish(
         jobs: list[dict[str, Any]] = []
         databag.pop(TOKEN_KEY, None)
     else:
-        held = _renewed(HeldToken.from_json(databag.get(TOKEN_KEY)), now, leader)
+        held = renewed(HeldToken.from_json(databag.get(TOKEN_KEY)), now, leader)
         if held is not None:
             _put(databag, TOKEN_KEY, held.to_json())
         jobs = scrape_jobs(leader.api_port, held.token if held else None)
     _put(databag, KEY, unit_config(telemetry, jobs))
-
-
-def _renewed(held: HeldToken | None, now: datetime, leader: LeaderGarm) -> HeldToken | None:
-    if leader.jwt_secret is None or leader.fetch_token is None:
-        return held
-    fingerprint = secret_fingerprint(leader.jwt_secret)
-    why = renewal_due(held, now, fingerprint)
-    if why is None:
-        return held
-    try:
-        token = leader.fetch_token()
-    except GarmError as exc:
-        # GarmError texts name the route and GARM's error, never a token.
-        logger.warning("GARM's metrics token not renewed (%s): %s", why, exc)
-        return held
-    except Exception as exc:  # telemetry never fails a hook
-        # Anything else (the admin login unreadable, a transport error): its kind only,
-        # as its text is not known to be free of what was sent.
-        logger.warning("GARM's metrics token not renewed (%s): %s", why, type(exc).__name__)
-        return held
-    logger.info("GARM's metrics token renewed: %s", why)
-    return HeldToken(token, now, fingerprint)
 
 
 def _put(databag: MutableMapping[str, str], key: str, value: str) -> None:

@@ -74,7 +74,7 @@ class Observed:
     answered but not done; ``refused``, scalesets one of whose runners GARM would not
     force-remove; ``removed``, scalesets one of whose runners it did force-remove;
     ``taken``, names GitHub holds (lower-cased, remembered for an hour).
-    ``refusals`` are the creates refused earlier, by logical name, remembered
+    ``create_refusals`` are the creates refused earlier, by logical name, remembered
     with the application (``refusals``). ``templates`` come without bodies.
     """
 

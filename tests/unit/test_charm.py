@@ -676,3 +676,16 @@ def test_a_hostile_unit_is_named_and_nothing_else_is_touched(
     assert any("garm-configurator/1" in message for message in errors)
     assert world.scalesets() == before  # the serving scaleset is untouched
     assert [w for w in world.writes()[writes:] if w.path.startswith("/scalesets")] == []
+
+
+def test_get_credentials_needs_only_the_admin_secret(ctx, world, resources):
+    state = make_state(world, resources)
+    state = dataclasses.replace(
+        state, secrets=[s for s in state.secrets if s.label != INTERNAL_SECRET_LABEL]
+    )
+    ctx.run(ctx.on.action("get-credentials"), state)
+    assert ctx.action_results == {
+        "username": world.username,
+        "password": world.password,
+        "email": "admin@garm.local",
+    }

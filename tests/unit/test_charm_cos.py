@@ -244,3 +244,27 @@ def test_a_pass_that_stopped_early_asks_garm_for_no_token(ctx, world, resources,
     assert state.unit_status.name == "waiting"
     assert "/metrics-token" not in [r.path for r in world.requests[asked:]]
     assert token_in(collector_reads(published(state))) == token
+
+
+def test_a_leader_whose_config_cannot_be_read_leaves_the_collector_as_it_was(
+    ctx, world, resources
+):
+    relation = collector()
+    state = state_of(world, resources, configurator(EXAMPLE_UNIT), relation)
+    state = ctx.run(ctx.on.relation_created(relation), state)
+    bag = published(state)
+    broken = with_bag(state, bag, config={**state.config, "api-port": 0})
+    state = ctx.run(ctx.on.config_changed(), broken)
+    assert state.unit_status.name == "blocked"
+    # Its scrape jobs and token stand: the port it would scrape is not known.
+    assert published(state) == bag
+
+
+def test_the_first_hook_without_secrets_keeps_the_scrape_jobs(ctx, world, resources):
+    relation = collector()
+    state = state_of(world, resources, configurator(EXAMPLE_UNIT), relation)
+    state = dataclasses.replace(state, secrets=[*CONFIGURATOR_SECRETS])  # none of its own
+    state = ctx.run(ctx.on.relation_created(relation), state)
+    assert state.unit_status.name == "waiting"
+    jobs = collector_reads(published(state)).metrics_scrape_jobs
+    assert [j["job_name"] for j in jobs] == ["garm", "garm-charm"]

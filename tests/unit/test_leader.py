@@ -12,7 +12,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import pwd
+import tomllib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -22,12 +24,13 @@ import pytest
 import leader
 from garm.config import PostgresqlDatabase, Proxy
 from garm.setup import AdminLogin
-from juju.config import ConfigError
+from juju.config import CharmConfig, ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, WHOLE, View
-from juju.records import CharmSecrets, Configurators, PeerRecords
+from juju.records import Configurators, InternalSecrets, PeerRecords
+from observe.token import LeaderGarm
 from tests.binaries import fake_garm, fake_provider
 from tests.clock import FakeClock
-from tests.databags import KEY_SECRET_URI, PASSWORD_SECRET_URI, SOLE_UNIT
+from tests.databags import EXAMPLE_UNIT, KEY_SECRET_URI, PASSWORD_SECRET_URI, SOLE_UNIT
 from tests.garm_double import FAKE_APP_KEY, GarmDouble
 from tests.machine import Machine
 from tests.options import charm_config
@@ -36,6 +39,28 @@ UNIT = "garm/0"
 JWT = "J" * 40 + "wt-5ecret!"
 PASSPHRASE = "Db-Pa55phrase-0123456789abcdefgh"
 GRANTED = {PASSWORD_SECRET_URI: "openstack-Pa55word", KEY_SECRET_URI: FAKE_APP_KEY}
+
+
+@dataclass(frozen=True)
+class Given:
+    """What Juju tells the leader, as plain values (``leader.LeaderInputs``)."""
+
+    config: CharmConfig | ConfigError
+    admin: AdminLogin | None
+    internal: InternalSecrets | None
+    configurators: Configurators
+    postgresql: PostgresqlDatabase | None
+    resources: Mapping[str, Path | None]
+    peers: PeerRecords
+    address: str | None
+    proxy: Proxy
+    granted: Mapping[str, str]
+
+    def resource(self, name: str) -> Path | None:
+        return self.resources.get(name)
+
+    def read_secret(self, uri: str) -> str | None:
+        return self.granted.get(uri)
 
 
 @pytest.fixture
@@ -51,7 +76,7 @@ def make(machine: Machine, world: GarmDouble, clock: FakeClock, attached) -> Cal
     """``make(**changes)``: the inputs of a leader of one configurator unit, with changes.
 
     Keys of ``leader.Inputs`` change the hook's inputs; any other key changes the leader's
-    (``leader.LeaderInputs``), except ``config``, which is the options to read.
+    (``Given``), except ``config``, which is the options to read.
     """
     port = int(world.url.rsplit(":", 1)[1])
 
@@ -61,11 +86,10 @@ def make(machine: Machine, world: GarmDouble, clock: FakeClock, attached) -> Cal
             config: Any = charm_config(options)
         except ConfigError as exc:
             config = exc
-        lead = leader.LeaderInputs(
+        lead = Given(
             config=config,
-            secrets=CharmSecrets(
-                AdminLogin(world.username, "admin@garm.local", world.password), JWT, PASSPHRASE
-            ),
+            admin=AdminLogin(world.username, "admin@garm.local", world.password),
+            internal=InternalSecrets(JWT, PASSPHRASE),
             configurators=Configurators(
                 True, (("garm-configurator/0", SOLE_UNIT),), WHOLE, {1: "garm-configurator"}
             ),
@@ -74,7 +98,7 @@ def make(machine: Machine, world: GarmDouble, clock: FakeClock, attached) -> Cal
             peers=PeerRecords(),
             address="10.1.2.3",
             proxy=Proxy(),
-            read_secret=GRANTED.get,
+            granted=GRANTED,
         )
         hook = {f.name for f in dataclasses.fields(leader.Inputs)}
         lead = dataclasses.replace(lead, **{k: v for k, v in changes.items() if k not in hook})
@@ -90,6 +114,10 @@ def make(machine: Machine, world: GarmDouble, clock: FakeClock, attached) -> Cal
         return dataclasses.replace(inputs, **{k: v for k, v in changes.items() if k in hook})
 
     return make
+
+
+def backend(machine: Machine) -> str:
+    return tomllib.loads(machine.paths.config_file.read_text())["database"]["backend"]
 
 
 def status(result: leader.PassResult) -> str:
@@ -120,7 +148,7 @@ ROWS: Mapping[str, tuple[dict[str, Any], str]] = {
     ),
     # The charm's own secrets are made by the charm, from this result, for the next hook.
     "no secrets yet": (
-        {"secrets": None},
+        {"admin": None, "internal": None},
         "waiting: Secrets created; GARM is set up on the next hook",
     ),
     "a resource not attached": (
@@ -157,7 +185,7 @@ ROWS: Mapping[str, tuple[dict[str, Any], str]] = {
         "waiting: Waiting for garm-configurator/0: nothing it may serve is retired until then",
     ),
     "admin refused": (
-        {"secrets": CharmSecrets(AdminLogin("admin", "a@b.c", "wrong"), JWT, PASSPHRASE)},
+        {"admin": AdminLogin("admin", "a@b.c", "wrong")},
         "blocked: GARM refused the admin login kept by the charm",
     ),
 }
@@ -193,7 +221,8 @@ def test_a_pass_that_stops_early_tells_what_it_did_so_far(make, world):
     result = leader.run(make())
     assert status(result) == "waiting: GARM setup failed, will retry: boom"
     # GARM runs, so its port is open and its version shown; no scaleset pass ran.
-    assert result.ports is not None and result.workload_version == "v0.2.1"
+    assert result.ports == (int(world.url.rsplit(":", 1)[1]),)
+    assert result.workload_version == "v0.2.1"
     assert result.outcome is None and result.publish_back is None
     assert result.garm_here is not None and result.garm_here.fetch_token is None
 
@@ -206,7 +235,7 @@ def test_an_invalid_config_leaves_the_collector_and_ports_as_they_were(make, mac
 
 
 def test_no_secrets_asks_for_them_and_touches_nothing(make, machine, world):
-    result = leader.run(make(secrets=None))
+    result = leader.run(make(admin=None, internal=None))
     assert result.make_secrets
     assert not machine.paths.binary.exists() and world.requests == []
 
@@ -235,19 +264,19 @@ def test_a_dying_leader_with_an_invalid_config_leaves_the_collector_as_it_was(ma
 
 
 def test_a_leader_that_moved_to_postgresql_forgets_its_sqlite_home(make, machine):
+    leader.run(make(configurators=Configurators(True)))  # GARM on sqlite, no scaleset
+    assert backend(machine) == "sqlite3"
     answer = PostgresqlDatabase("db.internal", 5432, "garm", "pw", "garm")
-    # GARM holds no scaleset yet, so moving it to PostgreSQL loses nothing.
-    configurators = Configurators(True)
-    result = leader.run(
-        make(
-            postgresql_related=True,
-            postgresql=answer,
-            peers=PeerRecords(home=UNIT),
-            configurators=configurators,
-        )
+    # GARM holds no scaleset, so moving it to PostgreSQL loses nothing.
+    moved = make(
+        postgresql_related=True,
+        postgresql=answer,
+        peers=PeerRecords(home=UNIT),
+        configurators=Configurators(True),
     )
+    result = leader.run(moved)
     assert result.sqlite_home == "forget"
-    assert "db.internal" in machine.paths.config_file.read_text()
+    assert backend(machine) == "postgresql"
 
 
 # --- actions ----------------------------------------------------------------------------
@@ -260,7 +289,7 @@ PLAN_REFUSALS: Mapping[str, tuple[dict[str, Any], str]] = {
         {"config": {"handover-timeout-minutes": -1}},
         "Invalid config: handover-timeout-minutes: must be 0-1440",
     ),
-    "no secrets yet": ({"secrets": None}, leader.NO_ADMIN_YET),
+    "no admin login yet": ({"admin": None}, leader.NO_ADMIN_YET),
 }
 
 
@@ -284,3 +313,78 @@ def test_reconcile_results_say_the_status_and_what_was_done(make):
     results = leader.reconciled(leader.run(make()))
     assert results["status"] == "active: 1 scaleset in sync"
     assert "create scaleset" in results["done"]
+
+
+def test_no_secrets_keeps_garm_for_the_collector_without_asking_it(make, world):
+    result = leader.run(make(admin=None, internal=None))
+    assert result.garm_here == LeaderGarm(int(world.url.rsplit(":", 1)[1]))
+
+
+def test_a_unit_that_lost_the_postgresql_relation_but_runs_on_it_is_not_crowded(make):
+    answer = PostgresqlDatabase("db.internal", 5432, "garm", "pw", "garm")
+    leader.run(make(postgresql_related=True, postgresql=answer))  # configured on PostgreSQL
+    standing = make(leader=None, alive=frozenset({UNIT, "garm/1"}), postgresql_related=False)
+    assert status(leader.run(standing)) == f"active: {leader.STANDING_BY}"
+
+
+def test_plan_needs_only_the_admin_login(make):
+    assert leader.plan(make(internal=None)).failure == ""
+
+
+def test_garm_is_not_read_for_a_pass_that_may_not_start_it(make, world, machine):
+    leader.run(make(configurators=Configurators(True, (("garm-configurator/0", EXAMPLE_UNIT),))))
+    assert (machine.paths.config_dir / "providers").is_dir()  # an earlier provider, kept
+    asked = len(world.requests)
+    elsewhere = make(
+        configurators=Configurators(True),
+        peers=PeerRecords(home="garm/1"),
+        alive=frozenset({UNIT, "garm/1"}),
+    )
+    machine.paths.config_file.unlink()  # this unit never ran GARM, as far as it knows
+    assert status(leader.run(elsewhere)).startswith("blocked: GARM's sqlite data is on garm/1")
+    assert world.requests[asked:] == []
+
+
+# --- what the pass reads: nothing it does not use ---------------------------------------
+
+
+class Reading:
+    """A leader's inputs that note which of them the pass asks for."""
+
+    def __init__(self, given: Given):
+        self._given = given
+        self.read: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.read.append(name)
+        return getattr(self._given, name)
+
+
+READS: Mapping[str, tuple[dict[str, Any], set[str]]] = {
+    # A dying leader tells the collector which GARM it ran, and nothing else.
+    "dying": ({"dying": True}, {"config", "internal"}),
+    "invalid config": ({"config": {"api-port": 0}}, {"config"}),
+    "no secrets yet": ({"admin": None, "internal": None}, {"config", "admin", "internal"}),
+    # With external-url set, this unit's address is never asked (no network-get).
+    "external url": (
+        {"config": {"external-url": "https://garm.example"}},
+        {f.name for f in dataclasses.fields(Given)} - {"address", "granted", "resources"}
+        | {"read_secret", "resource"},
+    ),
+}
+
+
+@pytest.mark.parametrize(("changes", "read"), READS.values(), ids=READS.keys())
+def test_the_pass_reads_only_what_its_steps_reach(make, changes, read):
+    inputs = make(**changes)
+    reading = Reading(inputs.leader)
+    leader.run(dataclasses.replace(inputs, leader=reading))
+    assert set(reading.read) == read
+
+
+@pytest.mark.parametrize("changes", [{"dying": True}, {"leader": None}])
+def test_a_refused_action_reads_nothing(make, changes):
+    inputs = make(**changes)
+    reading = Reading(make().leader)
+    assert leader.plan(dataclasses.replace(inputs, leader=inputs.leader and reading)).failure
+    assert reading.read == []

@@ -39,31 +39,38 @@ def written(*providers: OpenstackProvider) -> dict[str, str]:
 def test_the_related_units_providers_are_kept_as_they_are_now():
     files = written(provider("cfg-0", "old"))
     now = provider("cfg-0", "new")
-    assert kept_providers([now], files, set()) == KeptProviders((now,))
+    assert kept_providers([now], files, lambda: set()) == KeptProviders((now,))
 
 
 def test_a_departed_units_provider_stays_while_a_scaleset_uses_it():
     gone = provider("cfg-1")
-    assert kept_providers([], written(gone), {"cfg-1"}) == KeptProviders((gone,))
+    assert kept_providers([], written(gone), lambda: {"cfg-1"}) == KeptProviders((gone,))
 
 
 def test_a_provider_no_scaleset_uses_is_dropped():
-    kept = kept_providers([provider("cfg-0")], written(provider("cfg-1")), {"cfg-0"})
+    kept = kept_providers([provider("cfg-0")], written(provider("cfg-1")), lambda: {"cfg-0"})
     assert kept == KeptProviders((provider("cfg-0"),), ("cfg-1",))
 
 
 def test_when_garm_cannot_tell_every_earlier_provider_stays():
     gone = provider("cfg-1")
-    assert kept_providers([], written(gone), None) == KeptProviders((gone,))
+    assert kept_providers([], written(gone), lambda: None) == KeptProviders((gone,))
 
 
 def test_a_provider_whose_files_do_not_read_is_dropped():
     files = written(provider("cfg-1"))
     files["providers/cfg-1-clouds.yaml"] = "not json"
-    assert kept_providers([], files, None) == KeptProviders((), ("cfg-1",))
+    assert kept_providers([], files, lambda: None) == KeptProviders((), ("cfg-1",))
 
 
 def test_earlier_providers_are_those_no_related_unit_defines():
     files = written(provider("cfg-0"), provider("cfg-1"))
     assert earlier_providers(files, [provider("cfg-0")]) == {"cfg-1"}
     assert earlier_providers({}, [provider("cfg-0")]) == set()
+
+
+def test_garm_is_asked_only_when_an_earlier_provider_is_written():
+    def never() -> set[str]:
+        raise AssertionError("GARM asked with no earlier provider")
+
+    assert kept_providers([provider("cfg-0")], written(provider("cfg-0")), never).dropped == ()

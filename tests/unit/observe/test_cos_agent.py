@@ -29,8 +29,10 @@ from cosl import DashboardPath40UID, JujuTopology, LZMABase64
 
 from garm.client import GarmApiError, GarmClient, GarmUnreachable
 from observe import cos_agent
+from observe.token import HeldToken, LeaderGarm, secret_fingerprint, token_expiry
 from tests.collector import CollectorPeerData, CollectorUnitData, collector_reads
 from tests.garm_double import DEFAULT_JWT_TTL, GarmDouble, _jwt_sign
+from tests.tokens import jwt
 
 ROOT = Path(__file__).resolve().parents[3]
 TOPOLOGY = JujuTopology(
@@ -56,17 +58,6 @@ def labelled_jobs(data: CollectorUnitData, topology: JujuTopology) -> list[dict[
                 **{f"juju_{k}": v for k, v in labels.items() if v},
             }
     return jobs
-
-
-def jwt(claims: dict[str, Any]) -> str:
-    def seg(value: dict[str, Any]) -> str:
-        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
-
-    return f"{seg({'alg': 'HS256', 'typ': 'JWT'})}.{seg(claims)}.c2lnbmF0dXJl"
-
-
-def token_expiring(at: datetime) -> str:
-    return jwt({"read_metrics": True, "iss": "garm", "exp": int(at.timestamp())})
 
 
 @pytest.fixture
@@ -143,8 +134,8 @@ class Fetcher:
         return token
 
 
-def leader(fetch: Fetcher, secret: str = SECRET) -> cos_agent.LeaderGarm:
-    return cos_agent.LeaderGarm(api_port=9997, jwt_secret=secret, fetch_token=fetch)
+def leader(fetch: Fetcher, secret: str = SECRET) -> LeaderGarm:
+    return LeaderGarm(api_port=9997, jwt_secret=secret, fetch_token=fetch)
 
 
 # --- the databag as the collector reads it ----------------------------------------------
@@ -299,65 +290,7 @@ def test_an_unchanged_databag_is_not_written_again(telemetry):
     assert fetch.calls == 1
 
 
-# --- the metrics token -------------------------------------------------------------------
-
-
-def held(token: str, fetched_at: datetime = NOW, secret: str = SECRET) -> cos_agent.HeldToken:
-    return cos_agent.HeldToken(token, fetched_at, cos_agent.secret_fingerprint(secret))
-
-
-def test_token_expiry_is_read_without_verifying():
-    assert cos_agent.token_expiry(token_expiring(NOW)) == NOW
-    assert cos_agent.token_expiry("not-a-jwt") is None
-    assert cos_agent.token_expiry("a.!!!.c") is None
-    assert cos_agent.token_expiry(jwt({"read_metrics": True})) is None
-    assert cos_agent.token_expiry(jwt({"exp": "soon"})) is None
-    assert cos_agent.token_expiry(jwt({"exp": True})) is None
-
-
-@pytest.mark.parametrize(
-    ("now", "due"),
-    [
-        (NOW, False),
-        (NOW + timedelta(days=182), False),
-        (NOW + timedelta(hours=4380) - timedelta(seconds=1), False),
-        (NOW + timedelta(hours=4380), True),  # half of 8760h
-        (NOW + timedelta(hours=8760), True),
-        (NOW + timedelta(days=400), True),
-    ],
-)
-def test_renewal_at_half_the_lifetime(now, due):
-    token = held(token_expiring(NOW + timedelta(hours=8760)))
-    fingerprint = cos_agent.secret_fingerprint(SECRET)
-    assert (cos_agent.renewal_due(token, now, fingerprint) is not None) is due
-
-
-def test_renewal_when_the_jwt_secret_changed_or_nothing_is_held():
-    token = held(token_expiring(NOW + timedelta(hours=8760)))
-    other = cos_agent.secret_fingerprint(SECRET + "-rotated")
-    assert cos_agent.renewal_due(token, NOW, other) == "GARM's JWT secret changed"
-    assert cos_agent.renewal_due(None, NOW, other) == "no metrics token held"
-    no_exp = held(jwt({"read_metrics": True}))
-    assert cos_agent.renewal_due(no_exp, NOW, cos_agent.secret_fingerprint(SECRET))
-
-
-def test_the_fingerprint_tells_secrets_apart_and_does_not_contain_them():
-    first, second = (cos_agent.secret_fingerprint(s) for s in (SECRET, SECRET + "x"))
-    assert first != second
-    assert cos_agent.secret_fingerprint(SECRET) == first
-    assert SECRET not in first and len(first) == 16
-
-
-def test_held_token_survives_the_databag_and_hides_in_repr():
-    token = held(token_expiring(NOW + DEFAULT_JWT_TTL))
-    assert cos_agent.HeldToken.from_json(token.to_json()) == token
-    assert token.token not in repr(token)
-    for text in (None, "", "{", "[]", '{"token": 1}', json.dumps({"token": "t"})):
-        assert cos_agent.HeldToken.from_json(text) is None
-    naive = json.dumps(
-        {"token": "t", "fetched-at": "2026-11-01T12:00:00", "jwt-secret-fingerprint": "f"}
-    )
-    assert cos_agent.HeldToken.from_json(naive) is None
+# --- the metrics token in the databag ---------------------------------------------------
 
 
 def test_publish_renews_at_half_life_and_on_secret_change(telemetry):
@@ -375,9 +308,9 @@ def test_publish_renews_at_half_life_and_on_secret_change(telemetry):
     cos_agent.publish(databag, telemetry, fetch.now, leader(fetch, secret=SECRET + "-new"))
     assert fetch.calls == 3
     assert _credentials(databag) == fetch.issued[-1]
-    kept = cos_agent.HeldToken.from_json(databag[cos_agent.TOKEN_KEY])
+    kept = HeldToken.from_json(databag[cos_agent.TOKEN_KEY])
     assert kept is not None
-    assert kept.secret_fingerprint == cos_agent.secret_fingerprint(SECRET + "-new")
+    assert kept.secret_fingerprint == secret_fingerprint(SECRET + "-new")
 
 
 def test_a_failed_fetch_keeps_the_held_token_and_never_logs_it(telemetry, caplog):
@@ -404,7 +337,7 @@ def test_a_failed_fetch_keeps_the_held_token_and_never_logs_it(telemetry, caplog
 
 def test_no_token_yet_still_publishes_the_garm_job_without_credentials(telemetry):
     databag: dict[str, str] = {}
-    no_garm = cos_agent.LeaderGarm(api_port=9997, jwt_secret=SECRET, fetch_token=None)
+    no_garm = LeaderGarm(api_port=9997, jwt_secret=SECRET, fetch_token=None)
     cos_agent.publish(databag, telemetry, NOW, no_garm)
     jobs = collector_reads(databag).metrics_scrape_jobs
     assert [j["job_name"] for j in jobs] == ["garm", "garm-charm"]
@@ -415,7 +348,7 @@ def test_no_token_yet_still_publishes_the_garm_job_without_credentials(telemetry
 def test_an_unreadable_secret_keeps_the_token_without_asking_garm(telemetry):
     fetch, databag = Fetcher(), {}
     cos_agent.publish(databag, telemetry, NOW, leader(fetch))
-    blind = cos_agent.LeaderGarm(api_port=9997, jwt_secret=None, fetch_token=fetch)
+    blind = LeaderGarm(api_port=9997, jwt_secret=None, fetch_token=fetch)
     cos_agent.publish(databag, telemetry, NOW + timedelta(days=300), blind)
     assert fetch.calls == 1
     assert _credentials(databag) == fetch.issued[0]
@@ -458,7 +391,7 @@ def test_metrics_token_is_a_garm_jwt_and_opens_metrics(garm, client, clock):
         "exp",
     ]
     assert claims["read_metrics"] is True and claims["is_admin"] is False
-    assert cos_agent.token_expiry(token) == clock.now + DEFAULT_JWT_TTL
+    assert token_expiry(token) == clock.now + DEFAULT_JWT_TTL
 
     answer = scrape(garm, f"Bearer {token}")
     assert answer.status_code == 200
