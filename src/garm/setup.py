@@ -18,7 +18,7 @@ import hashlib
 import logging
 import secrets
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from garm.client import GarmApiError, GarmClient
@@ -36,7 +36,7 @@ class AdminLogin:
 
     username: str
     email: str
-    password: str
+    password: str = field(repr=False)
 
 
 @dataclass(frozen=True)

@@ -161,3 +161,8 @@ def test_a_refused_setup_write_is_kept_and_the_rest_goes_on(fresh: GarmDouble):
     outcome = apply_setup(client, plan_setup([APP], [ORG], set(), [], [], []))
     assert len(outcome.errors) == 2  # the credential, then the org that names it
     assert outcome.errors[0].startswith("create GitHub credential app-123-456")
+
+
+def test_the_admin_password_stays_out_of_a_repr():
+    admin = AdminLogin("admin", "admin@garm.local", "Sup3r-secret!")
+    assert "Sup3r-secret!" not in repr(admin)
