@@ -150,11 +150,11 @@ class GarmClient:
 
     def get_template(self, template_id: int) -> Template:
         """One runner install template with its body."""
-        return Template.from_json(self._send("GET", f"/templates/{template_id}") or {})
+        return Template.from_json(self._object("GET", f"/templates/{template_id}"))
 
     def get_controller(self) -> ControllerInfo:
         """The controller's URLs (reachable before they are set, unlike other routes)."""
-        return ControllerInfo.from_json(self._send("GET", "/controller") or {})
+        return ControllerInfo.from_json(self._object("GET", "/controller", empty_ok=True))
 
     def list_credentials(self) -> list[Credential]:
         """Every GitHub credential (GARM answers null, not [], when there is none)."""
@@ -179,16 +179,16 @@ class GarmClient:
         Until the metadata and callback URLs are set GARM answers 409 ``urls_required``
         on every other route.
         """
-        return ControllerInfo.from_json(self._send("PUT", "/controller", changes) or {})
+        return ControllerInfo.from_json(self._object("PUT", "/controller", changes, empty_ok=True))
 
     def create_credential(self, body: dict[str, Any]) -> Credential:
         """Create a GitHub credential (``auth_type`` with an underscore on requests)."""
-        return Credential.from_json(self._send("POST", "/github/credentials", body))
+        return Credential.from_json(self._object("POST", "/github/credentials", body))
 
     def update_credential(self, credential_id: int, body: dict[str, Any]) -> Credential:
         """Change a GitHub credential's description or App settings."""
         return Credential.from_json(
-            self._send("PUT", f"/github/credentials/{credential_id}", body)
+            self._object("PUT", f"/github/credentials/{credential_id}", body)
         )
 
     def delete_credential(self, credential_id: int) -> None:
@@ -198,7 +198,7 @@ class GarmClient:
     def create_entity(self, kind: str, body: dict[str, Any]) -> Entity:
         """Register an organization or repository."""
         route = self._entity_route(kind)
-        data = self._send("POST", f"/{route}", body)
+        data = self._object("POST", f"/{route}", body)
         if kind == "organization":
             return Entity.organization_from_json(data)
         return Entity.repository_from_json(data)
@@ -223,16 +223,16 @@ class GarmClient:
     def create_scaleset(self, entity: Entity, body: dict[str, Any]) -> ScaleSet:
         """Create a scale set under an organization or repository."""
         route = self._entity_route(entity.kind)
-        return ScaleSet.from_json(self._send("POST", f"/{route}/{entity.id}/scalesets", body))
+        return ScaleSet.from_json(self._object("POST", f"/{route}/{entity.id}/scalesets", body))
 
     def update_scaleset(self, scaleset_id: int, changes: dict[str, Any]) -> ScaleSet:
         """Change the given fields of a scale set; every key is sent, zero values too."""
-        return ScaleSet.from_json(self._send("PUT", f"/scalesets/{scaleset_id}", changes))
+        return ScaleSet.from_json(self._object("PUT", f"/scalesets/{scaleset_id}", changes))
 
     def get_scaleset(self, scaleset_id: int) -> ScaleSet | None:
         """One scale set as GARM holds it now, or None when GARM has no such scale set."""
         try:
-            return ScaleSet.from_json(self._send("GET", f"/scalesets/{scaleset_id}"))
+            return ScaleSet.from_json(self._object("GET", f"/scalesets/{scaleset_id}"))
         except GarmApiError as exc:
             if exc.status == 404:
                 return None
@@ -255,17 +255,37 @@ class GarmClient:
 
     def create_template(self, body: dict[str, Any]) -> Template:
         """Create a runner install template (``data`` base64 in ``body``)."""
-        return Template.from_json(self._send("POST", "/templates", body))
+        return Template.from_json(self._object("POST", "/templates", body))
 
     def update_template(self, template_id: int, changes: dict[str, Any]) -> Template:
         """Change a template's name, description or body in place."""
-        return Template.from_json(self._send("PUT", f"/templates/{template_id}", changes))
+        return Template.from_json(self._object("PUT", f"/templates/{template_id}", changes))
 
     def delete_template(self, template_id: int) -> None:
         """Delete a template; GARM refuses while a pool or scale set uses it (400)."""
         self._send("DELETE", f"/templates/{template_id}")
 
     # --- transport ------------------------------------------------------------------
+
+    def _object(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        empty_ok: bool = False,
+    ) -> dict[str, Any]:
+        """An answer that must be one JSON object; an empty one only where ``empty_ok``.
+
+        Anything else (a list, a string, nothing) is refused as GARM's answer, never
+        read as an object it is not.
+        """
+        data = self._send(method, path, body)
+        if data is None and empty_ok:
+            return {}
+        if not isinstance(data, dict):
+            raise GarmApiError(method, path, 200, "expected an object", type(data).__name__)
+        return data
 
     def _list(self, path: str) -> list[dict[str, Any]]:
         data = self._send("GET", path)
@@ -297,7 +317,8 @@ class GarmClient:
             return None
         try:
             return response.json()
-        except ValueError as exc:
+        # RecursionError: JSON nested deeper than Python's parser goes.
+        except (ValueError, RecursionError) as exc:
             raise GarmApiError(method, path, response.status_code, "invalid JSON", "") from exc
 
     def _request(
@@ -335,7 +356,7 @@ def _api_error(method: str, path: str, response: requests.Response) -> GarmApiEr
     error, details = "", ""
     try:
         data = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
     if isinstance(data, dict):
         error = str(data.get("error", ""))

@@ -9,7 +9,6 @@ values and never key presence (garm-api.md §0.1). Only the fields the charm use
 from __future__ import annotations
 
 import base64
-import binascii
 import contextlib
 import json
 import re
@@ -30,7 +29,8 @@ def parse_time(value: object) -> datetime:
     """Parse Go's RFC 3339 time (``Z``, up to nanoseconds) into an aware datetime.
 
     Go emits up to nine fractional digits, more than ``datetime`` holds, so the fraction
-    is cut to microseconds here. An unparsable or missing value is the Go zero time.
+    is cut to microseconds here. An unparsable or missing value is the Go zero time, and
+    so is one that names no instant Python can hold in UTC; nothing here raises.
     """
     if not isinstance(value, str):
         return GO_ZERO_TIME
@@ -39,18 +39,19 @@ def parse_time(value: object) -> datetime:
         return GO_ZERO_TIME
     year, month, day, hour, minute, second, fraction, zone = match.groups()
     micros = int((fraction or "0")[:6].ljust(6, "0"))
-    if zone in ("Z", "z"):
-        tz = UTC
-    else:
-        sign = 1 if zone[0] == "+" else -1
-        tz = timezone(sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6])))
     try:
+        if zone in ("Z", "z"):
+            tz = UTC
+        else:
+            sign = 1 if zone[0] == "+" else -1
+            tz = timezone(sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6])))
         parsed = datetime(
             int(year), int(month), int(day), int(hour), int(minute), int(second), micros, tz
         )
-    except ValueError:
+        # A time at the calendar's edge with an offset has no UTC form: OverflowError.
+        return parsed.astimezone(UTC)
+    except (ValueError, OverflowError):  # an offset of 24 h or more, a 13th month ...
         return GO_ZERO_TIME
-    return parsed.astimezone(UTC)
 
 
 def format_time(value: datetime) -> str:
@@ -109,7 +110,7 @@ class ScaleSet:
         raw_specs = data.get("extra_specs")
         if isinstance(raw_specs, str):
             # A client may hand us the RawMessage still encoded; decode it the same way.
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, RecursionError):
                 raw_specs = json.loads(raw_specs)
         tags = data.get("tags")
         labels = tuple(
@@ -177,7 +178,8 @@ class Template:
         body = None
         raw = data.get("data")
         if isinstance(raw, str):
-            with contextlib.suppress(binascii.Error, UnicodeDecodeError):
+            # ValueError: binascii.Error, and a str with other than ASCII in it.
+            with contextlib.suppress(ValueError):
                 body = base64.b64decode(raw, validate=True).decode()
         return cls(
             id=_int(data, "id"),

@@ -62,6 +62,12 @@ MAX_BINARY_BYTES = 512 << 20
 # A release archive holds one file; these bound what a hostile one can make us read.
 MAX_ARCHIVE_MEMBERS = 100
 MAX_ARCHIVE_BYTES = 1 << 30
+# A GNU long name or link, or a pax header, says something about the member after it;
+# a release needs at most a couple of them in a row, each short. More, or longer, is
+# refused before tarfile reads them (it reads each whole, and follows a chain of them
+# by recursion).
+MAX_EXTENSION_HEADERS = 4
+MAX_EXTENSION_BYTES = 64 << 10
 # What ``--version`` may print before it is cut off and refused.
 MAX_OUTPUT_BYTES = 64 << 10
 DEFAULT_TIMEOUT = 10.0
@@ -393,6 +399,8 @@ def _check_arch(head: bytes) -> None:
 def _extract(file: BinaryIO, mode: Literal["r:gz", "r:"], binary: str, target: Path) -> None:
     """Write the archive's one file named ``binary`` to ``target``; refuse anything unsafe."""
     try:
+        _check_headers(file, compressed=mode == "r:gz")
+        file.seek(0)
         with tarfile.open(fileobj=file, mode=mode) as archive:
             member = _find_member(archive, binary)
             data = archive.extractfile(member)
@@ -403,6 +411,70 @@ def _extract(file: BinaryIO, mode: Literal["r:gz", "r:"], binary: str, target: P
         # BadGzipFile (a CRC or length mismatch) is an OSError; others of those, from
         # writing the target, are not the operator's file at fault and propagate.
         raise _Refused(f"it is not a readable tar archive ({_shown(str(exc))})") from None
+
+
+_BLOCK = 512
+# Where a ustar header keeps the member's size and type (POSIX.1-1988 / GNU tar).
+_SIZE = slice(124, 136)
+_TYPE = 156
+_EXTENSIONS = frozenset(b"LKxg")  # GNU long name and link; pax per-file and global
+
+
+def _check_headers(file: BinaryIO, *, compressed: bool) -> None:
+    """Walk the archive's headers without tarfile, refusing what it would choke on.
+
+    tarfile reads a GNU long-name or pax header whole into memory and parses the header
+    after it by recursion, so a chain of them raises RecursionError and one with a huge
+    size is read whole before any check. Here each 512-byte header is read as it comes,
+    the data after it skipped in chunks, and the counts and sizes bounded first, with
+    what is decompressed bounded too. What passes is then read by tarfile.
+    """
+    stream: gzip.GzipFile | BinaryIO = gzip.GzipFile(fileobj=file) if compressed else file
+    headers = extensions = 0
+    total = 0
+    while True:
+        header = stream.read(_BLOCK)
+        if len(header) < _BLOCK or not header.strip(b"\0"):
+            return  # end of archive (or a short one, which tarfile then refuses)
+        headers += 1
+        if headers > MAX_ARCHIVE_MEMBERS * (MAX_EXTENSION_HEADERS + 1):
+            raise _Refused(f"the archive holds over {MAX_ARCHIVE_MEMBERS} files")
+        size = _header_size(header)
+        if header[_TYPE] in _EXTENSIONS:
+            extensions += 1
+            if extensions > MAX_EXTENSION_HEADERS:
+                raise _Refused("the archive holds a chain of extended headers")
+            if size > MAX_EXTENSION_BYTES:
+                raise _Refused("the archive holds an extended header too large to read")
+        else:
+            extensions = 0
+        total += size
+        if size > MAX_BINARY_BYTES or total > MAX_ARCHIVE_BYTES:
+            name = PurePosixPath(header[:100].split(b"\0")[0].decode(errors="replace")).name
+            raise _Refused(f"{_shown(name)} in the archive is too large")
+        _skip(stream, -(-size // _BLOCK) * _BLOCK)
+
+
+def _header_size(header: bytes) -> int:
+    """A header's size field: octal digits, or GNU's base-256 for large files."""
+    field = header[_SIZE]
+    if field[0] & 0x80:  # base-256: the rest of the field, big-endian
+        return int.from_bytes(bytes([field[0] & 0x7F]) + field[1:], "big")
+    digits = field.rstrip(b"\0 ").lstrip(b" ")
+    if not digits:
+        return 0
+    if not all(48 <= c <= 55 for c in digits):  # 0-7
+        raise _Refused("it is not a readable tar archive (a header's size is not a number)")
+    return int(digits, 8)
+
+
+def _skip(stream: gzip.GzipFile | BinaryIO, count: int) -> None:
+    """Read past ``count`` bytes of ``stream`` in chunks; an archive cut short just ends."""
+    while count > 0:
+        chunk = stream.read(min(count, _CHUNK))
+        if not chunk:
+            return
+        count -= len(chunk)
 
 
 def _find_member(archive: tarfile.TarFile, binary: str) -> tarfile.TarInfo:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlsplit
 
+from observe.endpoint import PORT as METRICS_PORT
 from scalesets.naming import MIN_NAME_BUDGET
 from scalesets.spec import Settings
 
@@ -110,6 +111,16 @@ def _whole(low: int, high: int, *, off: bool = False) -> Callable[[object], int]
     return check
 
 
+def _api_port(value: object) -> int:
+    """GARM's port: any TCP port but the one the charm's own metrics are served on."""
+    port = _whole(1, 65535)(value)
+    if port == METRICS_PORT:
+        # Whichever of the two binds first, the other fails, and a pass reading the metrics
+        # server's 404 as GARM answering would fail with a misleading setup error.
+        raise _RefusedError(f"{port} is the charm's own metrics port: choose another")
+    return port
+
+
 def _base_url(value: object) -> str:
     """The URL runners reach GARM at, without a trailing ``/``; "" when unset.
 
@@ -142,7 +153,7 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "scaleset_name_budget": _whole(MIN_NAME_BUDGET, MAX_NAME_BUDGET),
     "handover_timeout_minutes": _whole(0, MAX_HANDOVER_MINUTES),
     "drain_deadline_minutes": _whole(0, MAX_DRAIN_MINUTES),
-    "api_port": _whole(1, 65535),
+    "api_port": _api_port,
     "external_url": _base_url,
     "reconcile_interval": _whole(MIN_RECONCILE_SECONDS, MAX_RECONCILE_SECONDS, off=True),
 }

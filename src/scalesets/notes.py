@@ -106,6 +106,20 @@ class Notes:
         ]
         return ";".join(f"{key}={value}" for key, value in pairs if value)
 
+    def believed(self, now: datetime) -> Notes:
+        """The notes without a stamp no pass could have written by ``now``.
+
+        Stamps are written at a pass's ``now``; one further ahead than the longest
+        back-off (a clock that jumped, a hand edit, a value at the calendar's edge) would
+        make a drain or a hand-over wait for it, so it is dropped and stamped afresh.
+        """
+        latest = now + LONGEST_RETRY
+        return replace(
+            self,
+            retired_at=self.retired_at if _by(self.retired_at, latest) else None,
+            enabled_at=self.enabled_at if _by(self.enabled_at, latest) else None,
+        )
+
     def retired(self, at: datetime) -> Notes:
         """The notes of a scaleset retired at ``at``: a fresh drain, nothing refused yet."""
         return Notes(retired_at=at, specs=self.specs)
@@ -138,6 +152,10 @@ def _time(value: str | None) -> datetime | None:
         return None
     at = parse_time(value)
     return None if at.year == 1 else at
+
+
+def _by(at: datetime | None, latest: datetime) -> bool:
+    return at is not None and at <= latest
 
 
 def _count(value: str | None) -> int:

@@ -865,7 +865,7 @@ def _is_live(
     """
     if not current.scale_set_id or not current.enabled:
         return False
-    age = now - _enabled_since(current)
+    age = now - _enabled_since(current, now)
     if age < LISTENER_STARTUP:
         return False
     if spec.min_idle_runners == 0 or any(i.is_idle for i in instances):
@@ -873,9 +873,9 @@ def _is_live(
     return age >= settings.handover_timeout
 
 
-def _enabled_since(scaleset: ScaleSet) -> datetime:
+def _enabled_since(scaleset: ScaleSet, now: datetime) -> datetime:
     """When a scaleset was created or, later, enabled again (its listener's start)."""
-    enabled_at = Notes.read(scaleset.extended_state).enabled_at
+    enabled_at = Notes.read(scaleset.extended_state).believed(now).enabled_at
     return max(scaleset.created_at, enabled_at or scaleset.created_at)
 
 
@@ -894,7 +894,7 @@ def _plan_retirement(
         return Phase.HANDING_OVER
     if hold:
         return Phase.DRAINING if instances else Phase.AWAITING_DELETION
-    notes = Notes.read(scaleset.extended_state)
+    notes = Notes.read(scaleset.extended_state).believed(now)
     changes: dict[str, Any] = {}
     if scaleset.enabled:
         changes["enabled"] = False
@@ -944,7 +944,8 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
             ctx.draft.actions.append(DeleteScaleset(scaleset.id, scaleset.name, logical))
         return Phase.AWAITING_DELETION
     deadline, retired_at = ctx.settings.drain_deadline, notes.retired_at
-    past_deadline = bool(deadline) and retired_at is not None and now >= retired_at + deadline
+    # Subtracted, not added: a stamp at the calendar's edge must not overflow.
+    past_deadline = bool(deadline) and retired_at is not None and now - retired_at >= deadline
     removing = [i for i in instances if _removable(i, now) and (past_deadline or failed(i))]
     if not (notes.refused > 0 and notes.waiting(now)):
         for instance in removing:

@@ -16,7 +16,6 @@ is the pass as it goes when GARM and GitHub accept every write.
 from __future__ import annotations
 
 import base64
-import binascii
 import dataclasses
 from datetime import datetime
 from typing import Any
@@ -55,7 +54,7 @@ def _decoded(data: object) -> str | None:
         return None
     try:
         return base64.b64decode(data, validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
+    except ValueError:  # binascii.Error, UnicodeDecodeError, a str other than ASCII
         return None
 
 

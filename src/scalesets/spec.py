@@ -21,7 +21,8 @@ def application_of(unit: str) -> str:
 def unit_order(unit: str) -> tuple[str, int]:
     """Unit names like ``app/3`` in application, then numeric unit, order."""
     app, _, number = unit.rpartition("/")
-    return (app, int(number)) if number.isdigit() else (unit, -1)
+    # isdigit() alone also accepts digits int() refuses, such as "²".
+    return (app, int(number)) if number.isascii() and number.isdigit() else (unit, -1)
 
 
 @dataclass(frozen=True)

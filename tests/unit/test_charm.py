@@ -7,6 +7,7 @@ holds afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import tomllib
 from pathlib import Path
@@ -15,6 +16,7 @@ import ops
 import pytest
 from ops import testing
 
+from garm.client import GarmClient
 from juju.secrets import ADMIN_SECRET_LABEL, INTERNAL_SECRET_LABEL, strong_secret
 from tests.charm_states import (
     CONFIGURATOR_SECRETS,
@@ -229,6 +231,15 @@ def test_invalid_config_blocks_naming_the_option(ctx, world, resources):
     assert state.unit_status == ops.BlockedStatus(
         "Invalid config: scaleset-name-budget: must be 6-64"
     )
+
+
+def test_an_api_port_the_charm_itself_uses_is_refused(ctx, world, resources, machine):
+    state = make_state(world, resources, configurator(SOLE_UNIT), config={"api-port": 9099})
+    state = ctx.run(ctx.on.config_changed(), state)
+    assert state.unit_status == ops.BlockedStatus(
+        "Invalid config: api-port: 9099 is the charm's own metrics port: choose another"
+    )
+    assert not machine.paths.config_file.exists() and world.requests == []
 
 
 def test_plan_action_shows_writes_without_doing_them(ctx, world, resources):
@@ -676,6 +687,42 @@ def test_a_hostile_unit_is_named_and_nothing_else_is_touched(
     assert any("garm-configurator/1" in message for message in errors)
     assert world.scalesets() == before  # the serving scaleset is untouched
     assert [w for w in world.writes()[writes:] if w.path.startswith("/scalesets")] == []
+
+
+# --- hostile notes: what a scaleset's extended_state holds never stops a pass -----------
+
+EDGE_NOTES = {
+    # No UTC form: astimezone raised OverflowError, and no scaleset was reconciled.
+    "edge with an offset": "retired-at=9999-12-31T23:59:59-01:00",
+    "offset of a day": "enabled-at=2026-01-01T00:00:00+24:00",
+    # A valid stamp, far ahead: the drain deadline added to it overflowed.
+    "far future": "retired-at=9999-12-31T23:59:59Z;kept=2;retry-at=9999-12-31T23:59:59Z",
+}
+
+
+@pytest.mark.parametrize("notes", EDGE_NOTES.values(), ids=EDGE_NOTES.keys())
+def test_odd_notes_on_a_scaleset_stop_no_pass(ctx, world, resources, later, notes):
+    relation = configurator(SOLE_UNIT)
+    state = ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=0), make_state(world, resources, relation)
+    )
+    (scaleset,) = world.scalesets()
+    with contextlib.closing(GarmClient(world.url, world.username, world.password)) as client:
+        client.update_scaleset(scaleset["id"], {"extended_state": notes})
+    later()
+    state = ctx.run(ctx.on.update_status(), state)
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+    # And the scaleset a departed unit leaves, with such notes, still goes.
+    relation = state.get_relation(relation.id)
+    with contextlib.closing(GarmClient(world.url, world.username, world.password)) as client:
+        client.update_scaleset(
+            scaleset["id"], {"enabled": False, "max_runners": 0, "extended_state": notes}
+        )
+    state = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
+    later()
+    gone = dataclasses.replace(relation, remote_units_data={})  # Juju lists it no more
+    state = ctx.run(ctx.on.update_status(), dataclasses.replace(state, relations=[gone]))
+    assert world.scalesets() == []
 
 
 def test_get_credentials_needs_only_the_admin_secret(ctx, world, resources):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import gzip
 import os
 import tarfile
 import time
@@ -21,6 +22,7 @@ from charms.garm.v0.garm_configurator import GarmAppData
 from ops import testing
 
 from garm.client import GarmClient
+from tests.archives import long_names, tar_bytes
 from tests.binaries import fake_garm
 from tests.charm_states import configurator, make_state
 from tests.databags import SOLE_UNIT
@@ -251,3 +253,17 @@ def test_plan_says_what_the_pass_could_not_do(ctx, world, resources):
     assert "garm-cli template restore" in ctx.action_results["errors"]
     assert ctx.action_results["cut-short"] == "no"
     assert world.writes()[-1].path.startswith("/templates/")  # ours above, nothing since
+
+
+def test_a_hostile_archive_blocks_naming_the_resource_instead_of_raising(
+    ctx, world, resources, tmp_path
+):
+    # A chain of GNU long names made tarfile recurse until RecursionError, in every hook.
+    binary = fake_garm(tmp_path / "build" / "garm").read_bytes()
+    hostile = gzip.compress(long_names(2000) + tar_bytes(binary))
+    attached(resources, "garm").write_bytes(hostile)
+    state = ctx.run(ctx.on.install(), make_state(world, resources, configurator(SOLE_UNIT)))
+    assert state.unit_status == ops.BlockedStatus(
+        "Resource garm is not GARM: the archive holds a chain of extended headers; attach a "
+        "GARM release binary or archive (juju attach-resource garm garm=<file>)"
+    )

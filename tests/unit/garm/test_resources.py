@@ -24,6 +24,7 @@ import pytest
 
 from garm import resources
 from garm.resources import GoBuild, Prepared, ResourceError
+from tests.archives import long_names, raw_header, tar_bytes
 from tests.binaries import (
     PROVIDER,
     PROVIDER_MAIN,
@@ -465,6 +466,24 @@ ARCHIVES: dict[str, tuple[Callable[[Path, bytes], Path], str]] = {
     "empty-file": (
         lambda p, b: _write(p, b""),
         "the file is empty",
+    ),
+    # 22 kB that once raised RecursionError from tarfile: a chain of GNU long names.
+    "long-name-chain": (
+        lambda p, b: _write(p, gzip.compress(long_names(2000) + tar_bytes(b))),
+        "the archive holds a chain of extended headers",
+    ),
+    # One long-name header that says it is 1 GiB: refused before a byte of it is read.
+    "huge-long-name": (
+        lambda p, b: _write(p, gzip.compress(raw_header("././@LongLink", 1 << 30, b"L"))),
+        "the archive holds an extended header too large to read",
+    ),
+    "huge-pax-header": (
+        lambda p, b: _write(p, gzip.compress(raw_header("pax", 512 << 20, b"x"))),
+        "the archive holds an extended header too large to read",
+    ),
+    "size-not-a-number": (
+        lambda p, b: _write(p, gzip.compress(raw_header("garm", 0, b"0", field=b"0000009z"))),
+        "a header's size is not a number",
     ),
 }
 

@@ -57,6 +57,8 @@ BAD: list[tuple[str, object, str]] = [
     ("drain-deadline-minutes", "7h", WHOLE),
     ("drain-deadline-minutes", 420.0, WHOLE),
     ("api-port", 70000, "must be 1-65535"),
+    # The charm's own metrics server listens there: GARM and it would fight for the port.
+    ("api-port", 9099, "9099 is the charm's own metrics port: choose another"),
     ("api-port", -1, "must be 1-65535"),
     ("api-port", 0, "must be 1-65535"),
     ("api-port", False, WHOLE),

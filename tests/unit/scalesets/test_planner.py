@@ -7,7 +7,7 @@ so every test runs on a shape GARM can send.
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -390,6 +390,31 @@ def test_predecessor_found_disabled_without_readable_stamp_is_stamped(extended_s
     assert update == UpdateScaleset(
         1, old.name, {"max_runners": 0, "extended_state": retirement_stamp(NOW)}, "retire"
     )
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC),  # retired_at + deadline overflowed
+        NOW + timedelta(days=3),  # would hold its drain deadline back three days
+    ],
+)
+def test_a_retirement_stamp_no_pass_could_have_written_is_stamped_again(stamp):
+    new_spec, old, new = changeover()
+    busy = [runner("garm-1", old, runner_status="active")]
+    (update,) = run(
+        new_spec, observed=observe(retired(old, at=stamp), new, instances=busy)
+    ).actions
+    assert update == UpdateScaleset(
+        1, old.name, {"extended_state": retirement_stamp(NOW)}, "retire"
+    )
+
+
+def test_a_stamp_up_to_the_longest_back_off_ahead_is_believed():
+    new_spec, old, new = changeover()
+    busy = [runner("garm-1", old, runner_status="active")]
+    ahead = retired(old, at=NOW + timedelta(minutes=30))  # a leader's clock a little ahead
+    assert writes(run(new_spec, observed=observe(ahead, new, instances=busy))) == []
 
 
 # --- rule 8: delete ---------------------------------------------------------------------
