@@ -105,6 +105,12 @@ _JOB_STILL_RUNNING = (
 LISTENER_DELAY = timedelta(seconds=4.5)  # create / re-enable -> GitHub message session open
 CONSOLIDATION_INTERVAL = timedelta(minutes=5)  # GARM's periodic check against GitHub
 POOL_MANAGER_STARTUP = timedelta(seconds=5)  # "pool manager is starting up" window
+# A runner delete its provider fails is retried by GARM's provider worker with this
+# back-off (workers/common/backoff.go DefaultBackoffConfig: 10 s, x1.5, at most 5 min;
+# the double leaves out the 20 % jitter), the row re-stamped on each failure.
+DELETE_RETRY_FIRST = timedelta(seconds=10)
+DELETE_RETRY_FACTOR = 1.5
+DELETE_RETRY_LONGEST = timedelta(minutes=5)
 
 # Runner install templates (garm-api.md section 4). GARM embeds long install scripts; the
 # double keeps short stand-ins of its own that have the same shape and use the same Go
@@ -1049,6 +1055,8 @@ class GarmDouble:
             self._listener_from: dict[int, datetime] = {}
             self._queued_jobs: dict[int, int] = {}
             self._finished_unseen: set[str] = set()
+            # Runners whose VM their provider cannot delete: name -> (next retry, back-off).
+            self._undeletable: dict[str, tuple[datetime, timedelta]] = {}
             self.requests: list[Recorded] = []
             self.unexpected: list[str] = []
             self.disabled_since: dict[int, datetime] = {}
@@ -1302,11 +1310,45 @@ class GarmDouble:
             self._finished_unseen.add(name)
             return False
 
+    def provider_cannot_delete(self, name: str) -> None:
+        """The runner's provider fails every delete of its VM (an OpenStack that errors).
+
+        GARM then keeps the row ``pending_delete`` and retries with back-off, stamping
+        ``updated_at`` each time it fails (``DELETE_RETRY_*``), so the row never looks
+        older than the last retry. A force-removal still takes it: GARM drops the row
+        whatever the provider answers."""
+        with self._lock:
+            self._undeletable[name] = (self._now(), DELETE_RETRY_FIRST)
+
     def set_desired_runner_count(self, scaleset_id: int, n: int) -> None:
         """Force what GARM last recorded as GitHub's assigned jobs, listener or not (set-up
         shortcut; ``assign_jobs`` plays the message). The write re-stamps updated_at."""
         with self._lock:
             self._record_desired(self._scalesets[scaleset_id], n)
+
+    def _reap(self, now: datetime) -> None:
+        """The provider worker deletes the rows on their way out, but for those whose
+        provider fails: those it retries (``_retry_delete``), unless force-removed."""
+        for name in [n for n, i in self._instances.items() if i.status in _REAPED_BY_TICK]:
+            instance = self._instances[name]
+            if name in self._undeletable and instance.status != "pending_force_delete":
+                self._retry_delete(instance, now)
+                continue
+            del self._instances[name]
+            self._finished_unseen.discard(name)
+            self._undeletable.pop(name, None)
+
+    def _retry_delete(self, instance: _Instance, now: datetime) -> None:
+        """The provider worker's retry of a delete its provider fails: due ones re-stamp."""
+        due, wait = self._undeletable[instance.name]
+        if now < due:
+            return
+        instance.status = "pending_delete"
+        instance.updated_at = now
+        self._undeletable[instance.name] = (
+            now + wait,
+            min(wait * DELETE_RETRY_FACTOR, DELETE_RETRY_LONGEST),
+        )
 
     def tick(self) -> None:
         """One pass of GARM's workers, in this order: reap deleted rows; consolidate against
@@ -1323,9 +1365,7 @@ class GarmDouble:
         """
         with self._lock:
             now = self._now()
-            for name in [n for n, i in self._instances.items() if i.status in _REAPED_BY_TICK]:
-                del self._instances[name]
-                self._finished_unseen.discard(name)
+            self._reap(now)
             if now - self._last_consolidation >= CONSOLIDATION_INTERVAL:
                 self._consolidate(now)
             if self.auto_report:

@@ -23,6 +23,9 @@ _RFC3339 = re.compile(
 )
 
 EntityKind = Literal["organization", "repository", "enterprise"]
+# The status GARM sets on a runner it was told to force-remove (garm-api.md §3): the
+# row goes once GARM's worker gets to it, whatever its provider answers.
+FORCE_REMOVED = "pending_force_delete"
 
 
 def parse_time(value: object) -> datetime:

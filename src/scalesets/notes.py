@@ -8,7 +8,8 @@ Nothing of it lives on the unit, so a new leader carries on exactly where the ol
 stopped (``docs/adr/0003``).
 
 The text is ``key=value`` pairs joined by ``;`` in a fixed order, e.g.
-``retired-at=2026-11-30T12:00:00Z;kept=2;retry-at=2026-11-30T12:04:00Z``. The single
+``retired-at=2026-11-30T12:00:00Z;kept=2;retry-at=2026-11-30T12:04:00Z``; ``seen`` holds
+``runner@status@time`` entries joined by ``,``. The single
 ``retired-at=…`` or ``enabled-at=…`` stamp earlier versions wrote reads the same way.
 Unknown keys and unreadable values are ignored, and a retry time further ahead than the
 longest back-off is not believed, so a hand-edited value can only make the charm
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -67,7 +70,9 @@ class Notes:
 
     ``kept``: deletes GARM answered 200 for but kept the scaleset (GitHub refused).
     ``refused``: force-removals of its runners GARM refused. ``retry_at``: no delete or
-    force-removal is sent before this.
+    force-removal is sent before this. ``seen``: when this charm first saw each of the
+    scaleset's runners in the status it has now, for the statuses that should end; a
+    runner's own ``updated_at`` will not do, for GARM re-stamps it on every retry.
     """
 
     retired_at: datetime | None = None
@@ -76,6 +81,7 @@ class Notes:
     kept: int = 0
     refused: int = 0
     retry_at: datetime | None = None
+    seen: tuple[Seen, ...] = ()
 
     @classmethod
     def read(cls, extended_state: str) -> Notes:
@@ -92,6 +98,7 @@ class Notes:
             kept=_count(values.get("kept")),
             refused=_count(values.get("refused")),
             retry_at=_time(values.get("retry-at")),
+            seen=_seen(values.get("seen", "")),
         )
 
     def text(self) -> str:
@@ -103,6 +110,7 @@ class Notes:
             ("kept", str(self.kept) if self.kept else ""),
             ("refused", str(self.refused) if self.refused else ""),
             ("retry-at", format_time(self.retry_at) if self.retry_at else ""),
+            ("seen", ",".join(f"{s.runner}@{s.status}@{format_time(s.since)}" for s in self.seen)),
         ]
         return ";".join(f"{key}={value}" for key, value in pairs if value)
 
@@ -118,6 +126,7 @@ class Notes:
             self,
             retired_at=self.retired_at if _by(self.retired_at, latest) else None,
             enabled_at=self.enabled_at if _by(self.enabled_at, latest) else None,
+            seen=tuple(s for s in self.seen if _by(s.since, latest)),
         )
 
     def retired(self, at: datetime) -> Notes:
@@ -142,9 +151,52 @@ class Notes:
         """Whether a refused step must not be tried again yet (``believed_wait``)."""
         return believed_wait(self.retry_at, now)
 
+    def since(self, runner: str, status: str) -> datetime | None:
+        """When this charm first saw ``runner`` in ``status``; None if it has not noted it."""
+        return next((s.since for s in self.seen if (s.runner, s.status) == (runner, status)), None)
+
+    def seeing(self, runners: Iterable[tuple[str, str]], now: datetime) -> Notes:
+        """The notes with each (runner, status) in ``runners`` noted as seen.
+
+        A runner noted in the same status keeps its first sight; one new, or in another
+        status, is seen ``now``. Runners not in ``runners`` are forgotten, so the notes
+        hold only what is still there.
+        """
+        seen = tuple(
+            Seen(runner, status, self.since(runner, status) or now)
+            for runner, status in sorted(set(runners))
+            if _NOTE_WORD.fullmatch(runner) and _NOTE_WORD.fullmatch(status)
+        )
+        return replace(self, seen=seen)
+
     def removals_done(self) -> Notes:
         """A force-removal went through: the refusals in a row are over."""
         return replace(self, refused=0, retry_at=None if self.kept == 0 else self.retry_at)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A runner of the scaleset, the status it was in, and when this charm first saw that."""
+
+    runner: str
+    status: str
+    since: datetime
+
+
+# What a runner's name or status must be to be noted: nothing the notes' syntax uses.
+_NOTE_WORD = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def _seen(value: str) -> tuple[Seen, ...]:
+    """The ``seen`` entries that read; the others are left out."""
+    entries = []
+    for entry in value.split(","):
+        runner, _, rest = entry.strip().partition("@")
+        status, _, at = rest.partition("@")
+        since = _time(at)
+        if since is not None and _NOTE_WORD.fullmatch(runner) and _NOTE_WORD.fullmatch(status):
+            entries.append(Seen(runner, status, since))
+    return tuple(entries)
 
 
 def _time(value: str | None) -> datetime | None:

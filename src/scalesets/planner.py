@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from garm.models import Entity, Instance, ScaleSet, Template
+from garm.models import FORCE_REMOVED, Entity, Instance, ScaleSet, Template
 from runners.templates import Choice, DeleteTemplate, TemplateAction, Templates, template_name
 from scalesets.naming import (
     MAX_CANDIDATES,
@@ -924,7 +924,10 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
     runner GARM will not remove, is put to the operator (ADR 0003).
     """
     now, instances = ctx.now, ctx.instances[scaleset.id]
-    noted = _noted(scaleset, notes, ctx)
+    deadline, retired_at = ctx.settings.drain_deadline, notes.retired_at
+    # Subtracted, not added: a stamp at the calendar's edge must not overflow.
+    past_deadline = bool(deadline) and retired_at is not None and now - retired_at >= deadline
+    noted = _noted(scaleset, notes, _waited_on(instances, past_deadline), ctx)
     if noted != notes:
         changes = {"extended_state": noted.text()}
         ctx.draft.actions.append(
@@ -932,21 +935,17 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
         )
         notes = noted
     if not instances:
-        if notes.kept >= REFUSALS_BEFORE_BLOCKED:
-            ctx.draft.blocked[scaleset.id] = (
-                f"GARM kept scaleset {scaleset.name} after {notes.kept} deletes: GitHub "
-                "refused (GARM logs no reason); check the GitHub App's permissions, or "
-                "delete it on GitHub"
-            )
-        # Only kept deletes hold a delete back; refused force-removals are over.
-        waiting = notes.kept > 0 and notes.waiting(now)
-        if not waiting and now - scaleset.created_at >= YOUNGEST_DELETE:
-            ctx.draft.actions.append(DeleteScaleset(scaleset.id, scaleset.name, logical))
-        return Phase.AWAITING_DELETION
-    deadline, retired_at = ctx.settings.drain_deadline, notes.retired_at
-    # Subtracted, not added: a stamp at the calendar's edge must not overflow.
-    past_deadline = bool(deadline) and retired_at is not None and now - retired_at >= deadline
-    removing = [i for i in instances if _removable(i, now) and (past_deadline or failed(i))]
+        return _plan_delete(scaleset, logical, notes, ctx)
+
+    def waited(instance: Instance) -> timedelta:
+        """How long this charm has seen the runner in its status (0 if not noted yet)."""
+        if instance.status == FORCE_REMOVED:
+            # Stamped when GARM took the charm's own force-removal, which it does not retry.
+            return now - instance.updated_at
+        since = notes.since(instance.name, instance.status)
+        return now - since if since is not None else timedelta(0)
+
+    removing = [i for i in instances if _removable(i, waited(i)) and (past_deadline or failed(i))]
     if not (notes.refused > 0 and notes.waiting(now)):
         for instance in removing:
             ctx.draft.actions.append(
@@ -955,9 +954,7 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
     stuck = [
         i
         for i in instances
-        if past_deadline
-        and i.status not in _REMOVABLE_STATUSES
-        and now - i.updated_at >= STUCK_RUNNER
+        if past_deadline and i.status not in _REMOVABLE_STATUSES and waited(i) >= STUCK_RUNNER
     ]
     if notes.refused >= REFUSALS_BEFORE_BLOCKED and removing:
         why = (
@@ -974,26 +971,71 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
             f"GARM will not remove runner {stuck[0].name} ({stuck[0].status}) of "
             f"{scaleset.name}: check its provider (/var/log/garm/garm.log)"
         )
-    if past_deadline:
-        return Phase.FORCE_REMOVING
-    return Phase.FORCE_REMOVING if removing else Phase.DRAINING
+    # Said only of what is being done: force-removals to send, or sent and under way; a
+    # runner waiting out its grace, or one GARM will not remove, is still draining.
+    forcing = removing or any(i.status == FORCE_REMOVED for i in instances)
+    return Phase.FORCE_REMOVING if forcing else Phase.DRAINING
 
 
-def _noted(scaleset: ScaleSet, notes: Notes, ctx: _Context) -> Notes:
-    """The notes after what this pass's writes were answered on this scaleset."""
+def _plan_delete(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Context) -> Phase:
+    """Delete a retired scaleset with no runner left, unless a kept delete backs off."""
+    now = ctx.now
+    if notes.kept >= REFUSALS_BEFORE_BLOCKED:
+        ctx.draft.blocked[scaleset.id] = (
+            f"GARM kept scaleset {scaleset.name} after {notes.kept} deletes: GitHub "
+            "refused (GARM logs no reason); check the GitHub App's permissions, or "
+            "delete it on GitHub"
+        )
+    # Only kept deletes hold a delete back; refused force-removals are over.
+    waiting = notes.kept > 0 and notes.waiting(now)
+    if not waiting and now - scaleset.created_at >= YOUNGEST_DELETE:
+        ctx.draft.actions.append(DeleteScaleset(scaleset.id, scaleset.name, logical))
+    return Phase.AWAITING_DELETION
+
+
+def _waited_on(instances: Iterable[Instance], past_deadline: bool) -> list[tuple[str, str]]:
+    """The runners whose time in their status a drain acts on, with that status.
+
+    One in ``pending_delete`` is forced once it has sat there a while; past the deadline,
+    one GARM will not remove is named once it has sat there long. Their own
+    ``updated_at`` cannot tell how long: GARM re-stamps it on every retry of a delete
+    its provider fails. A force-removal GARM took is not retried, so its stamp stands.
+    """
+    return [
+        (i.name, i.status)
+        for i in instances
+        if i.status == "pending_delete"
+        or (past_deadline and i.status not in _REMOVABLE_STATUSES and i.status != FORCE_REMOVED)
+    ]
+
+
+def _noted(
+    scaleset: ScaleSet, notes: Notes, waited_on: list[tuple[str, str]], ctx: _Context
+) -> Notes:
+    """The notes after what this pass's writes were answered on this scaleset.
+
+    Runners newly ``waited_on`` are noted as first seen now. A note of a runner that
+    has gone is dropped only with another change, so a runner leaving costs no write.
+    """
     if scaleset.id in ctx.observed.kept:
-        return notes.delete_kept(ctx.now)
-    if scaleset.id in ctx.observed.refused:
-        return notes.removal_refused(ctx.now)
-    if scaleset.id in ctx.observed.removed and notes.refused:
-        return notes.removals_done()
-    return notes
+        notes = notes.delete_kept(ctx.now)
+    elif scaleset.id in ctx.observed.refused:
+        notes = notes.removal_refused(ctx.now)
+    elif scaleset.id in ctx.observed.removed and notes.refused:
+        notes = notes.removals_done()
+    seeing = notes.seeing(waited_on, ctx.now)
+    new = {(s.runner, s.status) for s in seeing.seen} - {(s.runner, s.status) for s in notes.seen}
+    unchanged = notes == Notes.read(scaleset.extended_state)
+    return seeing if new or not unchanged else notes
 
 
-def _removable(instance: Instance, now: datetime) -> bool:
-    """Whether GARM accepts a force-removal of this runner, and one is worth sending."""
+def _removable(instance: Instance, waited: timedelta) -> bool:
+    """Whether GARM accepts a force-removal of this runner, and one is worth sending.
+
+    ``waited`` is how long this charm has seen it in its status (``Notes.seen``).
+    """
     if instance.status == "pending_delete":
-        return now - instance.updated_at >= PENDING_DELETE_GRACE
+        return waited >= PENDING_DELETE_GRACE
     return instance.status in _REMOVABLE_STATUSES
 
 

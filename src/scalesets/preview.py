@@ -21,10 +21,8 @@ from datetime import datetime
 from typing import Any
 
 from garm.client import GarmApiError, GarmClient
-from garm.models import Entity, Instance, ScaleSet, Template
+from garm.models import FORCE_REMOVED, Entity, Instance, ScaleSet, Template
 
-# What GARM sets on a runner it was told to force-remove (the pass folds the same).
-FORCE_REMOVED = "pending_force_delete"
 # Scale set fields an update may change, as the planner sends them; each is the
 # ``ScaleSet`` field of the same name.
 _UPDATABLE = frozenset(

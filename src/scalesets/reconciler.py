@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from garm.client import GarmApiError, GarmClient, GarmUnreachable
-from garm.models import Instance
+from garm.models import FORCE_REMOVED, Instance
 from runners.scripts import TemplateError, derive_template
 from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate
 from scalesets.notes import LONGEST_RETRY
@@ -472,7 +472,7 @@ def _apply(
     if isinstance(action, RemoveInstance):
         client.delete_instance(action.instance_name, force=True)
         instances = tuple(
-            dataclasses.replace(i, status="pending_force_delete", updated_at=now)
+            dataclasses.replace(i, status=FORCE_REMOVED, updated_at=now)
             if i.name == action.instance_name
             else i
             for i in observed.instances

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import tomllib
+from datetime import timedelta
 from pathlib import Path
 
 import ops
@@ -129,6 +130,40 @@ def test_departed_unit_scaleset_is_retired_and_removed(ctx, world, resources, la
     assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
     (left,) = world.scalesets()
     assert "lg-x64" in [t["name"] for t in left["tags"]]
+
+
+def test_a_runner_its_provider_cannot_delete_is_forced_though_garm_re_stamps_it(
+    ctx, world, resources, clock
+):
+    # Real GARM retries the failed delete with back-off and re-stamps updated_at each
+    # time, so a runner judged by updated_at never looked 5 minutes old: no pass forced
+    # it, and the old scaleset stayed for good.
+    relation = configurator(SOLE_UNIT)
+    state = make_state(world, resources, relation, config={"drain-deadline-minutes": 1})
+    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    (old,) = world.scalesets()
+    busy = world.add_runner(old["id"], runner_status="active")
+    changed = {**SOLE_UNIT, "labels": "self-hosted,linux,arm64"}
+    state, relation = publish(state, relation.id, 0, changed)
+    world.provider_cannot_delete(busy)
+    statuses, forced_at = [], None
+    for second in range(0, 15 * 60, 5):  # the timer's passes, every 5 s for 15 minutes
+        clock.advance(timedelta(seconds=5))
+        world.tick()
+        if second == 60:  # its job ends; the row goes pending_delete, and stays
+            world.set_runner(busy, status="pending_delete", runner_status="terminated")
+        state = ctx.run(reconcile_tick(), state)
+        statuses.append(state.unit_status.message)
+        if forced_at is None and world.removals:
+            forced_at = second
+        if old["id"] not in [s["id"] for s in world.scalesets()]:
+            break
+    assert forced_at is not None and forced_at <= 60 + 5 * 60 + 10
+    assert [(name, force) for name, _, _, force in world.removals] == [(busy, True)]
+    assert old["id"] not in [s["id"] for s in world.scalesets()]
+    # Until the removal went out, the status said draining, never force-removing.
+    before = statuses[: forced_at // 5]
+    assert before and not any("force-removing" in s for s in before)
 
 
 def test_relation_broken_sweeps_and_asks_for_the_integration(ctx, world, resources, later):

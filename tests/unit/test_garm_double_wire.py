@@ -9,6 +9,7 @@ compacted and HTML-escaped ``extra_specs``, trailing newlines).
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import time
 from collections.abc import Iterator
@@ -895,6 +896,38 @@ def test_assigned_jobs_reach_only_a_listening_scale_set(
     api.call("PUT", f"/scalesets/{created}", {"enabled": False})
     assert double.assign_jobs(created, 0) is False
     assert double.scalesets()[0]["desired_runner_count"] == 3  # frozen while disabled
+
+
+def test_a_delete_its_provider_fails_is_retried_with_back_off_and_re_stamped(
+    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
+) -> None:
+    # workers/provider: GARM retries a failed delete after 10 s, then 1.5 times longer each
+    # time up to 5 minutes, and each failure re-stamps the row: it never looks older than
+    # its last retry. A force-removal takes it whatever the provider answers.
+    scaleset = listening_scaleset(api, org, fake_clock)
+    name = double.add_runner(scaleset)
+    double.provider_cannot_delete(name)
+    double.start_job(name)
+    double.finish_job(name)
+    started = fake_clock.now
+    stamps = []
+    for _ in range(6000):  # an hour and more, a tick a second
+        fake_clock.advance(1)
+        double.tick()
+        [row] = double.instances()
+        assert row["status"] == "pending_delete"
+        if not stamps or stamps[-1] != row["updated_at"]:
+            stamps.append(row["updated_at"])
+    gaps = [
+        (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds()
+        for a, b in itertools.pairwise(stamps)
+    ]
+    assert gaps[:4] == [10, 15, 23, 34]  # 22.5 and 33.75 s, on a one-second tick
+    assert max(gaps) == 300 and all(gap <= 300 for gap in gaps)
+    assert fake_clock.now - started > timedelta(hours=1)
+    api.call("DELETE", f"/instances/{name}", params={"forceRemove": "true"})
+    double.tick()
+    assert double.instances() == []
 
 
 def test_job_finished_while_disabled_is_seen_at_consolidation(

@@ -24,6 +24,7 @@ from scalesets.notes import (
     LONGEST_RETRY,
     REFUSALS_BEFORE_BLOCKED,
     Notes,
+    Seen,
     backoff,
     specs_digest,
 )
@@ -204,10 +205,10 @@ def test_removals_refused_again_and_again_block_with_what_to_do():
     ("unchanged", "blocked"), [(STUCK_RUNNER, True), (timedelta(minutes=5), False)]
 )
 def test_a_runner_garm_will_not_remove_is_named_past_the_deadline(unchanged, blocked):
-    old = drained(retired_at=NOW - SETTINGS.drain_deadline)
-    stuck = runner(
-        "garm-9", old, status="creating", runner_status="pending", created_at=NOW - unchanged
-    )
+    # How long it sat there is how long this charm has seen it so (noted on the scaleset).
+    seen = (Seen("garm-9", "creating", NOW - unchanged),)
+    old = drained(retired_at=NOW - SETTINGS.drain_deadline, seen=seen)
+    stuck = runner("garm-9", old, status="creating", runner_status="pending", created_at=NOW)
     result = run(NEW, observed=with_current(old, instances=[stuck]))
     assert writes(result) == []  # GARM refuses a delete from "creating": none is sent
     (progress,) = result.progress
@@ -389,19 +390,46 @@ def test_refusals_to_remove_failed_runners_say_so_not_to_raise_the_deadline():
     ("sat", "removed"), [(timedelta(minutes=1), False), (PENDING_DELETE_GRACE, True)]
 )
 def test_a_runner_on_garms_own_way_out_is_forced_only_once_it_sat_there(sat, removed):
-    old = drained(retired_at=NOW - SETTINGS.drain_deadline)
-    going = runner("garm-1", old, status="pending_delete", created_at=NOW - sat)
+    seen = (Seen("garm-1", "pending_delete", NOW - sat),)
+    old = drained(retired_at=NOW - SETTINGS.drain_deadline, seen=seen)
+    # GARM re-stamps updated_at on every retry of a delete its provider fails: a second ago.
+    going = runner("garm-1", old, status="pending_delete", created_at=NOW - timedelta(hours=2))
+    going = dataclasses.replace(going, updated_at=NOW - timedelta(seconds=1))
     result = run(NEW, observed=with_current(old, instances=[going]))
     assert (RemoveInstance("garm-1", 1, old.name) in writes(result)) is removed
 
 
-def test_a_stuck_runner_is_judged_by_when_it_last_changed_not_when_it_was_made():
+def test_a_runner_first_seen_on_its_way_out_is_noted_not_forced():
     old = drained(retired_at=NOW - SETTINGS.drain_deadline)
-    data = instance_json("garm-9", 1, status="creating", created_at=NOW - timedelta(days=1))
-    data["updated_at"] = go_time(NOW - timedelta(minutes=1))
-    moving = Instance.from_json(data)
-    (progress,) = run(NEW, observed=with_current(old, instances=[moving])).progress
-    assert progress.blocked == ""
+    data = instance_json("garm-1", 1, status="pending_delete", created_at=NOW - timedelta(days=1))
+    data["updated_at"] = go_time(NOW - timedelta(hours=1))  # how old it says: not believed
+    going = Instance.from_json(data)
+    result = run(NEW, observed=with_current(old, instances=[going]))
+    noted = Notes(retired_at=old_retired(old), seen=(Seen("garm-1", "pending_delete", NOW),))
+    assert writes(result) == [
+        UpdateScaleset(1, old.name, {"extended_state": noted.text()}, "note")
+    ]
+    assert result.progress[0].describe() == "draining 1 runner"  # no removal sent, none said
+
+
+def test_a_runner_that_moved_on_is_seen_afresh_in_its_new_status():
+    seen = (Seen("garm-1", "pending_delete", NOW - timedelta(hours=1)),)
+    old = drained(retired_at=NOW - SETTINGS.drain_deadline, seen=seen)
+    moving = runner("garm-1", old, status="deleting", created_at=NOW - timedelta(days=1))
+    result = run(NEW, observed=with_current(old, instances=[moving]))
+    noted = Notes(retired_at=old_retired(old), seen=(Seen("garm-1", "deleting", NOW),))
+    assert writes(result) == [
+        UpdateScaleset(1, old.name, {"extended_state": noted.text()}, "note")
+    ]
+    assert result.progress[0].blocked == ""  # its 30 minutes start again
+
+
+def test_a_runner_that_left_costs_no_write():
+    seen = (Seen("garm-1", "pending_delete", NOW - timedelta(minutes=1)),)
+    old = drained(retired_at=NOW - SETTINGS.drain_deadline, seen=seen)
+    busy = runner("garm-2", old, runner_status="active", created_at=NOW - timedelta(days=1))
+    result = run(NEW, observed=with_current(old, instances=[busy]))
+    assert [w for w in writes(result) if isinstance(w, UpdateScaleset)] == []
 
 
 def test_retiring_again_starts_a_fresh_drain_with_nothing_refused():

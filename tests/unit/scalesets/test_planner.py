@@ -439,7 +439,13 @@ def test_retired_predecessor_with_runners_drains():
 def test_any_instance_row_blocks_the_delete(status):
     new_spec, old, new = changeover()
     going = runner("garm-x", old, status=status, runner_status="terminated")
-    assert writes(run(new_spec, observed=observe(retired(old), new, instances=[going]))) == []
+    result = run(new_spec, observed=observe(retired(old), new, instances=[going]))
+    assert [w for w in writes(result) if not _notes_only(w)] == []
+
+
+def _notes_only(action) -> bool:
+    """A write of the charm's notes alone (a runner seen on its way out, say)."""
+    return isinstance(action, UpdateScaleset) and set(action.changes) == {"extended_state"}
 
 
 # --- rule 9: drain deadline -------------------------------------------------------------
@@ -463,7 +469,7 @@ def test_past_the_deadline_stuck_runners_are_force_removed():
     ]
     at_deadline = RETIRED_AT + SETTINGS.drain_deadline
     result = run(new_spec, observed=observe(retired(old), new, instances=stuck), now=at_deadline)
-    assert writes(result) == [
+    assert [w for w in writes(result) if not _notes_only(w)] == [
         RemoveInstance("garm-1", 1, old.name),
         RemoveInstance("garm-2", 1, old.name),
     ]
