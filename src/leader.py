@@ -50,6 +50,7 @@ from garm.config import (
 from garm.database import choose_database, moving_to_postgresql
 from garm.models import ScaleSet
 from garm.providers import kept_providers
+from garm.refusals import Refusals
 from garm.setup import AdminLogin, ControllerUrls, apply_setup, ensure_admin_and_urls, plan_setup
 from juju.config import FIRST_UNPRIVILEGED_PORT, CharmConfig, ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, sqlite_tenancy
@@ -59,9 +60,8 @@ from juju.relation import GarmInputs, RelationState, UnitProblem, garm_inputs, r
 from juju.status import Summary, describe_progress, summarise
 from observe import endpoint
 from observe.token import LeaderGarm
-from scalesets.planner import Observed
+from scalesets.actions import Observed
 from scalesets.reconciler import Outcome, describe_action, observe, preview, reconcile
-from scalesets.refusals import CreateMemory
 
 logger = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ class PassResult:
     workload_version: str | None = None
     publish_back: Mapping[int, Mapping[str, str]] | None = None
     sqlite_home: HomeChange = None
-    memory: CreateMemory | None = None
+    memory: Refusals | None = None
     make_secrets: bool = False
     publish_telemetry: bool = True
     garm_here: LeaderGarm | None = None

@@ -77,7 +77,8 @@ def publish(state: testing.State, relation_id: int, unit: int, data):
     assert isinstance(old, testing.Relation)
     units = {**old.remote_units_data, unit: data}
     new = dataclasses.replace(old, remote_units_data=units)
-    return dataclasses.replace(state, relations=[new]), new
+    relations = [new if r.id == relation_id else r for r in state.relations]
+    return dataclasses.replace(state, relations=relations), new
 
 
 def live_names(garm: GarmDouble) -> list[str]:

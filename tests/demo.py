@@ -24,7 +24,7 @@ from scenario import _consistency_checker
 
 from charm import GarmCharm
 from garm.models import ScaleSet
-from scalesets.planner import logical_name_of, shown_name
+from scalesets.actions import logical_name_of, shown_name
 from tests.clock import FakeClock
 from tests.databags import SECOND_UNIT
 from tests.garm_double import GarmDouble

@@ -1046,6 +1046,8 @@ class GarmDouble:
             self.register_on_create = True
             self.delete_keeps_record = False
             self.auto_report = True
+            # GitHub's runner groups besides Default; None: whatever GARM is asked for.
+            self.runner_groups: set[str] | None = None
             self._random = random.Random(self._seed)
             self._started_at = now
             self._last_consolidation = now
@@ -2285,6 +2287,11 @@ class GarmDouble:
         template_id = self._find_template(os_type, body.get("template_id")).id
         name = body.get("name", "")
         group = body.get("github-runner-group", "") or "Default"
+        if not self._runner_group_known(group):
+            raise _not_found(
+                f"failed to get github runner group for entity {entity.id}: getting runner "
+                f"group ID: runner group {group} not found"
+            )
         if self._name_taken(entity, name, group, None):
             raise _bad_request(
                 "error creating runner scale set: failed to create runner scale set: "
@@ -2332,6 +2339,11 @@ class GarmDouble:
             self._listener_from[scaleset.id] = now + LISTENER_DELAY
         return _json_response(self._scaleset_json(scaleset, "detail"))
 
+    def _runner_group_known(self, group: str) -> bool:
+        """Whether GitHub has the runner group (``runner_groups``; None: any it is asked)."""
+        known = self.runner_groups
+        return known is None or group.lower() in {"default", *(g.lower() for g in known)}
+
     def _name_taken(
         self, entity: _Entity, name: str, group: str, itself: _ScaleSet | None
     ) -> bool:
@@ -2374,6 +2386,13 @@ class GarmDouble:
                 f"proxy with ID {body['proxy_id']} does not exist"
             )
         changes, bump = _scaleset_changes(scaleset, body)
+        group = changes.get("runner_group")
+        if group is not None and not self._runner_group_known(group):
+            # GARM asks GitHub inside the update's transaction: nothing of it is written.
+            raise _not_found(
+                "error updating pool: error executing update callback: error fetching runner "
+                f"group from github: runner group {group} does not exist"
+            )
         new_name = changes.get("name")
         if new_name is not None and self._name_taken(
             scaleset.entity, new_name, scaleset.runner_group, scaleset

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from garm.client import GarmClient
+from garm.refusals import Refusals
 from scalesets.planner import YOUNGEST_DELETE
 from scalesets.reconciler import Outcome, reconcile
 from scalesets.spec import Desired, ScalesetSpec, Settings
@@ -20,16 +21,29 @@ SETTINGS = Settings()
 
 
 class Passes:
-    """Runs passes and measures each one's requests on the double."""
+    """Runs passes and measures each one's requests on the double.
+
+    What GARM refused is kept from pass to pass, as the charm keeps it in its peer
+    relation (``memory``); a test may hand a pass another.
+    """
 
     def __init__(self, garm: GarmDouble, client: GarmClient, clock: FakeClock):
         self.garm, self.client, self.clock = garm, client, clock
+        self.memory = Refusals()
 
-    def run(self, *specs: ScalesetSpec, settings: Settings = SETTINGS, memory=None) -> Outcome:
+    def run(
+        self, *specs: ScalesetSpec, settings: Settings = SETTINGS, memory: Refusals | None = None
+    ) -> Outcome:
         start = len(self.garm.requests)
         outcome = reconcile(
-            self.client, Desired(tuple(specs)), self.clock.now, settings, memory=memory
+            self.client,
+            Desired(tuple(specs)),
+            self.clock.now,
+            settings,
+            memory=self.memory if memory is None else memory,
         )
+        if outcome.memory is not None:
+            self.memory = outcome.memory
         self.last = [r for r in self.garm.requests[start:] if r.path != "/auth/login"]
         self.outcome = outcome
         return outcome

@@ -6,9 +6,10 @@ import dataclasses
 from datetime import timedelta
 
 from garm.models import Entity, Instance, ScaleSet
+from scalesets.actions import Observed, Plan
 from scalesets.naming import generation_name, spec_key
 from scalesets.notes import Notes
-from scalesets.planner import Observed, Plan, plan
+from scalesets.planner import plan
 from scalesets.spec import Desired, ScalesetSpec, Settings
 from tests.passes import PROVIDER
 from tests.wire import T0, instance_json, scaleset_json

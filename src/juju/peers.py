@@ -7,8 +7,8 @@ each unit's own (``sqlite-data``, written by any unit whose machine has the file
 leader elected before the first record was made still finds the data's unit. The
 ``start-empty-garm`` action is the operator's way out once that unit is gone for good.
 
-The application's databag also keeps what GitHub answered to creates
-(``scalesets.refusals``), so that a new leader goes on with the same back-off.
+The application's databag also keeps what GARM refused (``garm.refusals``), so that a
+new leader goes on with the same back-off.
 
 The leader's pass reads all of it as ``records.PeerRecords`` and says what to change in a
 ``HomeChange``; this module alone reads and writes the relation.
@@ -23,10 +23,11 @@ import ops
 
 from garm import workload
 from garm.config import SqliteDatabase
+from garm.refusals import KEY as MEMORY_KEY
+from garm.refusals import OLD_KEY as OLD_MEMORY_KEY
+from garm.refusals import Refusals
 from juju import lifecycle
 from juju.records import HomeChange, PeerRecords
-from scalesets.refusals import KEY as MEMORY_KEY
-from scalesets.refusals import CreateMemory
 
 logger = logging.getLogger(__name__)
 
@@ -68,13 +69,14 @@ class Peers(ops.Object):
         relation = self.model.get_relation(PEERS)
         if relation is None:
             return PeerRecords()
+        bag = relation.data[self.model.app]
         return PeerRecords(
             self._home(),
             frozenset(u.name for u in relation.units if relation.data[u].get(DATA_KEY)),
-            CreateMemory.read(relation.data[self.model.app].get(MEMORY_KEY)),
+            Refusals.read(bag.get(MEMORY_KEY), bag.get(OLD_MEMORY_KEY)),
         )
 
-    def keep(self, home: HomeChange, memory: CreateMemory | None) -> None:
+    def keep(self, home: HomeChange, memory: Refusals | None) -> None:
         """Write what a leader's pass decided: the sqlite home record, the create memory.
 
         ``memory`` None leaves the memory as it is (the pass did not change it).
@@ -89,6 +91,7 @@ class Peers(ops.Object):
             bag.pop(HOME_KEY, None)
         if memory is None:
             return
+        bag.pop(OLD_MEMORY_KEY, None)  # read into the memory: kept under the new key
         if memory:
             bag[MEMORY_KEY] = memory.text()
         else:

@@ -37,7 +37,7 @@ from charms.garm.v0.garm_configurator import (
 )
 
 from juju.relation import RelationState
-from scalesets.planner import Phase, Progress, Skipped
+from scalesets.actions import Phase, Progress, Skipped
 from scalesets.reconciler import Outcome
 from scalesets.spec import application_of, unit_order
 

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from garm.refusals import Refusals
 from juju.lifecycle import WHOLE, View
 from runners.options import NO_CONTEXT, RunnerContext
-from scalesets.refusals import CreateMemory
 
 
 @dataclass(frozen=True)
@@ -56,10 +56,10 @@ class PeerRecords:
     """The peer relation as this hook reads it (``peers.Peers``).
 
     ``home`` is the application's ``sqlite-home`` record; ``holders`` the units whose own
-    data says their machine has GARM's sqlite file; ``memory`` what GitHub answered to
-    creates, as any leader left it.
+    data says their machine has GARM's sqlite file; ``memory`` what GARM refused, as any
+    leader left it (``garm.refusals``).
     """
 
     home: str | None = None
     holders: frozenset[str] = frozenset()
-    memory: CreateMemory = field(default_factory=CreateMemory)
+    memory: Refusals = field(default_factory=Refusals)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from juju.relation import RelationState, UnitProblem
-from scalesets.planner import Phase, Progress, Skipped, shown_name
+from scalesets.actions import Phase, Progress, Skipped, shown_name
 from scalesets.reconciler import Outcome
 from scalesets.spec import HeldSpec, ScalesetSpec, application_of
 
@@ -125,6 +125,7 @@ def _problem(
     if state.desired.template_hold:
         blocking.append(state.desired.template_hold)
     blocking += [e.error for e in outcome.errors if e.blocking]
+    blocking += [h.describe() for h in outcome.held if h.refusal.blocked]
     if blocking:
         return "blocked", "Fix " + _join(blocking)
     stuck = [f"{p.logical_name or p.scaleset}: {p.blocked}" for p in outcome.progress if p.blocked]
@@ -132,11 +133,15 @@ def _problem(
         return "blocked", "Stuck: " + _join(stuck)
     if outcome.unreachable is not None:
         return "waiting", f"GARM unreachable, will retry: {outcome.unreachable}"
-    refused = [e for e in outcome.errors if not e.blocking]
+    # A refused write is told as held back (below); a refused read has nothing to hold.
+    refused = [e for e in outcome.errors if not e.blocking and e.action is None]
     if refused:
         count = len(refused)
         noun = "call" if count == 1 else "calls"
         return "waiting", f"GARM refused {count} {noun}: {refused[0].error}"
+    retrying = [h.describe() for h in outcome.held if not h.refusal.blocked]
+    if retrying:
+        return "waiting", _join(retrying) + "; will retry"
     if not state.desired.complete:
         return "waiting", f"Waiting for {state.unseen}: nothing it may serve is retired until then"
     waiting = [f"{s.source}: {s.reason}" for s in outcome.skipped if not s.blocking]

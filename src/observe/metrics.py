@@ -20,8 +20,8 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
 
+from scalesets.actions import Observed, Phase, Progress, RemoveInstance
 from scalesets.notes import Notes
-from scalesets.planner import Observed, Phase, Progress, RemoveInstance
 from scalesets.reconciler import Outcome
 from scalesets.spec import Settings
 
@@ -104,10 +104,11 @@ def runners_draining(observed: Observed) -> int:
 
 
 def deletes_kept(observed: Observed) -> int:
-    """Scalesets GARM kept after answering their delete: noted on them, or this pass."""
-    noted = {s.id for s in observed.scalesets if Notes.read(s.extended_state).kept}
-    present = {s.id for s in observed.scalesets}
-    return len(noted | (observed.kept & present))
+    """Scalesets GARM kept after answering their delete, as the refusals remember them."""
+    kept = {
+        k.removeprefix("delete:") for k in observed.refusals.refusals if k.startswith("delete:")
+    }
+    return sum(s.name.lower() in kept for s in observed.scalesets)
 
 
 def render(

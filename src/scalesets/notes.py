@@ -3,17 +3,19 @@
 GARM never writes a scale set's ``extended_state`` itself (garm-api.md §2.7), so it is
 where the charm keeps what a changeover needs to know across passes and across leaders:
 when the drain clock started, when a generation was enabled again, which ``extra_specs``
-the charm last set, and how often GARM or GitHub refused to let a retired scaleset go.
+the charm last set, and when it first saw each runner that should be on its way out.
 Nothing of it lives on the unit, so a new leader carries on exactly where the old one
-stopped (``docs/adr/0003``).
+stopped (``docs/adr/0003``). What GARM refused is not noted here but in the one memory
+of refusals (``garm.refusals``), whatever the write.
 
 The text is ``key=value`` pairs joined by ``;`` in a fixed order, e.g.
-``retired-at=2026-11-30T12:00:00Z;kept=2;retry-at=2026-11-30T12:04:00Z``; ``seen`` holds
-``runner@status@time`` entries joined by ``,``. The single
-``retired-at=…`` or ``enabled-at=…`` stamp earlier versions wrote reads the same way.
-Unknown keys and unreadable values are ignored, and a retry time further ahead than the
-longest back-off is not believed, so a hand-edited value can only make the charm
-re-stamp or retry sooner, never fail or wait forever.
+``retired-at=2026-11-30T12:00:00Z;specs=1f2e3d4c5b6a``; ``seen`` holds
+``runner@status@time`` entries joined by ``,``. The single ``retired-at=…`` or
+``enabled-at=…`` stamp earlier versions wrote reads the same way, and the refusal counts
+they kept here (``kept``, ``refused``, ``retry-at``) are ignored like any unknown key.
+Unreadable values are left out, and a stamp further ahead than the longest back-off is
+not believed, so a hand-edited value can only make the charm re-stamp sooner, never
+fail or wait forever.
 """
 
 from __future__ import annotations
@@ -23,35 +25,11 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from garm.models import format_time, parse_time
-
-# How long a refused step waits before it is tried again: doubling from the first
-# value, never longer than the last, so a cause that goes away is noticed within the hour.
-FIRST_RETRY = timedelta(minutes=1)
-LONGEST_RETRY = timedelta(hours=1)
-# After this many refusals in a row the operator is asked to act (the retries go on).
-REFUSALS_BEFORE_BLOCKED = 3
-
-
-def backoff(refusals: int) -> timedelta:
-    """The wait after the ``refusals``-th refusal in a row (1 → one minute, capped)."""
-    if refusals < 1:
-        return timedelta(0)
-    # Capped before the power grows: a count read from GARM may be anything.
-    doublings = min(refusals - 1, 12)
-    return min(FIRST_RETRY * (2**doublings), LONGEST_RETRY)
-
-
-def believed_wait(until: datetime | None, now: datetime) -> bool:
-    """Whether something must still wait until ``until``, as written by a back-off.
-
-    A time further ahead than the longest back-off was not written by this rule (a clock
-    that jumped, a hand edit): it is not believed, so nothing waits forever.
-    """
-    return until is not None and now < until <= now + LONGEST_RETRY
+from garm.refusals import LONGEST_RETRY
 
 
 def specs_digest(extra_specs: Any) -> str:
@@ -68,9 +46,7 @@ def specs_digest(extra_specs: Any) -> str:
 class Notes:
     """The charm's notes on one scaleset; every field is optional.
 
-    ``kept``: deletes GARM answered 200 for but kept the scaleset (GitHub refused).
-    ``refused``: force-removals of its runners GARM refused. ``retry_at``: no delete or
-    force-removal is sent before this. ``seen``: when this charm first saw each of the
+    ``seen``: when this charm first saw each of the
     scaleset's runners in the status it has now, for the statuses that should end; a
     runner's own ``updated_at`` will not do, for GARM re-stamps it on every retry.
     """
@@ -78,9 +54,6 @@ class Notes:
     retired_at: datetime | None = None
     enabled_at: datetime | None = None
     specs: str = ""
-    kept: int = 0
-    refused: int = 0
-    retry_at: datetime | None = None
     seen: tuple[Seen, ...] = ()
 
     @classmethod
@@ -95,9 +68,6 @@ class Notes:
             retired_at=_time(values.get("retired-at")),
             enabled_at=_time(values.get("enabled-at")),
             specs=values.get("specs", "") if values.get("specs", "").isalnum() else "",
-            kept=_count(values.get("kept")),
-            refused=_count(values.get("refused")),
-            retry_at=_time(values.get("retry-at")),
             seen=_seen(values.get("seen", "")),
         )
 
@@ -107,9 +77,6 @@ class Notes:
             ("retired-at", format_time(self.retired_at) if self.retired_at else ""),
             ("enabled-at", format_time(self.enabled_at) if self.enabled_at else ""),
             ("specs", self.specs),
-            ("kept", str(self.kept) if self.kept else ""),
-            ("refused", str(self.refused) if self.refused else ""),
-            ("retry-at", format_time(self.retry_at) if self.retry_at else ""),
             ("seen", ",".join(f"{s.runner}@{s.status}@{format_time(s.since)}" for s in self.seen)),
         ]
         return ";".join(f"{key}={value}" for key, value in pairs if value)
@@ -137,20 +104,6 @@ class Notes:
         """The notes of a generation enabled (again) at ``at``."""
         return Notes(enabled_at=at, specs=self.specs)
 
-    def delete_kept(self, now: datetime) -> Notes:
-        """One more delete GARM answered but did not do; the next waits longer."""
-        kept = self.kept + 1
-        return replace(self, kept=kept, retry_at=now + backoff(kept))
-
-    def removal_refused(self, now: datetime) -> Notes:
-        """One more force-removal refused; the next waits longer."""
-        refused = self.refused + 1
-        return replace(self, refused=refused, retry_at=now + backoff(refused))
-
-    def waiting(self, now: datetime) -> bool:
-        """Whether a refused step must not be tried again yet (``believed_wait``)."""
-        return believed_wait(self.retry_at, now)
-
     def since(self, runner: str, status: str) -> datetime | None:
         """When this charm first saw ``runner`` in ``status``; None if it has not noted it."""
         return next((s.since for s in self.seen if (s.runner, s.status) == (runner, status)), None)
@@ -168,10 +121,6 @@ class Notes:
             if _NOTE_WORD.fullmatch(runner) and _NOTE_WORD.fullmatch(status)
         )
         return replace(self, seen=seen)
-
-    def removals_done(self) -> Notes:
-        """A force-removal went through: the refusals in a row are over."""
-        return replace(self, refused=0, retry_at=None if self.kept == 0 else self.retry_at)
 
 
 @dataclass(frozen=True)
@@ -208,8 +157,3 @@ def _time(value: str | None) -> datetime | None:
 
 def _by(at: datetime | None, latest: datetime) -> bool:
     return at is not None and at <= latest
-
-
-def _count(value: str | None) -> int:
-    # isdigit() alone also accepts digits int() refuses, such as "²".
-    return int(value) if value and value.isascii() and value.isdigit() and len(value) < 6 else 0

@@ -27,11 +27,28 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
-from garm.models import FORCE_REMOVED, Entity, Instance, ScaleSet, Template
-from runners.templates import Choice, DeleteTemplate, TemplateAction, Templates, template_name
+from garm.models import FORCE_REMOVED, Instance, ScaleSet
+from garm.refusals import REFUSALS_BEFORE_BLOCKED, Refusal, digest, request_digest
+from runners.templates import Choice, DeleteTemplate, Templates, template_name
+from scalesets.actions import (
+    Action,
+    CreateScaleset,
+    DeleteScaleset,
+    Held,
+    Observed,
+    Phase,
+    Plan,
+    Progress,
+    RemoveInstance,
+    Skipped,
+    UpdateScaleset,
+    field_key,
+    logical_name_of,
+    shown_name,
+    write_keys,
+)
 from scalesets.naming import (
     MAX_CANDIDATES,
     GenerationKey,
@@ -42,8 +59,7 @@ from scalesets.naming import (
     observed_key,
     spec_key,
 )
-from scalesets.notes import REFUSALS_BEFORE_BLOCKED, Notes, believed_wait, specs_digest
-from scalesets.refusals import CreateRefusal, request_digest
+from scalesets.notes import Notes, specs_digest
 from scalesets.spec import Desired, ScalesetSpec, Settings, application_of, unit_order
 
 # GARM accepts a client delete only from these statuses (garm-api.md §3); the others
@@ -66,184 +82,6 @@ STUCK_RUNNER = timedelta(minutes=30)
 
 
 @dataclass(frozen=True)
-class Observed:
-    """What GARM holds, from a constant number of list calls, and what a pass learnt.
-
-    The last three are GARM's answers to this pass's writes, folded in by the
-    reconciler so the planner can act on them: ``kept``, scalesets whose delete was
-    answered but not done; ``refused``, scalesets one of whose runners GARM would not
-    force-remove; ``removed``, scalesets one of whose runners it did force-remove;
-    ``taken``, names GitHub holds (lower-cased, remembered for an hour).
-    ``create_refusals`` are the creates refused earlier, by logical name, remembered
-    with the application (``refusals``). ``templates`` come without bodies.
-    """
-
-    scalesets: tuple[ScaleSet, ...] = ()
-    instances: tuple[Instance, ...] = ()
-    providers: frozenset[str] = frozenset()
-    entities: tuple[Entity, ...] = ()
-    kept: frozenset[int] = frozenset()
-    refused: frozenset[int] = frozenset()
-    removed: frozenset[int] = frozenset()
-    taken: frozenset[str] = frozenset()
-    create_refusals: Mapping[str, CreateRefusal] = field(default_factory=dict)
-    templates: tuple[Template, ...] = ()
-
-
-class Phase(StrEnum):
-    """Where a logical scaleset (or an orphan) is in its changeover."""
-
-    CREATING = "creating"
-    CREATING_REPLACEMENT = "creating replacement"
-    HANDING_OVER = "handing over"
-    RETIRING = "retiring"
-    DRAINING = "draining"
-    AWAITING_DELETION = "awaiting deletion"
-    FORCE_REMOVING = "force-removing"
-
-
-def shown_name(logical_name: str | None, scaleset: str) -> str:
-    """A scaleset as the operator reads it: its logical name, then GARM's.
-
-    ``ci (ci-24ec4a)``. GARM names are opaque (``ci-small`` and ``ci-large`` both show
-    as ``ci-xxxxxx`` under a 10-byte budget), so the logical name leads; either alone
-    when the other is not known, or the same (a legacy scaleset).
-    """
-    if not logical_name:
-        return scaleset
-    if not scaleset or scaleset.lower() == logical_name.lower():
-        return logical_name
-    return f"{logical_name} ({scaleset})"
-
-
-def logical_name_of(scaleset: ScaleSet) -> str | None:
-    """The logical name a scaleset no spec names was made for, when that can be told.
-
-    A generation carries its logical name as a label and is named after it, which
-    ``generation_index`` checks; anything else (a legacy or foreign scaleset) tells
-    nothing beyond its own name.
-    """
-    return next(
-        (label for label in scaleset.labels if generation_index(label, scaleset) is not None),
-        None,
-    )
-
-
-@dataclass(frozen=True)
-class Progress:
-    """A changeover still under way, of a logical scaleset or of an ``orphan``.
-
-    ``scaleset`` is the GARM name the phase is about: the generation being created,
-    the predecessor being replaced (the least advanced one), or the orphan being
-    removed; "" while a create has no name yet. ``logical_name`` is the spec's name, or
-    for an orphan the one it was made for when that can be told (``logical_name_of``),
-    else None. ``blocked`` is set when it will not move on by itself: the cause and
-    what to do.
-    """
-
-    logical_name: str | None
-    scaleset: str
-    phase: Phase
-    runners: int = 0
-    blocked: str = ""
-    orphan: bool = False
-
-    @property
-    def names(self) -> str:
-        """The logical name, then GARM's: ``ci (ci-24ec4a)`` (``shown_name``)."""
-        return shown_name(self.logical_name, self.scaleset)
-
-    def describe(self) -> str:
-        """The phase as an operator reads it, e.g. ``draining 3 runners``."""
-        plural = "" if self.runners == 1 else "s"
-        if self.phase is Phase.DRAINING:
-            return f"draining {self.runners} runner{plural}"
-        if self.phase is Phase.FORCE_REMOVING:
-            return f"force-removing {self.runners} stuck runner{plural}"
-        return self.phase.value
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A spec left out of this pass, with why; its live scalesets are untouched.
-
-    ``blocking`` marks what only the operator can fix (bad data, a duplicate name), as
-    opposed to what resolves itself (GARM not yet configured for a provider or org).
-    """
-
-    source: str
-    name: str
-    reason: str
-    blocking: bool = False
-
-
-# The scaleset writes name the logical scaleset they serve (``logical_name``), for the
-# operator: None for an orphan whose logical name cannot be told. It only describes the
-# write, so it takes no part in equality: two actions writing the same are equal.
-
-
-@dataclass(frozen=True)
-class CreateScaleset:
-    """Create the current generation of a logical scaleset under its org or repo."""
-
-    logical_name: str
-    entity: Entity
-    body: dict[str, Any]
-
-    @property
-    def name(self) -> str:
-        """The generation name being created."""
-        return self.body["name"]
-
-
-@dataclass(frozen=True)
-class UpdateScaleset:
-    """Change some fields of one scaleset; ``changes`` holds only what differs."""
-
-    scaleset_id: int
-    name: str
-    changes: dict[str, Any]
-    purpose: str
-    logical_name: str | None = field(default=None, compare=False)
-
-
-@dataclass(frozen=True)
-class RemoveInstance:
-    """Force-remove a runner of a retired scaleset past its drain deadline."""
-
-    instance_name: str
-    scaleset_id: int
-    scaleset_name: str
-    logical_name: str | None = field(default=None, compare=False)
-
-
-@dataclass(frozen=True)
-class DeleteScaleset:
-    """Delete a retired scaleset that holds no instance."""
-
-    scaleset_id: int
-    name: str
-    logical_name: str | None = field(default=None, compare=False)
-
-
-Action = CreateScaleset | UpdateScaleset | RemoveInstance | DeleteScaleset | TemplateAction
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The writes to do now, in order, and what is still under way.
-
-    ``current`` names, per logical scaleset (lower-cased), its current generation in
-    GARM: the live one, or the one being created.
-    """
-
-    actions: tuple[Action, ...] = ()
-    progress: tuple[Progress, ...] = ()
-    skipped: tuple[Skipped, ...] = ()
-    current: tuple[tuple[str, str], ...] = field(default=(), compare=False)
-
-
-@dataclass(frozen=True)
 class _Member:
     """A live scaleset claimed by a logical name; ``index`` is None for a legacy one."""
 
@@ -260,6 +98,7 @@ class _Draft:
     skipped: list[Skipped] = field(default_factory=list)
     # What will not move on by itself, per scaleset id: the cause and what to do.
     blocked: dict[int, str] = field(default_factory=dict)
+    held: list[Held] = field(default_factory=list)
 
 
 def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings) -> Plan:
@@ -270,17 +109,17 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
     """
     draft = _Draft()
     templates = Templates(observed.templates)
+    instances = _instances_by_scaleset(observed.instances)
+    ctx = _Context(instances, now, settings, desired.unsettled, draft, observed, templates)
     selection, choices = _choose_templates(
-        _select(desired, observed, draft), templates, bool(desired.template_hold), draft
+        _select(desired, observed, draft), bool(desired.template_hold), ctx
     )
     families, orphans = _claim(
         observed.scalesets, [s.name for s in selection.specs], selection.held
     )
-    instances = _instances_by_scaleset(observed.instances)
     # Names GARM holds, and names GitHub was found to hold (another manager's, or a late
     # GARM worker's): no create may take one.
     taken = {s.name.lower() for s in observed.scalesets} | observed.taken
-    ctx = _Context(instances, now, settings, desired.unsettled, draft, observed, templates)
     planned = [
         _plan_current(
             _Family(spec, families[spec.name.lower()], spec.name.lower() in selection.contested),
@@ -309,11 +148,17 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
     if selection.sweep and desired.complete and not desired.template_hold:
         _plan_template_deletes(selection, choices, desired.unsettled, ctx)
     current = tuple((c.family.spec.name.lower(), c.name) for c in planned if c.name)
-    return Plan(tuple(draft.actions), tuple(draft.progress), tuple(draft.skipped), current)
+    return Plan(
+        tuple(draft.actions),
+        tuple(draft.progress),
+        tuple(draft.skipped),
+        current,
+        tuple(draft.held),
+    )
 
 
 def _choose_templates(
-    selection: _Selection, templates: Templates, hold: bool, draft: _Draft
+    selection: _Selection, hold: bool, ctx: _Context
 ) -> tuple[_Selection, dict[str, Choice]]:
     """Each chosen spec's runner template, its writes planned first.
 
@@ -326,13 +171,14 @@ def _choose_templates(
     held = set(selection.held)
     for spec in selection.specs:
         logical = spec.name.lower()
-        choice = templates.choose(spec.name, spec.template_blocks, hold=hold)
+        choice = ctx.templates.choose(spec.name, spec.template_blocks, hold=hold)
         if choice.problem:
-            draft.skipped.append(Skipped(spec.source, spec.name, choice.problem, blocking=True))
+            skipped = Skipped(spec.source, spec.name, choice.problem, blocking=True)
+            ctx.draft.skipped.append(skipped)
             held.add(logical)
             continue
         if choice.action is not None:
-            draft.actions.append(choice.action)
+            _plan_write(choice.action, f"write runner template {choice.action.name}", ctx)
         choices[logical] = choice
         specs.append(spec)
     return replace(selection, specs=specs, held=held), choices
@@ -352,7 +198,8 @@ def _plan_template_deletes(
     in_use = {s.template_id for s in ctx.observed.scalesets}
     for template_id, template in sorted(ctx.templates.ours.items()):
         if template.name not in wanted and template_id not in in_use:
-            ctx.draft.actions.append(DeleteTemplate(template_id, template.name))
+            delete = DeleteTemplate(template_id, template.name)
+            _plan_write(delete, f"delete runner template {template.name}", ctx)
 
 
 @dataclass(frozen=True)
@@ -654,12 +501,7 @@ def _plan_current(family: _Family, choice: Choice, taken: set[str], ctx: _Contex
     if current is None:
         name = _plan_create(spec, key, choice.template_id, taken, ctx) if choice.ready else ""
         return _Current(family, None, False, name)
-    changes = _update_changes(spec, current, ctx.now, _template_change(current, choice, ctx))
-    if changes:
-        purpose = "update" if current.enabled else "re-enable"
-        ctx.draft.actions.append(
-            UpdateScaleset(current.id, current.name, changes, purpose, spec.name)
-        )
+    _plan_update(spec, current, _template_change(current, choice, ctx), ctx)
     live = _is_live(current, spec, ctx.instances[current.id], ctx.now, ctx.settings)
     return _Current(family, current, live, current.name)
 
@@ -720,12 +562,10 @@ def _plan_create(
         ctx.draft.skipped.append(Skipped(spec.source, spec.name, reason, blocking=True))
         return ""
     body = create_body(spec, name, key, template_id)
-    refusal = observed.create_refusals.get(spec.name.lower())
-    if (
-        refusal is not None
-        and refusal.digest == request_digest(body)
-        and believed_wait(refusal.retry_at, ctx.now)
-    ):
+    refusal = observed.refusals.holding(
+        f"create:{spec.name.lower()}", request_digest(body), ctx.now
+    )
+    if refusal is not None:
         _report_refusal(spec, refusal, ctx.draft)
         return ""
     taken.add(name.lower())
@@ -738,10 +578,9 @@ def _plan_create(
     return name
 
 
-def _report_refusal(spec: ScalesetSpec, refusal: CreateRefusal, draft: _Draft) -> None:
+def _report_refusal(spec: ScalesetSpec, refusal: Refusal, draft: _Draft) -> None:
     """A create waiting out its back-off: the operator hears of it once it needs them."""
-    times = "once" if refusal.refusals == 1 else f"{refusal.refusals} times"
-    reason = f"its create was refused ({times}): {refusal.cause}"
+    reason = f"its create was refused ({refusal.times}): {refusal.cause}"
     draft.skipped.append(Skipped(spec.source, spec.name, reason, blocking=refusal.blocked))
 
 
@@ -794,17 +633,71 @@ def _template_change(current: ScaleSet, choice: Choice, ctx: _Context) -> dict[s
     return {"template_id": wanted} if current.template_id != wanted else {}
 
 
-def _update_changes(
-    spec: ScalesetSpec, current: ScaleSet, now: datetime, template: dict[str, Any]
-) -> dict[str, Any]:
-    """The fields of the current generation that really differ from the spec.
+def _plan_update(
+    spec: ScalesetSpec, current: ScaleSet, template: dict[str, Any], ctx: _Context
+) -> None:
+    """Bring the current generation in line: enabled first, then every field GARM takes.
 
-    ``template`` is the template id change already decided (``_template_change``).
+    Enabling a generation again (a flip-flop: its labels are asked for again while it
+    drained) is a write of its own, with the spec's counts, ahead of every other field:
+    no field GARM refuses can keep the labels asked for unserved. The other fields
+    follow once it is enabled (the reconciler plans again after each write). A field
+    whose update GARM refused waits out its back-off alone; the others go.
+    """
+    notes = Notes.read(current.extended_state)
+    shown = shown_name(spec.name, current.name)
+    if not current.enabled:
+        counts = {"max_runners": spec.max_runners, "min_idle_runners": spec.min_idle_runners}
+        changes: dict[str, Any] = {
+            "enabled": True,
+            **{k: v for k, v in counts.items() if getattr(current, k) != v},
+            "extended_state": notes.enabled(ctx.now).text(),
+        }
+        action = UpdateScaleset(current.id, current.name, changes, "re-enable", spec.name)
+        _plan_write(action, f"re-enable scaleset {shown}", ctx)
+        return
+    wanted = _field_changes(spec, current, notes) | template
+    fields: dict[str, Any] = {}
+    for name, value in wanted.items():
+        key = field_key(current.name, name)
+        refusal = ctx.observed.refusals.holding(key, digest(value), ctx.now)
+        if refusal is None:
+            fields[name] = value
+        else:
+            ctx.draft.held.append(Held(f"update {name} of scaleset {shown}", refusal))
+    if not fields:
+        return
+    # The digest of extra_specs is noted with the extra_specs it describes, never ahead.
+    digest_now = specs_digest(spec.extra_specs) if spec.extra_specs else ""
+    behind = "extra_specs" in wanted and "extra_specs" not in fields
+    # Found enabled with retirement notes (enabled again by hand): stamped enabled now.
+    base = notes.enabled(ctx.now) if notes.retired_at is not None else notes
+    noted = replace(base, specs=notes.specs if behind else digest_now)
+    if noted.text() != current.extended_state:
+        fields["extended_state"] = noted.text()
+    ctx.draft.actions.append(UpdateScaleset(current.id, current.name, fields, "update", spec.name))
 
-    Values are compared, never key presence: GARM leaves ``min_idle_runners: 0`` and
-    ``enabled: false`` off the wire, and ``from_json`` has already read them as zero.
-    The runner group is ``runner_group`` on update (the hyphenated key is ignored there).
-    Enabling a generation again replaces its retirement notes with an enabled stamp.
+
+def _plan_write(action: Action, write: str, ctx: _Context) -> bool:
+    """Plan a write unless GARM refused it before and its back-off is not over.
+
+    Whether it was planned; a write held back is told (``Held``) as ``write``.
+    """
+    for key, asked in write_keys(action):
+        refusal = ctx.observed.refusals.holding(key, asked, ctx.now)
+        if refusal is not None:
+            ctx.draft.held.append(Held(write, refusal))
+            return False
+    ctx.draft.actions.append(action)
+    return True
+
+
+def _field_changes(spec: ScalesetSpec, current: ScaleSet, notes: Notes) -> dict[str, Any]:
+    """The fields of an enabled current generation that really differ from the spec.
+
+    Values are compared, never key presence: GARM leaves ``min_idle_runners: 0`` off the
+    wire, and ``from_json`` has already read it as zero. The runner group is
+    ``runner_group`` on update (the hyphenated key is ignored there).
 
     ``extra_specs`` absent from GARM's list is unknown, not empty: GARM means to leave
     it out of lists and only a gorm quirk puts it in (garm-api.md §2.5). The digest of
@@ -812,7 +705,6 @@ def _update_changes(
     fixes the quirk costs no PUT per pass (and no outdated runners).
     """
     wanted: dict[str, Any] = {
-        "enabled": True,
         "image": spec.image,
         "flavor": spec.flavor,
         "os_arch": spec.os_arch,
@@ -821,7 +713,6 @@ def _update_changes(
         "runner_group": spec.runner_group or "Default",
     }
     have: dict[str, Any] = {
-        "enabled": current.enabled,
         "image": current.image,
         "flavor": current.flavor,
         "os_arch": current.os_arch,
@@ -829,21 +720,15 @@ def _update_changes(
         "min_idle_runners": current.min_idle_runners,
         "runner_group": current.runner_group or "Default",
     }
-    changes = {k: v for k, v in wanted.items() if have[k] != v} | template
-    notes = Notes.read(current.extended_state)
+    changes = {k: v for k, v in wanted.items() if have[k] != v}
     # No extra_specs at all is noted as no digest, so such a scaleset's notes stay empty.
-    digest = specs_digest(spec.extra_specs) if spec.extra_specs else ""
+    digest_now = specs_digest(spec.extra_specs) if spec.extra_specs else ""
     if current.extra_specs is None:
-        differs = notes.specs != digest
+        differs = notes.specs != digest_now
     else:
         differs = (spec.extra_specs or {}) != current.extra_specs
     if differs:
         changes["extra_specs"] = spec.extra_specs or {}
-    if not current.enabled or notes.retired_at is not None:
-        notes = notes.enabled(now)
-    notes = replace(notes, specs=digest)
-    if changes and notes.text() != current.extended_state:
-        changes["extended_state"] = notes.text()
     return changes
 
 
@@ -906,9 +791,8 @@ def _plan_retirement(
         # Found enabled again (by hand, say), it may have taken new jobs: a fresh stamp.
         changes["extended_state"] = notes.retired(now).text()
     if changes or notes.retired_at is None:
-        ctx.draft.actions.append(
-            UpdateScaleset(scaleset.id, scaleset.name, changes, "retire", logical)
-        )
+        action = UpdateScaleset(scaleset.id, scaleset.name, changes, "retire", logical)
+        _plan_write(action, f"retire scaleset {shown_name(logical, scaleset.name)}", ctx)
         return Phase.RETIRING
     return _plan_drain(scaleset, logical, notes, ctx)
 
@@ -927,15 +811,15 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
     deadline, retired_at = ctx.settings.drain_deadline, notes.retired_at
     # Subtracted, not added: a stamp at the calendar's edge must not overflow.
     past_deadline = bool(deadline) and retired_at is not None and now - retired_at >= deadline
+    shown = shown_name(logical, scaleset.name)
     noted = _noted(scaleset, notes, _waited_on(instances, past_deadline), ctx)
     if noted != notes:
         changes = {"extended_state": noted.text()}
-        ctx.draft.actions.append(
-            UpdateScaleset(scaleset.id, scaleset.name, changes, "note", logical)
-        )
-        notes = noted
+        note = UpdateScaleset(scaleset.id, scaleset.name, changes, "note", logical)
+        if _plan_write(note, f"note on scaleset {shown}", ctx):
+            notes = noted
     if not instances:
-        return _plan_delete(scaleset, logical, notes, ctx)
+        return _plan_delete(scaleset, logical, ctx)
 
     def waited(instance: Instance) -> timedelta:
         """How long this charm has seen the runner in its status (0 if not noted yet)."""
@@ -946,17 +830,19 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
         return now - since if since is not None else timedelta(0)
 
     removing = [i for i in instances if _removable(i, waited(i)) and (past_deadline or failed(i))]
-    if not (notes.refused > 0 and notes.waiting(now)):
-        for instance in removing:
-            ctx.draft.actions.append(
-                RemoveInstance(instance.name, scaleset.id, scaleset.name, logical)
-            )
+    refused = ctx.observed.refusals.refusals.get(f"remove:{scaleset.name.lower()}")
+    sending = False
+    for instance in removing:
+        removal = RemoveInstance(instance.name, scaleset.id, scaleset.name, logical)
+        if not _plan_write(removal, f"force-remove runners of scaleset {shown}", ctx):
+            break  # one scaleset's removals wait out one back-off, told once
+        sending = True
     stuck = [
         i
         for i in instances
         if past_deadline and i.status not in _REMOVABLE_STATUSES and waited(i) >= STUCK_RUNNER
     ]
-    if notes.refused >= REFUSALS_BEFORE_BLOCKED and removing:
+    if refused is not None and refused.blocked and removing:
         why = (
             "past the drain deadline (a job still running?): end the job, or raise "
             "drain-deadline-minutes"
@@ -964,7 +850,7 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
             else "that failed: see /var/log/garm/garm.log"
         )
         ctx.draft.blocked[scaleset.id] = (
-            f"GARM refused {notes.refused} times to remove runners of {scaleset.name} {why}"
+            f"GARM refused {refused.times} to remove runners of {scaleset.name} {why}"
         )
     elif stuck:
         ctx.draft.blocked[scaleset.id] = (
@@ -973,23 +859,26 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
         )
     # Said only of what is being done: force-removals to send, or sent and under way; a
     # runner waiting out its grace, or one GARM will not remove, is still draining.
-    forcing = removing or any(i.status == FORCE_REMOVED for i in instances)
+    forcing = sending or any(i.status == FORCE_REMOVED for i in instances)
     return Phase.FORCE_REMOVING if forcing else Phase.DRAINING
 
 
-def _plan_delete(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Context) -> Phase:
-    """Delete a retired scaleset with no runner left, unless a kept delete backs off."""
-    now = ctx.now
-    if notes.kept >= REFUSALS_BEFORE_BLOCKED:
+def _plan_delete(scaleset: ScaleSet, logical: str | None, ctx: _Context) -> Phase:
+    """Delete a retired scaleset with no runner left, unless a kept delete backs off.
+
+    GARM answers a delete GitHub refused with 200 and keeps the scaleset (garm-api.md
+    §2.6): the reconciler notes that as a refusal, so it waits out its back-off too.
+    """
+    kept = ctx.observed.refusals.refusals.get(f"delete:{scaleset.name.lower()}")
+    if kept is not None and kept.refusals >= REFUSALS_BEFORE_BLOCKED:
         ctx.draft.blocked[scaleset.id] = (
-            f"GARM kept scaleset {scaleset.name} after {notes.kept} deletes: GitHub "
+            f"GARM kept scaleset {scaleset.name} after {kept.refusals} deletes: GitHub "
             "refused (GARM logs no reason); check the GitHub App's permissions, or "
             "delete it on GitHub"
         )
-    # Only kept deletes hold a delete back; refused force-removals are over.
-    waiting = notes.kept > 0 and notes.waiting(now)
-    if not waiting and now - scaleset.created_at >= YOUNGEST_DELETE:
-        ctx.draft.actions.append(DeleteScaleset(scaleset.id, scaleset.name, logical))
+    if ctx.now - scaleset.created_at >= YOUNGEST_DELETE:
+        delete = DeleteScaleset(scaleset.id, scaleset.name, logical)
+        _plan_write(delete, f"delete scaleset {shown_name(logical, scaleset.name)}", ctx)
     return Phase.AWAITING_DELETION
 
 
@@ -1012,17 +901,11 @@ def _waited_on(instances: Iterable[Instance], past_deadline: bool) -> list[tuple
 def _noted(
     scaleset: ScaleSet, notes: Notes, waited_on: list[tuple[str, str]], ctx: _Context
 ) -> Notes:
-    """The notes after what this pass's writes were answered on this scaleset.
+    """The notes with the runners newly ``waited_on`` noted as first seen now.
 
-    Runners newly ``waited_on`` are noted as first seen now. A note of a runner that
-    has gone is dropped only with another change, so a runner leaving costs no write.
+    A note of a runner that has gone is dropped only with another change, so a runner
+    leaving costs no write.
     """
-    if scaleset.id in ctx.observed.kept:
-        notes = notes.delete_kept(ctx.now)
-    elif scaleset.id in ctx.observed.refused:
-        notes = notes.removal_refused(ctx.now)
-    elif scaleset.id in ctx.observed.removed and notes.refused:
-        notes = notes.removals_done()
     seeing = notes.seeing(waited_on, ctx.now)
     new = {(s.runner, s.status) for s in seeing.seen} - {(s.runner, s.status) for s in notes.seen}
     unchanged = notes == Notes.read(scaleset.extended_state)

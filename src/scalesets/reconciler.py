@@ -30,26 +30,25 @@ from typing import Any
 
 from garm.client import GarmApiError, GarmClient, GarmUnreachable
 from garm.models import FORCE_REMOVED, Instance
+from garm.refusals import Refusals, is_permanent
 from runners.scripts import TemplateError, derive_template
 from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate
-from scalesets.notes import LONGEST_RETRY
-from scalesets.planner import (
+from scalesets.actions import (
     Action,
     CreateScaleset,
     DeleteScaleset,
+    Held,
     Observed,
     Plan,
     Progress,
     RemoveInstance,
     Skipped,
     UpdateScaleset,
-    failed,
-    plan,
     shown_name,
-    working,
+    write_keys,
 )
+from scalesets.planner import failed, plan, working
 from scalesets.preview import SimulatedGarm
-from scalesets.refusals import CreateMemory, CreateRefusal, first_refusal, request_digest
 from scalesets.spec import Desired, Settings
 
 logger = logging.getLogger(__name__)
@@ -65,6 +64,8 @@ class ActionError:
     """A call GARM refused; ``action`` is None when it was one of the observing reads.
 
     ``error`` is the refusal's short cause, fit for a status line; the log has it whole.
+    A write GARM refused is remembered too (``garm.refusals``), and told from there as
+    held back (``Outcome.held``).
     ``blocking`` marks a write the charm could not even make, for a cause in GARM that
     only the operator can remove (a base template it cannot build on).
     """
@@ -84,12 +85,14 @@ class Outcome:
     errors: tuple[ActionError, ...] = ()
     unreachable: str | None = None
     cut_short: bool = False
-    # What GitHub answered to creates, to remember, when this pass changed it (else None).
-    memory: CreateMemory | None = None
+    # What GARM refused, to remember, when this pass changed it (else None).
+    memory: Refusals | None = None
     # Per logical scaleset (lower-cased), its current generation's GARM name (Plan.current).
     current: tuple[tuple[str, str], ...] = ()
     # GARM as the pass last saw it, its own writes folded in; None when it could not read.
     observed: Observed | None = field(default=None, compare=False)
+    # Writes GARM refused before, held back by their back-off (Plan.held).
+    held: tuple[Held, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -166,7 +169,7 @@ class Preview:
     Its writes in order, and its outcome as the pass's last plan would see it
     (``progress``, ``skipped``). ``errors`` are writes the charm could not even make (a
     base template it cannot build on); ``cut_short`` says the pass budget would end the
-    pass there.
+    pass there; ``held`` are the writes GARM refused before that wait out their back-off.
     """
 
     actions: tuple[Action, ...] = ()
@@ -174,6 +177,7 @@ class Preview:
     skipped: tuple[Skipped, ...] = ()
     errors: tuple[ActionError, ...] = ()
     cut_short: bool = False
+    held: tuple[Held, ...] = ()
 
 
 class _Rehearsal(logging.LoggerAdapter[logging.Logger]):
@@ -188,7 +192,7 @@ def preview(
     desired: Desired,
     now: datetime,
     settings: Settings,
-    memory: CreateMemory | None = None,
+    memory: Refusals | None = None,
     *,
     budget: float | None = None,
 ) -> Preview:
@@ -208,24 +212,13 @@ def preview(
     if outcome.unreachable is not None:
         raise GarmUnreachable(outcome.unreachable)
     return Preview(
-        outcome.done, outcome.progress, outcome.skipped, outcome.errors, outcome.cut_short
+        outcome.done,
+        outcome.progress,
+        outcome.skipped,
+        outcome.errors,
+        outcome.cut_short,
+        outcome.held,
     )
-
-
-def _remembering(
-    observed: Observed, memory: CreateMemory | None, desired: Desired, now: datetime
-) -> tuple[Observed, CreateMemory]:
-    """The observation with what GitHub answered to creates before, and that memory kept.
-
-    Only what still matters is kept (``CreateMemory.kept_for``): names nobody asks for
-    are forgotten on a whole view only, so a held unit keeps its back-off.
-    """
-    asked = {s.name.lower() for s in desired.specs} | {h.name.lower() for h in desired.held}
-    kept = (memory or CreateMemory()).kept_for(frozenset(asked) if desired.complete else None, now)
-    folded = dataclasses.replace(
-        observed, create_refusals=kept.refusals, taken=kept.taken_now(now)
-    )
-    return folded, kept
 
 
 def reconcile(
@@ -236,15 +229,15 @@ def reconcile(
     *,
     budget: float | None = None,
     observed: Observed | None = None,
-    memory: CreateMemory | None = None,
+    memory: Refusals | None = None,
 ) -> Outcome:
     """Run one pass towards ``desired`` and return its outcome; never raises for GARM.
 
     ``budget`` bounds the pass in seconds so a hook never hangs on a slow GARM: past it
     no further write is started, and the next hook carries on from what it observes.
     ``observed`` saves the reads when the caller has just made them. ``memory`` is
-    what GitHub answered to creates before (``refusals``); the outcome carries it
-    when this pass changed it.
+    what GARM refused before (``garm.refusals``); the outcome carries it when this pass
+    changed it.
     """
     return _pass(client, _Request(desired, now, settings, budget, memory), observed, logger)
 
@@ -257,7 +250,7 @@ class _Request:
     now: datetime
     settings: Settings
     budget: float | None
-    memory: CreateMemory | None
+    memory: Refusals | None
 
 
 def _pass(client: Garm, request: _Request, observed: Observed | None, log: _Log) -> Outcome:
@@ -279,9 +272,10 @@ def _pass(client: Garm, request: _Request, observed: Observed | None, log: _Log)
         # Without a full observation nothing can be decided safely, so nothing is done.
         log.error("GARM refused a read: %s", exc)
         return Outcome(errors=(ActionError(None, exc.cause),))
-    observed, kept = _remembering(observed, memory, desired, now)
-    changed = kept != (memory or CreateMemory())
-    ledger = _Ledger(now, dict(kept.refusals), dict(kept.taken), log, changed=changed)
+    earlier = memory or Refusals()
+    kept = earlier.current(now)
+    ledger = _Ledger(now, kept, log, changed=kept != earlier)
+    observed = ledger.folded(observed)
     current = plan(desired, observed, now, settings)
     _log_refused(desired, current, frozenset(kept.refusals), log)
     try:
@@ -314,7 +308,7 @@ def _log_refused(
     """
     held = {(h.source, h.name) for h in desired.held}
     for skipped in current.skipped:
-        if skipped.name.lower() in refused_before:
+        if f"create:{skipped.name.lower()}" in refused_before:
             continue
         if skipped.blocking and (skipped.source, skipped.name) not in held:
             log.error(
@@ -324,11 +318,10 @@ def _log_refused(
 
 @dataclass
 class _Ledger:
-    """What a pass has done so far, and what it must not try again."""
+    """What a pass has done so far, what GARM refused, and what it must not try again."""
 
     now: datetime
-    refusals: dict[str, CreateRefusal]
-    taken: dict[str, datetime]
+    memory: Refusals
     log: _Log
     changed: bool = False
     done: list[Action] = field(default_factory=list)
@@ -336,6 +329,12 @@ class _Ledger:
     closed: set[tuple[str, object]] = field(default_factory=set)
     # Bodies of the base templates read this pass, by id: read once, whatever N.
     bases: dict[int, str] = field(default_factory=dict)
+
+    def folded(self, observed: Observed) -> Observed:
+        """The observation with what GARM refused and which names GitHub holds, as kept."""
+        return dataclasses.replace(
+            observed, refusals=self.memory, taken=self.memory.taken_now(self.now)
+        )
 
     def apply(self, client: Garm, action: Action, observed: Observed) -> Observed:
         """Do one write and keep its result; an unreachable GARM propagates."""
@@ -347,7 +346,7 @@ class _Ledger:
             self.log.error("GARM unreachable during %s: %s", describe_action(action), exc)
             raise
         except GarmApiError as exc:
-            return self._refused(action, exc, observed)
+            return self._refused(client, action, exc, observed)
         except TemplateError as exc:
             self.closed.add(_target(action))
             # A base the charm cannot build on refuses every template alike: said once.
@@ -355,20 +354,26 @@ class _Ledger:
                 self.log.error("cannot %s: %s", describe_action(action), exc)
                 self.errors.append(ActionError(action, str(exc), blocking=True))
             return observed
+        if isinstance(action, DeleteScaleset):
+            # Asked once per pass: a kept scaleset waits out its back-off.
+            self.closed.add(_target(action))
+            if any(s.id == action.scaleset_id for s in observed.scalesets):
+                self.log.warning("GARM kept scaleset %s after deleting it", _names(action))
+                ((key, asked),) = write_keys(action)
+                cause = "GARM answered the delete but kept it (GitHub refused)"
+                kept = self.memory.refused(key, asked, self.now, cause, permanent=False)
+                return self._remember(kept, observed)
         self.log.info("done: %s", describe_action(action))
         self.done.append(action)
-        if isinstance(action, DeleteScaleset):
-            # Asked once per pass: a kept scaleset is noted and retried after back-off.
-            self.closed.add(_target(action))
-        created = isinstance(action, CreateScaleset)
-        if created and self.refusals.pop(action.logical_name.lower(), None):
-            self.changed = True
-            observed = dataclasses.replace(observed, create_refusals=dict(self.refusals))
-        if isinstance(action, RemoveInstance):
-            observed = dataclasses.replace(
-                observed, removed=observed.removed | {action.scaleset_id}
-            )
-        return observed
+        memory = self.memory
+        for key, _ in write_keys(action):
+            memory = memory.accepted(key)
+        return self._remember(memory, observed)
+
+    def _remember(self, memory: Refusals, observed: Observed) -> Observed:
+        if memory != self.memory:
+            self.memory, self.changed = memory, True
+        return self.folded(observed)
 
     def _base(self, client: Garm, template_id: int) -> str:
         """GARM's base template body, read at most once per pass."""
@@ -379,32 +384,32 @@ class _Ledger:
             self.bases[template_id] = body
         return self.bases[template_id]
 
-    def _refused(self, action: Action, exc: GarmApiError, observed: Observed) -> Observed:
-        """Keep a refusal, and fold what it tells the planner into the observation."""
+    def _refused(
+        self, client: Garm, action: Action, exc: GarmApiError, observed: Observed
+    ) -> Observed:
+        """Remember a refusal, so the write waits out its back-off; fold in what it tells.
+
+        An update of several fields GARM refused is sent again one field at a time, so
+        a field it refuses is held back alone and the others go.
+        """
         self.closed.add(_target(action))
         if isinstance(action, RemoveInstance) and exc.status == 404:
             return observed  # reaped between observing and removing: done
         if isinstance(action, CreateScaleset) and exc.name_taken:
             self.log.warning("GitHub already holds scaleset name %s: %s", action.name, exc.cause)
-            self.taken[action.name.lower()] = self.now + LONGEST_RETRY
-            self.changed = True
-            return dataclasses.replace(observed, taken=observed.taken | {action.name.lower()})
+            taken = self.memory.taking(action.name.lower(), self.now)
+            return self._remember(taken, observed)
         self.log.error("GARM refused %s: %s", describe_action(action), exc)
+        keys = write_keys(action)
+        if isinstance(action, UpdateScaleset) and len(keys) > 1:
+            for single in _one_field_each(action):
+                observed = self.apply(client, single, observed)
+            return observed
         self.errors.append(ActionError(action, exc.cause))
-        if isinstance(action, RemoveInstance):
-            return dataclasses.replace(observed, refused=observed.refused | {action.scaleset_id})
-        if isinstance(action, CreateScaleset):
-            logical = action.logical_name.lower()
-            digest, permanent = request_digest(action.body), 400 <= exc.status < 500
-            earlier = self.refusals.get(logical)
-            self.refusals[logical] = (
-                earlier.again(self.now, exc.cause, permanent)
-                if earlier is not None and earlier.digest == digest
-                else first_refusal(digest, self.now, exc.cause, permanent)
-            )
-            self.changed = True
-            return dataclasses.replace(observed, create_refusals=dict(self.refusals))
-        return observed
+        memory = self.memory
+        for key, asked in keys:
+            memory = memory.refused(key, asked, self.now, exc.cause, is_permanent(exc.status))
+        return self._remember(memory, observed)
 
     def outcome(
         self,
@@ -422,10 +427,35 @@ class _Ledger:
             tuple(self.errors),
             unreachable,
             cut_short,
-            CreateMemory(dict(self.refusals), dict(self.taken)) if self.changed else None,
+            self.memory if self.changed else None,
             current.current,
             observed,
+            current.held,
         )
+
+
+def _one_field_each(update: UpdateScaleset) -> list[UpdateScaleset]:
+    """An update of several fields as one update per field.
+
+    The notes (``extended_state``) go with ``extra_specs`` when they describe it, else
+    with the first field, so what they say is written with what it is about.
+    """
+    fields = [f for f in update.changes if f != "extended_state"]
+    notes_with = "extra_specs" if "extra_specs" in fields else fields[0]
+    return [
+        dataclasses.replace(
+            update,
+            changes={
+                name: update.changes[name],
+                **(
+                    {"extended_state": update.changes["extended_state"]}
+                    if name == notes_with and "extended_state" in update.changes
+                    else {}
+                ),
+            },
+        )
+        for name in fields
+    ]
 
 
 def _target(action: Action) -> tuple[str, object]:
@@ -461,14 +491,7 @@ def _apply(
     if isinstance(action, UpdateScaleset):
         updated = client.update_scaleset(action.scaleset_id, action.changes)
         scalesets = tuple(updated if s.id == updated.id else s for s in observed.scalesets)
-        noted = {action.scaleset_id} if action.purpose == "note" else set()
-        return dataclasses.replace(
-            observed,
-            scalesets=scalesets,
-            kept=observed.kept - noted,
-            refused=observed.refused - noted,
-            removed=observed.removed - noted,
-        )
+        return dataclasses.replace(observed, scalesets=scalesets)
     if isinstance(action, RemoveInstance):
         client.delete_instance(action.instance_name, force=True)
         instances = tuple(
@@ -479,10 +502,10 @@ def _apply(
         )
         return dataclasses.replace(observed, instances=instances)
     client.delete_scaleset(action.scaleset_id)
-    # GARM answers 200 and keeps the scale set when GitHub refuses (garm-api.md §2.6).
+    # GARM answers 200 and keeps the scale set when GitHub refuses (garm-api.md §2.6): it
+    # stays in the observation, and the ledger notes the refusal.
     if client.get_scaleset(action.scaleset_id) is not None:
-        log.warning("GARM kept scaleset %s after deleting it", _names(action))
-        return dataclasses.replace(observed, kept=observed.kept | {action.scaleset_id})
+        return observed
     return dataclasses.replace(
         observed, scalesets=tuple(s for s in observed.scalesets if s.id != action.scaleset_id)
     )

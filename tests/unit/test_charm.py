@@ -110,6 +110,79 @@ def test_label_change_shows_every_phase_until_converged(ctx, world, resources, l
     assert tags(world) == [["arm64", "linux", "self-hosted", "sm-x64"]]
 
 
+# --- what GARM refuses: held back alone, on one back-off, the operator told -----------------
+
+
+def test_a_refused_field_waits_out_its_back_off_and_holds_no_other_field(
+    ctx, world, resources, later
+):
+    # A runner group GitHub does not know: GARM answers 404 to the update. Every PUT
+    # went out again on every pass, 21 in 21, and held the image change with it.
+    world.runner_groups = set()
+    relation = configurator(SOLE_UNIT)
+    peers = testing.PeerRelation("garm-peers", id=9)  # where the refusals are remembered
+    state = ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=0),
+        make_state(world, resources, relation, peers),
+    )
+    (scaleset,) = world.scalesets()
+    changed = {**SOLE_UNIT, "runner_group": "ghost", "image_id": "new-image-uuid"}
+    state, relation = publish(state, relation.id, 0, changed)
+    grouped = []
+    for _ in range(21):  # the timer's passes, 30 s apart: ten minutes
+        state = ctx.run(reconcile_tick(), state)
+        grouped.append(sum("runner_group" in str(w.body) for w in world.writes()))
+        later()
+    # Tried at once with the image (refused whole), then alone to find the field GARM
+    # refuses, then after 1, 2 and 4 minutes: five PUTs, not twenty-one.
+    assert grouped[-1] == 5
+    assert world.scalesets()[0]["image"] == "new-image-uuid"  # not held with it
+    assert world.scalesets()[0].get("github-runner-group", "Default") == "Default"
+    assert state.unit_status == ops.BlockedStatus(
+        f"Fix GARM refused to update runner_group of scaleset sm-x64 ({scaleset['name']}) "
+        "(4 times): runner group ghost does not exist"
+    )
+    # Fixed by the operator: sent at once, and the refusal forgotten.
+    state, relation = publish(state, relation.id, 0, {**changed, "runner_group": "Default"})
+    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+
+
+def test_a_refused_field_never_holds_a_flip_flop(ctx, world, resources, later):
+    # Labels changed back while the old generation drains, in the same change as a field
+    # GARM refuses: the re-enable rode in the refused PUT, so the labels asked for went
+    # unserved and the interim generation served labels nobody asked for.
+    world.runner_groups = set()
+    unit = dict(SOLE_UNIT)
+    relation = configurator(unit)
+    peers = testing.PeerRelation("garm-peers", id=9)
+    state = ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=0),
+        make_state(world, resources, relation, peers),
+    )
+    (old,) = world.scalesets()
+    world.add_runner(old["id"], runner_status="active")  # a job: the old one drains
+    later()
+    state, relation = publish(state, relation.id, 0, {**unit, "labels": "self-hosted,linux,arm64"})
+    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    later()
+    state = ctx.run(reconcile_tick(), state)
+    assert not next(s for s in world.scalesets() if s["id"] == old["id"]).get("enabled")
+    # Back to the old labels, and a runner group GitHub does not know, at once.
+    back = {**unit, "runner_group": "ghost"}
+    state, relation = publish(state, relation.id, 0, back)
+    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    again = next(s for s in world.scalesets() if s["id"] == old["id"])
+    assert again.get("enabled") and again["max_runners"] == int(unit["max_runner"])
+    for _ in range(3):
+        later()
+        state = ctx.run(reconcile_tick(), state)
+    # The interim generation is retired and gone; the labels asked for are served.
+    assert [s["id"] for s in world.scalesets()] == [old["id"]]
+    assert "runner_group of scaleset sm-x64" in state.unit_status.message
+    assert "creating replacement" not in state.unit_status.message
+
+
 def test_departed_unit_scaleset_is_retired_and_removed(ctx, world, resources, later):
     relation = configurator(EXAMPLE_UNIT, SECOND_UNIT)
     state = ctx.run(

@@ -134,7 +134,7 @@ def test_no_timer_until_garm_runs_on_the_leader(ctx, world, resources, machine):
     assert not timer_on(machine)
 
 
-def test_create_refusals_live_in_the_applications_peer_data(ctx, world, resources, machine):
+def test_refusals_live_in_the_applications_peer_data(ctx, world, resources, machine):
     peers = testing.PeerRelation("garm-peers", id=7)
     world.inject(
         "POST",
@@ -149,11 +149,29 @@ def test_create_refusals_live_in_the_applications_peer_data(ctx, world, resource
     )
     assert state.unit_status.name == "blocked"
     assert "runner group nope not found" in state.unit_status.message
-    kept = state.get_relation(peers.id).local_app_data["create-refusals"]
-    assert '"refusals":1' in kept
+    kept = state.get_relation(peers.id).local_app_data["refusals"]
+    assert '"create:sm-x64"' in kept and '"refusals":1' in kept
     # The next pass reads it from there (as a new leader would: it is the application's,
     # not this unit's) and does not hit GitHub again within the back-off.
     writes = len(world.writes())
     state = ctx.run(reconcile_tick(), state)
     assert world.writes()[writes:] == []
     assert "runner group nope not found" in state.unit_status.message
+
+
+def test_what_an_earlier_version_remembered_is_read_and_kept_under_the_new_key(
+    ctx, world, resources, machine
+):
+    # An upgrade from the version that kept create refusals alone, under its own key.
+    earlier = (
+        '{"refusals":{"sm-x64":{"cause":"runner group nope not found","digest":"x",'
+        '"permanent":true,"refusals":2,"retry-at":"2026-11-01T12:30:00Z"}},"taken":{}}'
+    )
+    peers = testing.PeerRelation("garm-peers", id=7, local_app_data={"create-refusals": earlier})
+    state = ctx.run(
+        ctx.on.upgrade_charm(), make_state(world, resources, configurator(SOLE_UNIT), peers)
+    )
+    bag = state.get_relation(peers.id).local_app_data
+    assert "create-refusals" not in bag
+    # Its request differs from what is asked now (another digest): nothing held back.
+    assert state.unit_status.name == "active"

@@ -28,14 +28,15 @@ from hypothesis import strategies as st
 from garm import resources
 from garm.config import read_database, read_provider
 from garm.models import Credential, Entity, Instance, ScaleSet, Template, parse_time
+from garm.refusals import Refusals
 from juju.lifecycle import View
 from juju.postgresql import _first_endpoint
 from juju.relation import relation_state
 from observe.token import HeldToken, renewal_due, token_expiry
 from runners.options import DebugSshError, debug_ssh
+from scalesets.actions import Observed
 from scalesets.notes import Notes
-from scalesets.planner import Observed, plan
-from scalesets.refusals import CreateMemory
+from scalesets.planner import plan
 from scalesets.spec import Desired, Settings
 from tests.archives import long_names, raw_header
 from tests.databags import EXAMPLE_UNIT, SECOND_UNIT
@@ -154,8 +155,8 @@ def test_any_notes_on_a_retired_scaleset_leave_the_plan_planned(notes: str, stat
 @HOSTILE
 @given(st.one_of(st.none(), st.text(max_size=80), JSON.map(repr)))
 def test_any_create_memory_reads_and_ages(text):
-    memory = CreateMemory.read(text if isinstance(text, str) or text is None else str(text))
-    memory.kept_for(frozenset({"ci"}), NOW)
+    memory = Refusals.read(text if isinstance(text, str) or text is None else str(text))
+    memory.current(NOW)
     memory.taken_now(NOW)
 
 

@@ -60,6 +60,7 @@ from scenario.state import _Event
 
 from charm import GarmCharm
 from garm import workload
+from garm.refusals import Refusals
 from leader import BEING_REMOVED
 from scalesets.naming import normalise_labels
 from scalesets.notes import Notes
@@ -932,7 +933,7 @@ class Lifecycle(RuleBasedStateMachine):
         unit.systemctl.goal_state = self._goal_state()
         writes, calls = len(self.garm.writes()), len(unit.systemctl.calls)
         requests = len(self.garm.requests)
-        waiting = self._waiting()
+        waiting = self._waiting(unit)
         self.trail.append(f"{unit.name}{' (dying)' if unit.dying else ''}: {what}")
         COVERAGE["hooks run"] += 1
         unit.state = unit.ctx.run(event(unit.state), unit.state)
@@ -949,29 +950,36 @@ class Lifecycle(RuleBasedStateMachine):
         self.check()
         self.healthy = True
 
-    def _waiting(self) -> dict[str, datetime]:
-        """What GARM's notes say must not be asked yet, as a hook starts: the delete of a
+    def _waiting(self, unit: GarmUnit) -> dict[str, datetime]:
+        """What GARM refused and must not be asked yet as a hook starts, as the
+        application's peer data remembers it (``garm.refusals``): the delete of a
         scaleset GARM kept, the removal of runners GitHub would not let go, each until
-        the ``retry-at`` noted on the scaleset."""
+        its retry time."""
         now, out = self.clock.now, {}
+        memory = Refusals()
+        for relation in unit.state.relations:
+            if isinstance(relation, testing.PeerRelation):
+                memory = Refusals.read(relation.local_app_data.get("refusals"))
         runners = self.garm.instances()
         for scaleset in self.garm.scalesets():
-            notes = Notes.read(scaleset.get("extended_state", ""))
-            if not notes.waiting(now) or notes.retry_at is None:
-                continue
-            if notes.kept:
-                out[f"/scalesets/{scaleset['id']}"] = notes.retry_at
-            if notes.refused:
+            name = scaleset["name"].lower()
+            kept, refused = (
+                memory.holding(f"delete:{name}", "", now),
+                memory.holding(f"remove:{name}", "", now),
+            )
+            if kept is not None:
+                out[f"/scalesets/{scaleset['id']}"] = kept.retry_at
+            if refused is not None:
                 for runner in runners:
                     if runner["scale_set_id"] == scaleset["id"]:
-                        out[f"/instances/{runner['name']}"] = notes.retry_at
+                        out[f"/instances/{runner['name']}"] = refused.retry_at
         return out
 
     def nothing_resent_before_its_backoff(
         self, waiting: dict[str, datetime], sent: list[Any], what: str
     ) -> None:
-        """No hook deletes a scaleset or force-removes its runners before the retry-at
-        noted on it: the back-off holds across hooks, timer ticks and leaders."""
+        """No hook deletes a scaleset or force-removes its runners before the retry time
+        remembered for it: the back-off holds across hooks, timer ticks and leaders."""
         for request in sent:
             if request.method != "DELETE":
                 continue

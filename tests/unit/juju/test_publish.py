@@ -17,8 +17,9 @@ from charms.garm.v0.garm_configurator import GarmAppData
 
 from juju.publish import published, unit_states, write
 from juju.relation import RelationState, relation_state
+from scalesets.actions import DeleteScaleset, Phase, Progress, Skipped
 from scalesets.naming import generation_name, spec_key
-from scalesets.planner import LISTENER_STARTUP, DeleteScaleset, Phase, Progress, Skipped
+from scalesets.planner import LISTENER_STARTUP
 from scalesets.reconciler import ActionError, Outcome, reconcile
 from scalesets.spec import Settings
 from tests.databags import (

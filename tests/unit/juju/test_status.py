@@ -7,12 +7,15 @@ import dataclasses
 import pytest
 
 from garm.models import Instance, ScaleSet
+from garm.refusals import first_refusal
 from juju.relation import RelationState
 from juju.status import Summary, describe_failing, describe_progress, summarise
-from scalesets.planner import LISTENER_STARTUP, DeleteScaleset, Observed, Phase, Progress, Skipped
+from scalesets.actions import DeleteScaleset, Held, Observed, Phase, Progress, Skipped
+from scalesets.planner import LISTENER_STARTUP
 from scalesets.reconciler import ActionError, Outcome
 from scalesets.spec import Desired, HeldSpec, ScalesetSpec, Settings
 from tests.specs import make_spec
+from tests.wire import T0
 
 
 def spec(name: str) -> ScalesetSpec:
@@ -30,6 +33,13 @@ def spec(name: str) -> ScalesetSpec:
 
 
 RELATED = RelationState(True, Desired((spec("a"), spec("b"))))
+HELD_DELETE = Held(
+    "delete scaleset x", first_refusal("", T0, "DELETE /scalesets/1: 500", permanent=False)
+)
+HELD_FIELD = Held(
+    "update runner_group of scaleset ci (ci-1)",
+    first_refusal("d", T0, "Runner group x not found", permanent=True),
+)
 DRAINING = Progress("ci", "ci-1", Phase.DRAINING, 3)
 ORPHAN = Progress(None, "old-1", Phase.AWAITING_DELETION, orphan=True)
 BAD = Skipped("u/2", "x", "invalid max_runner: must be a whole number, got 'ten'", True)
@@ -78,17 +88,35 @@ NOT_READY = Skipped("u/3", "y", "image_id not published yet")
             RELATED,
             Summary("waiting", "GARM unreachable, will retry: GET /scalesets: ConnectionError"),
         ),
+        # A refused write waits out its back-off, told with how often and why.
         (
             Outcome(
                 errors=(ActionError(DeleteScaleset(1, "x"), "DELETE /scalesets/1: 500"),),
+                held=(HELD_DELETE,),
                 progress=(DRAINING,),
             ),
             RELATED,
             Summary(
                 "waiting",
-                "GARM refused 1 call: DELETE /scalesets/1: 500 "
+                "GARM refused to delete scaleset x (once): DELETE /scalesets/1: 500; will retry "
                 "(Replacing scaleset ci (ci-1): draining 3 runners)",
             ),
+        ),
+        # ... unless GARM says it will refuse it again (a 4xx): the operator must act.
+        (
+            Outcome(held=(HELD_FIELD,)),
+            RELATED,
+            Summary(
+                "blocked",
+                "Fix GARM refused to update runner_group of scaleset ci (ci-1) (once): "
+                "Runner group x not found",
+            ),
+        ),
+        # A refused read holds no write: it is told as the call it was.
+        (
+            Outcome(errors=(ActionError(None, "GET /templates: 500"),)),
+            RELATED,
+            Summary("waiting", "GARM refused 1 call: GET /templates: 500"),
         ),
         (
             Outcome(
@@ -235,13 +263,12 @@ def test_failing_runners_are_told_after_the_changeovers():
 
 
 def test_failing_runners_are_told_beside_a_problem():
-    outcome = dataclasses.replace(
-        garm_with(("ci", "ci-2", (FAILED,))),
-        errors=(ActionError(DeleteScaleset(1, "x"), "DELETE /scalesets/1: 500"),),
-    )
+    outcome = dataclasses.replace(garm_with(("ci", "ci-2", (FAILED,))), held=(HELD_DELETE,))
 
     assert summarise(outcome, RELATED) == Summary(
-        "waiting", "GARM refused 1 call: DELETE /scalesets/1: 500 (ci (ci-2): 1 runner failing)"
+        "waiting",
+        "GARM refused to delete scaleset x (once): DELETE /scalesets/1: 500; will retry "
+        "(ci (ci-2): 1 runner failing)",
     )
 
 

@@ -26,7 +26,7 @@ from garm import workload
 from garm.workload import Paths
 from observe import endpoint
 from observe.endpoint import CONTENT_TYPE, PORT, SERVER, SERVICE, Files, publish, render_unit
-from scalesets.planner import RemoveInstance
+from scalesets.actions import RemoveInstance
 from scalesets.reconciler import Outcome
 from scalesets.spec import Settings
 from tests.machine import FakeSystemctl

@@ -13,9 +13,11 @@ from datetime import timedelta
 import pytest
 
 from garm.models import Instance, ScaleSet
+from garm.refusals import REFUSALS_BEFORE_BLOCKED, Refusals, backoff, first_refusal
 from observe.metrics import PHASES, RUNNER_STATUSES, force_removals, render, scalesets_by_phase
-from scalesets.notes import REFUSALS_BEFORE_BLOCKED, Notes, backoff
-from scalesets.planner import LISTENER_STARTUP, Observed, Phase, Progress, RemoveInstance
+from scalesets.actions import Observed, Phase, Progress, RemoveInstance
+from scalesets.notes import Notes
+from scalesets.planner import LISTENER_STARTUP
 from scalesets.reconciler import Outcome
 from scalesets.spec import Settings
 from tests.changeovers import retired_with_a_busy_runner
@@ -273,9 +275,7 @@ def test_only_retired_scalesets_age_a_changeover_and_hold_draining_runners():
             ScaleSet(2, "ci-2", enabled=True, extended_state="enabled-at=2026-11-30T09:00:00Z"),
             # Found enabled again by hand: not draining, whatever its old stamp says.
             ScaleSet(3, "x-1", enabled=True, extended_state="retired-at=2026-11-30T08:00:00Z"),
-            ScaleSet(
-                4, "y-1", enabled=False, extended_state="retired-at=2026-11-30T11:00:00Z;kept=2"
-            ),
+            ScaleSet(4, "y-1", enabled=False, extended_state="retired-at=2026-11-30T11:00:00Z"),
         ),
         instances=(
             Instance("r1", 1, "running", "active"),
@@ -283,7 +283,14 @@ def test_only_retired_scalesets_age_a_changeover_and_hold_draining_runners():
             Instance("r3", 3, "running", "idle"),
             Instance("r4", 1, "pending_delete", "terminated"),
         ),
-        kept=frozenset({1}),
+        # What GARM refused, as the memory keeps it: the deletes of two of them it kept.
+        refusals=Refusals(
+            {
+                "delete:ci-1": first_refusal("", T0, "kept", permanent=False),
+                "delete:y-1": first_refusal("", T0, "kept", permanent=False),
+                "delete:gone": first_refusal("", T0, "kept", permanent=False),
+            }
+        ),
     )
     outcome = Outcome(current=(("ci", "ci-2"),), observed=observed)
     now = T0.replace(year=2026, month=11, day=30, hour=12, minute=0, second=0)
@@ -292,7 +299,7 @@ def test_only_retired_scalesets_age_a_changeover_and_hold_draining_runners():
 
     assert families["garm_charm_changeover_oldest_seconds"].value() == 2 * 3600
     assert families["garm_charm_runners_draining"].value() == 2
-    assert families["garm_charm_deletes_kept"].value() == 2  # 4 noted, 1 this pass
+    assert families["garm_charm_deletes_kept"].value() == 2  # of those GARM still lists
     assert families["garm_charm_runners"].by("status")["idle"] == 1
 
 

@@ -20,7 +20,8 @@ from runners.templates import (
     digest,
     template_name,
 )
-from scalesets.planner import CreateScaleset, Observed, Plan, UpdateScaleset, plan
+from scalesets.actions import CreateScaleset, Observed, Plan, UpdateScaleset
+from scalesets.planner import plan
 from scalesets.spec import Desired, HeldSpec, ScalesetSpec
 from tests.plans import NOW, ORG, PROVIDER, REPO, SETTINGS, generation, name_of, retired
 from tests.specs import make_spec

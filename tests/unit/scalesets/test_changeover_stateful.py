@@ -38,20 +38,15 @@ from hypothesis.stateful import (
 
 from garm.client import GarmClient
 from garm.models import parse_time
+from garm.refusals import FIRST_RETRY, Refusals, believed_wait, request_digest
 from runners.options import RunnerOptions
 from runners.scripts import derive_template, install_blocks
 from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate, template_name
+from scalesets.actions import Action, CreateScaleset, RemoveInstance, UpdateScaleset
 from scalesets.naming import normalise_labels
-from scalesets.notes import FIRST_RETRY, Notes
-from scalesets.planner import (
-    YOUNGEST_DELETE,
-    Action,
-    CreateScaleset,
-    RemoveInstance,
-    UpdateScaleset,
-)
+from scalesets.notes import Notes
+from scalesets.planner import YOUNGEST_DELETE
 from scalesets.reconciler import Outcome, preview, reconcile
-from scalesets.refusals import CreateMemory, CreateRefusal, request_digest
 from scalesets.spec import Desired, ScalesetSpec, Settings
 from tests.clock import FakeClock
 from tests.garm_double import CONSOLIDATION_INTERVAL, GITHUB_LINUX_TEMPLATE, GarmDouble
@@ -113,7 +108,8 @@ class _Before:
     notes: Mapping[int, Notes]
     born: Mapping[int, datetime]
     runners: Mapping[str, dict[str, Any]]
-    refusals: Mapping[str, CreateRefusal]
+    memory: Refusals
+    names: Mapping[int, str]
     ours: frozenset[int]
     requests: int
     removals: int
@@ -146,8 +142,8 @@ class Changeover(RuleBasedStateMachine):
         # The pre-job script each logical scaleset's runners get (None: no options).
         self.pre_job: dict[str, str | None] = {}
         self.served: dict[str, set[str]] = {}
-        # What GitHub answered to creates, as the charm keeps it in the peer relation.
-        self.memory = CreateMemory()
+        # What GARM refused, as the charm keeps it in the peer relation.
+        self.memory = Refusals()
         # Runners whose job runs for hours: past any deadline, until ``long_job_ends``.
         self.long_jobs: set[str] = set()
         # What GitHub answers every create while it refuses them (None: it does not).
@@ -447,15 +443,7 @@ class Changeover(RuleBasedStateMachine):
             target = f"{request.method} {path}"
             assert request.method != "DELETE" or target not in seen.asked, f"{target} twice"
             seen.asked.add(target)
-            if request.method == "PUT" and re.fullmatch(r"/scalesets/\d+", path):
-                body = request.body if isinstance(request.body, dict) else {}
-                notes = Notes.read(str(body.get("extended_state", "")))
-                scaleset_id = int(path.rsplit("/", 1)[1])
-                if _holds_deletes(notes, before.now):
-                    seen.noted.add(("kept", scaleset_id))
-                if _holds_removals(notes, before.now):
-                    seen.noted.add(("refused", scaleset_id))
-            elif request.method == "DELETE" and path.startswith("/instances/"):
+            if request.method == "DELETE" and path.startswith("/instances/"):
                 self._removal(before, seen, path.removeprefix("/instances/"), request.status)
             elif request.method == "DELETE" and re.fullmatch(r"/scalesets/\d+", path):
                 confirm = sent[index + 1 : index + 2]
@@ -469,34 +457,34 @@ class Changeover(RuleBasedStateMachine):
     def _removal(self, before: _Before, seen: _PassLog, name: str, status: int | None) -> None:
         runner = before.runners[name]
         scaleset_id = runner["scale_set_id"]
-        notes = before.notes[scaleset_id]
-        assert not _holds_removals(notes, before.now), (
-            f"runner {name} force-removed before its scaleset's retry-at "
-            f"{notes.retry_at} (now {before.now})"
+        assert not _holds(before.memory, "remove", before.names[scaleset_id], before.now), (
+            f"runner {name} force-removed before its scaleset's retry-at (now {before.now})"
         )
         assert ("refused", scaleset_id) not in seen.noted, f"{name}: removed after a refusal"
         COVERAGE["force removals"] += 1
         if status == 400:
             seen.refused.add(("refused", scaleset_id))
+            seen.noted.add(("refused", scaleset_id))
             if runner.get("runner_status") == "active":
                 self.refused_runners.add(name)
                 COVERAGE["removal refused (job still running)"] += 1
 
     def _delete(self, before: _Before, seen: _PassLog, scaleset_id: int, kept: bool) -> None:
-        notes = before.notes.get(scaleset_id, Notes())
-        assert not _holds_deletes(notes, before.now), (
-            f"scaleset {scaleset_id} deleted before its retry-at {notes.retry_at}"
+        name = before.names.get(scaleset_id, "")
+        assert not _holds(before.memory, "delete", name, before.now), (
+            f"scaleset {scaleset_id} deleted before its retry-at"
         )
         assert ("kept", scaleset_id) not in seen.noted, f"scaleset {scaleset_id} deleted again"
         if kept:
             seen.refused.add(("kept", scaleset_id))
+            seen.noted.add(("kept", scaleset_id))
             COVERAGE["delete kept"] += 1
 
     def _create(
         self, before: _Before, seen: _PassLog, body: dict[str, Any], status: int | None
     ) -> None:
         logical = _logical_of(body)
-        earlier = before.refusals.get(logical)
+        earlier = before.memory.refusals.get(f"create:{logical}")
         assert not (
             earlier is not None
             and earlier.digest == request_digest(body)
@@ -508,24 +496,22 @@ class Changeover(RuleBasedStateMachine):
             COVERAGE["create refused"] += 1
 
     def every_refusal_noted(self, refused: set[tuple[str, Any]]) -> None:
-        """What GARM or GitHub refused in a pass without faults is noted with its back-off:
-        on the scaleset (``kept`` or ``refused``, and ``retry-at``), or with the
-        application (a refused create)."""
+        """What GARM or GitHub refused in a pass without faults is remembered with its
+        back-off, in the one memory of refusals (``garm.refusals``): a create by logical
+        name, a kept delete or refused removals by the scaleset's name."""
         live = {s["id"]: s for s in self.garm.scalesets()}
         soonest = self.clock.now + FIRST_RETRY
         for kind, what in refused:
             if kind == "create":
-                refusal = self.memory.refusals.get(what)
-                assert refusal is not None, f"refused create of {what} not remembered"
-                assert refusal.retry_at >= soonest, refusal
-                continue
-            if what not in live:
+                key = f"create:{what}"
+            elif what not in live:
                 continue  # deleted after all (a removal refused, then the job ended)
-            notes = Notes.read(live[what].get("extended_state", ""))
-            count = notes.kept if kind == "kept" else notes.refused
-            assert count > 0 and notes.retry_at is not None and notes.retry_at >= soonest, (
-                f"scaleset {what}: {kind} not noted ({notes})"
-            )
+            else:
+                write = "delete" if kind == "kept" else "remove"
+                key = f"{write}:{live[what]['name'].lower()}"
+            refusal = self.memory.refusals.get(key)
+            assert refusal is not None, f"refused {key} not remembered"
+            assert refusal.retry_at >= soonest, refusal
 
     def teardown(self):
         """Every story ends settled once faults stop and every job ends."""
@@ -553,9 +539,10 @@ class Changeover(RuleBasedStateMachine):
         if any(s.blocking for s in self.last.skipped):
             COVERAGE["create blocked"] += 1
         waiting = [
-            n
-            for n in before.notes.values()
-            if _holds_deletes(n, before.now) or _holds_removals(n, before.now)
+            name
+            for name in before.names.values()
+            if _holds(before.memory, "delete", name, before.now)
+            or _holds(before.memory, "remove", name, before.now)
         ]
         if waiting and not faulty and self.last.ok:
             COVERAGE["waited out a back-off"] += 1
@@ -569,7 +556,8 @@ class Changeover(RuleBasedStateMachine):
             notes=notes,
             born=born,
             runners={i["name"]: i for i in self.garm.instances()},
-            refusals=dict(self.memory.refusals),
+            memory=self.memory,
+            names={s["id"]: s["name"] for s in scalesets},
             ours=frozenset(
                 t["id"] for t in self.garm.templates() if t["name"].startswith("garm-charm-")
             ),
@@ -719,14 +707,11 @@ def _route_of(action: Action) -> tuple[str, str]:
     return "DELETE", rf"/scalesets/{action.scaleset_id}/?"
 
 
-def _holds_deletes(notes: Notes, now: datetime) -> bool:
-    """A scaleset whose delete GARM kept is not asked again before its ``retry-at``."""
-    return notes.kept > 0 and notes.waiting(now)
-
-
-def _holds_removals(notes: Notes, now: datetime) -> bool:
-    """A scaleset whose runners GitHub would not let go: none asked before ``retry-at``."""
-    return notes.refused > 0 and notes.waiting(now)
+def _holds(memory: Refusals, write: str, scaleset: str, now: datetime) -> bool:
+    """Whether ``write`` (``delete``: GARM kept it; ``remove``: GitHub would not let its
+    runners go) of a scaleset is held back by its back-off at ``now``."""
+    refusal = memory.refusals.get(f"{write}:{scaleset.lower()}")
+    return refusal is not None and believed_wait(refusal.retry_at, now)
 
 
 def _logical_of(body: Mapping[str, Any]) -> str:

@@ -1,8 +1,8 @@
 """What will not resolve by itself: the planner's rules for it, one table at a time.
 
 Each escalation is checked the same four ways: it blocks (naming the cause and what to
-do), it stops costing calls on every pass (back-off, noted on the scaleset or in the
-remembered create refusals), it retries once the back-off is over, and it clears when
+do), it stops costing calls on every pass (back-off, in the one memory of what GARM
+refused: ``garm.refusals``), it retries once the back-off is over, and it clears when
 the cause goes away. Plus the two timing rules of issue #10: a generation is live only
 once its listener can be up, and a scaleset is never deleted so young that GARM's worker
 may not have started.
@@ -11,6 +11,7 @@ may not have started.
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import timedelta
 
 import pytest
@@ -18,34 +19,32 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from garm.models import Instance, ScaleSet
-from scalesets.naming import spec_key
-from scalesets.notes import (
+from garm.refusals import (
     FIRST_RETRY,
     LONGEST_RETRY,
     REFUSALS_BEFORE_BLOCKED,
-    Notes,
-    Seen,
+    Refusal,
+    Refusals,
     backoff,
-    specs_digest,
+    first_refusal,
+    request_digest,
 )
-from scalesets.planner import (
-    LISTENER_STARTUP,
-    PENDING_DELETE_GRACE,
-    STUCK_RUNNER,
-    YOUNGEST_DELETE,
+from scalesets.actions import (
     CreateScaleset,
     DeleteScaleset,
     Observed,
     Phase,
     RemoveInstance,
     UpdateScaleset,
-    create_body,
 )
-from scalesets.refusals import (
-    CreateMemory,
-    CreateRefusal,
-    first_refusal,
-    request_digest,
+from scalesets.naming import spec_key
+from scalesets.notes import Notes, Seen, specs_digest
+from scalesets.planner import (
+    LISTENER_STARTUP,
+    PENDING_DELETE_GRACE,
+    STUCK_RUNNER,
+    YOUNGEST_DELETE,
+    create_body,
 )
 from tests.plans import (
     NOW,
@@ -75,6 +74,20 @@ def drained(**notes) -> ScaleSet:
 def with_current(*others: ScaleSet, instances=(), **extra) -> Observed:
     current = generation(NEW, 2, created_at=NOW - timedelta(hours=2))
     return dataclasses.replace(observe(current, *others, instances=instances), **extra)
+
+
+def refusing(
+    key: str,
+    *,
+    asked: str = "",
+    refusals: int = 1,
+    retry_at=None,
+    cause: str = "refused",
+    permanent: bool = False,
+) -> Refusals:
+    """A memory holding one write's refusals (its back-off from now by default)."""
+    at = NOW + backoff(refusals) if retry_at is None else retry_at
+    return Refusals({key: Refusal(asked, refusals, at, cause, permanent)})
 
 
 # --- live means listening ----------------------------------------------------------------
@@ -114,26 +127,22 @@ def test_a_young_retired_scaleset_is_deleted_only_once_old_enough(age, deleted):
 # --- a delete GARM answered but did not do ----------------------------------------------
 
 
-def test_a_kept_delete_is_noted_with_back_off_and_not_resent():
-    old = drained()
-    result = run(NEW, observed=with_current(old, kept=frozenset({1})))
-    noted = Notes(retired_at=RETIRED_AT, kept=1, retry_at=NOW + FIRST_RETRY)
-    assert writes(result) == [
-        UpdateScaleset(1, old.name, {"extended_state": noted.text()}, "note")
-    ]
-    assert result.progress[0].blocked == ""
-
-
 def test_a_kept_delete_waits_out_its_back_off_then_is_tried_again():
-    old = drained(kept=1, retry_at=NOW + FIRST_RETRY)
-    assert writes(run(NEW, observed=with_current(old))) == []
+    old = drained()
+    kept = refusing(f"delete:{old.name.lower()}")
+    result = run(NEW, observed=with_current(old, refusals=kept))
+    assert writes(result) == []
+    assert result.progress[0].blocked == ""
     later = NOW + FIRST_RETRY
-    assert writes(run(NEW, observed=with_current(old), now=later)) == [DeleteScaleset(1, old.name)]
+    assert writes(run(NEW, observed=with_current(old, refusals=kept), now=later)) == [
+        DeleteScaleset(1, old.name)
+    ]
 
 
 def test_deletes_kept_again_and_again_block_naming_the_scaleset():
-    old = drained(kept=REFUSALS_BEFORE_BLOCKED - 1, retry_at=NOW)
-    result = run(NEW, observed=with_current(old, kept=frozenset({1})))
+    old = drained()
+    kept = refusing(f"delete:{old.name.lower()}", refusals=REFUSALS_BEFORE_BLOCKED)
+    result = run(NEW, observed=with_current(old, refusals=kept))
     (progress,) = result.progress
     assert (
         f"GARM kept scaleset {old.name} after {REFUSALS_BEFORE_BLOCKED} deletes"
@@ -142,14 +151,16 @@ def test_deletes_kept_again_and_again_block_naming_the_scaleset():
     assert "delete it on GitHub" in progress.blocked
     # Still retried after the back-off, so it clears by itself once GitHub lets go.
     later = NOW + backoff(REFUSALS_BEFORE_BLOCKED)
-    again = drained(kept=REFUSALS_BEFORE_BLOCKED, retry_at=later)
-    assert DeleteScaleset(1, old.name) in writes(run(NEW, observed=with_current(again), now=later))
+    assert DeleteScaleset(1, old.name) in writes(
+        run(NEW, observed=with_current(old, refusals=kept), now=later)
+    )
     assert run(NEW, observed=with_current()).progress == ()
 
 
 def test_an_orphan_kept_by_garm_blocks_too():
-    orphan = dataclasses.replace(drained(kept=REFUSALS_BEFORE_BLOCKED), name="legacy")
-    (progress,) = run(NEW, observed=with_current(orphan)).progress
+    orphan = dataclasses.replace(drained(), name="legacy")
+    kept = refusing("delete:legacy", refusals=REFUSALS_BEFORE_BLOCKED)
+    (progress,) = run(NEW, observed=with_current(orphan, refusals=kept)).progress
     assert progress.logical_name is None and "GARM kept scaleset legacy" in progress.blocked
 
 
@@ -175,17 +186,19 @@ def test_failed_runners_of_a_retired_scaleset_go_before_the_deadline(
     assert (RemoveInstance("garm-1", 1, old.name) in writes(result)) is removed
 
 
-def test_a_refused_force_removal_is_noted_and_not_resent_until_the_back_off_ends():
+def test_a_refused_force_removal_is_not_resent_until_the_back_off_ends():
     old = drained(retired_at=NOW - SETTINGS.drain_deadline)
     busy = runner("garm-1", old, runner_status="active")
-    result = run(NEW, observed=with_current(old, instances=[busy], refused=frozenset({1})))
-    noted = Notes(retired_at=old_retired(old), refused=1, retry_at=NOW + FIRST_RETRY)
-    assert writes(result) == [
-        UpdateScaleset(1, old.name, {"extended_state": noted.text()}, "note")
-    ]
-    waiting = dataclasses.replace(old, extended_state=noted.text())
-    assert writes(run(NEW, observed=with_current(waiting, instances=[busy]))) == []
-    later = run(NEW, observed=with_current(waiting, instances=[busy]), now=NOW + FIRST_RETRY)
+    refused = refusing(f"remove:{old.name.lower()}")
+    result = run(NEW, observed=with_current(old, instances=[busy], refusals=refused))
+    assert writes(result) == []
+    # Nothing is sent while it waits: the status says draining, not force-removing.
+    assert result.progress[0].describe() == "draining 1 runner"
+    (held,) = result.held
+    assert held.write == f"force-remove runners of scaleset ci ({old.name})"
+    later = run(
+        NEW, observed=with_current(old, instances=[busy], refusals=refused), now=NOW + FIRST_RETRY
+    )
     assert writes(later) == [RemoveInstance("garm-1", 1, old.name)]
 
 
@@ -194,11 +207,21 @@ def old_retired(scaleset: ScaleSet):
 
 
 def test_removals_refused_again_and_again_block_with_what_to_do():
-    old = drained(retired_at=NOW - SETTINGS.drain_deadline, refused=REFUSALS_BEFORE_BLOCKED)
+    old = drained(retired_at=NOW - SETTINGS.drain_deadline)
     busy = runner("garm-1", old, runner_status="active")
-    (progress,) = run(NEW, observed=with_current(old, instances=[busy])).progress
-    assert progress.phase is Phase.FORCE_REMOVING
+    refused = refusing(f"remove:{old.name.lower()}", refusals=REFUSALS_BEFORE_BLOCKED)
+    (progress,) = run(NEW, observed=with_current(old, instances=[busy], refusals=refused)).progress
+    assert progress.phase is Phase.DRAINING
     assert "drain-deadline-minutes" in progress.blocked
+
+
+def test_a_removal_github_will_refuse_again_blocks_at_once():
+    # GitHub's 400 (the job still runs) says the next one is refused too: told at once.
+    old = drained(retired_at=NOW - SETTINGS.drain_deadline)
+    busy = runner("garm-1", old, runner_status="active")
+    refused = refusing(f"remove:{old.name.lower()}", permanent=True)
+    (progress,) = run(NEW, observed=with_current(old, instances=[busy], refusals=refused)).progress
+    assert "GARM refused once to remove runners" in progress.blocked
 
 
 @pytest.mark.parametrize(
@@ -225,22 +248,21 @@ def test_a_runner_stuck_before_the_deadline_is_left_to_drain():
 # --- creates GitHub refuses --------------------------------------------------------------
 
 
-def refusal_for(spec, *, index=0, **fields) -> dict[str, CreateRefusal]:
+def refusal_for(spec, *, index=0, **fields) -> Refusals:
     body = create_body(spec, name_of(spec, index), spec_key(spec))
     values = {
-        "digest": request_digest(body),
-        "refusals": 1,
-        "retry_at": NOW + FIRST_RETRY,
+        "asked": request_digest(body),
         "cause": "Runner group x not found",
         "permanent": True,
+        "retry_at": NOW + FIRST_RETRY,
     }
     values.update(fields)
-    return {spec.name.lower(): CreateRefusal(**values)}
+    return refusing(f"create:{spec.name.lower()}", **values)
 
 
 def test_a_refused_create_waits_out_its_back_off_and_blocks_naming_the_unit():
     old = generation(OLD, 1)
-    result = run(NEW, observed=dataclasses.replace(observe(old), create_refusals=refusal_for(NEW)))
+    result = run(NEW, observed=dataclasses.replace(observe(old), refusals=refusal_for(NEW)))
     assert writes(result) == []
     (skipped,) = result.skipped
     assert (skipped.source, skipped.blocking) == ("garm-configurator/0", True)
@@ -251,25 +273,21 @@ def test_a_refused_create_waits_out_its_back_off_and_blocks_naming_the_unit():
 
 def test_a_transient_refusal_waits_without_blocking_until_it_repeats():
     refusals = refusal_for(NEW, permanent=False)
-    (skipped,) = run(
-        NEW, observed=dataclasses.replace(observe(), create_refusals=refusals)
-    ).skipped
+    (skipped,) = run(NEW, observed=dataclasses.replace(observe(), refusals=refusals)).skipped
     assert not skipped.blocking
     again = refusal_for(NEW, permanent=False, refusals=REFUSALS_BEFORE_BLOCKED)
-    (skipped,) = run(NEW, observed=dataclasses.replace(observe(), create_refusals=again)).skipped
+    (skipped,) = run(NEW, observed=dataclasses.replace(observe(), refusals=again)).skipped
     assert skipped.blocking
 
 
 def test_a_refused_create_is_retried_after_its_back_off_or_at_once_when_the_request_changes():
     refusals = refusal_for(NEW)
     after = run(
-        NEW,
-        observed=dataclasses.replace(observe(), create_refusals=refusals),
-        now=NOW + FIRST_RETRY,
+        NEW, observed=dataclasses.replace(observe(), refusals=refusals), now=NOW + FIRST_RETRY
     )
     assert [type(a) for a in writes(after)] == [CreateScaleset]
     fixed = dataclasses.replace(NEW, runner_group="runners")
-    changed = run(fixed, observed=dataclasses.replace(observe(), create_refusals=refusals))
+    changed = run(fixed, observed=dataclasses.replace(observe(), refusals=refusals))
     assert [type(a) for a in writes(changed)] == [CreateScaleset]
 
 
@@ -287,11 +305,15 @@ def test_the_digest_of_a_create_ignores_the_name_it_moves_on_from():
     )
 
 
-def test_the_create_memory_survives_the_databag_and_garbage_is_dropped():
-    memory = CreateMemory(
-        {"ci": first_refusal("abc", NOW, "cause", True)}, {"ci-24ec4a": NOW + FIRST_RETRY}
+def test_the_memory_survives_the_databag_and_garbage_is_dropped():
+    memory = Refusals(
+        {
+            "create:ci": first_refusal("abc", NOW, "cause", True),
+            "update:ci-24ec4a:runner_group": first_refusal("def", NOW, "404", True),
+        },
+        {"ci-24ec4a": NOW + FIRST_RETRY},
     )
-    assert CreateMemory.read(memory.text()) == memory
+    assert Refusals.read(memory.text()) == memory
     for text in (
         None,
         "",
@@ -301,23 +323,56 @@ def test_the_create_memory_survives_the_databag_and_garbage_is_dropped():
         '{"refusals": {"ci": {"refusals": 1}}}',
         '{"taken": {"x": "never"}}',
         '{"refusals": [], "taken": []}',
+        "[" * 100_000,
     ):
-        assert CreateMemory.read(text) == CreateMemory()
+        assert Refusals.read(text) == Refusals()
+
+
+def test_the_creates_an_earlier_version_remembered_are_read_as_creates():
+    earlier = json.dumps(
+        {
+            "refusals": {
+                "ci": {
+                    "digest": "abc",
+                    "refusals": 2,
+                    "retry-at": "2026-11-02T12:02:00Z",
+                    "cause": "x",
+                    "permanent": False,
+                }
+            },
+            "taken": {"ci-24ec4a": "2026-11-02T13:00:00Z"},
+        }
+    )
+    memory = Refusals.read(None, earlier)
+    assert list(memory.refusals) == ["create:ci"]
+    assert memory.refusals["create:ci"].refusals == 2
+    assert set(memory.taken) == {"ci-24ec4a"}
 
 
 def test_taken_names_are_remembered_for_an_hour_and_a_far_future_is_not_believed():
-    memory = CreateMemory(taken={"a": NOW + LONGEST_RETRY, "b": NOW + timedelta(days=3)})
+    memory = Refusals(taken={"a": NOW + LONGEST_RETRY, "b": NOW + timedelta(days=3)})
     assert memory.taken_now(NOW) == {"a"}
     assert memory.taken_now(NOW + LONGEST_RETRY) == frozenset()
-    assert memory.kept_for(None, NOW + LONGEST_RETRY) == CreateMemory()
+    assert memory.current(NOW + LONGEST_RETRY) == Refusals()
 
 
-def test_refusals_are_forgotten_only_for_names_nobody_asks_for_on_a_whole_view():
-    memory = CreateMemory(
-        {"ci": first_refusal("abc", NOW, "x", True), "old": first_refusal("d", NOW, "y", True)}
-    )
-    assert set(memory.kept_for(frozenset({"ci"}), NOW).refusals) == {"ci"}
-    assert set(memory.kept_for(None, NOW).refusals) == {"ci", "old"}
+def test_a_refusal_not_renewed_an_hour_past_its_retry_is_forgotten():
+    # A write still wanted is sent again once its back-off ends, and refused or accepted;
+    # one nobody sent again for an hour after that is nobody's any more.
+    memory = refusing("update:ci-24ec4a:image", retry_at=NOW)
+    assert memory.current(NOW + LONGEST_RETRY) == memory
+    assert memory.current(NOW + LONGEST_RETRY + timedelta(seconds=1)) == Refusals()
+
+
+def test_a_refusal_counts_up_for_the_same_request_and_starts_again_for_another():
+    memory = Refusals().refused("k", "a", NOW, "no", permanent=False)
+    memory = memory.refused("k", "a", NOW, "no", permanent=False)
+    assert memory.refusals["k"].refusals == 2
+    assert memory.refusals["k"].retry_at == NOW + backoff(2)
+    memory = memory.refused("k", "b", NOW, "no", permanent=False)
+    assert memory.refusals["k"].refusals == 1
+    assert memory.holding("k", "a", NOW) is None  # asked for something else now
+    assert memory.accepted("k") == Refusals()
 
 
 # --- extra_specs GARM's list leaves out -------------------------------------------------
@@ -354,35 +409,33 @@ def test_a_spec_without_extra_specs_needs_none_noted():
 
 
 def test_a_retry_time_further_ahead_than_the_longest_back_off_is_not_believed():
-    old = drained(kept=1, retry_at=NOW + timedelta(days=3650))
-    assert writes(run(NEW, observed=with_current(old))) == [DeleteScaleset(1, old.name)]
+    old = drained()
+    far = refusing(f"delete:{old.name.lower()}", retry_at=NOW + timedelta(days=3650))
+    assert writes(run(NEW, observed=with_current(old, refusals=far))) == [
+        DeleteScaleset(1, old.name)
+    ]
     refusals = refusal_for(NEW, retry_at=NOW + timedelta(days=3650))
-    observed = dataclasses.replace(observe(), create_refusals=refusals)
+    observed = dataclasses.replace(observe(), refusals=refusals)
     assert [type(a) for a in writes(run(NEW, observed=observed))] == [CreateScaleset]
 
 
 def test_refused_force_removals_do_not_hold_back_the_delete_once_the_runners_are_gone():
-    old = drained(refused=6, retry_at=NOW + timedelta(minutes=50))
-    result = run(NEW, observed=with_current(old))
+    old = drained()
+    refused = refusing(
+        f"remove:{old.name.lower()}", refusals=6, retry_at=NOW + timedelta(minutes=50)
+    )
+    result = run(NEW, observed=with_current(old, refusals=refused))
     assert writes(result) == [DeleteScaleset(1, old.name)]
     assert result.progress[0].blocked == ""
 
 
-def test_a_force_removal_that_goes_through_ends_the_refusals_in_a_row():
-    old = drained(retired_at=NOW - SETTINGS.drain_deadline, refused=3, retry_at=NOW)
-    going = runner("garm-1", old, status="pending_force_delete", created_at=NOW)
-    result = run(NEW, observed=with_current(old, instances=[going], removed=frozenset({1})))
-    noted = Notes(retired_at=old_retired(old))
-    assert writes(result) == [
-        UpdateScaleset(1, old.name, {"extended_state": noted.text()}, "note")
-    ]
-    assert result.progress[0].blocked == ""
-
-
 def test_refusals_to_remove_failed_runners_say_so_not_to_raise_the_deadline():
-    old = drained(refused=3, retry_at=NOW)
+    old = drained()
+    refused = refusing(f"remove:{old.name.lower()}", refusals=3, retry_at=NOW)
     failed = runner("garm-1", old, status="error", runner_status="")
-    (progress,) = run(NEW, observed=with_current(old, instances=[failed])).progress
+    (progress,) = run(
+        NEW, observed=with_current(old, instances=[failed], refusals=refused)
+    ).progress
     assert "that failed" in progress.blocked and "drain-deadline" not in progress.blocked
 
 
@@ -432,8 +485,9 @@ def test_a_runner_that_left_costs_no_write():
     assert [w for w in writes(result) if isinstance(w, UpdateScaleset)] == []
 
 
-def test_retiring_again_starts_a_fresh_drain_with_nothing_refused():
-    noted = Notes(retired_at=RETIRED_AT, kept=2, refused=4, retry_at=NOW, specs="abc")
+def test_retiring_again_starts_a_fresh_drain():
+    seen = (Seen("garm-1", "pending_delete", NOW),)
+    noted = Notes(retired_at=RETIRED_AT, specs="abc", seen=seen)
     assert noted.retired(NOW) == Notes(retired_at=NOW, specs="abc")
     assert noted.enabled(NOW) == Notes(enabled_at=NOW, specs="abc")
 
@@ -443,29 +497,25 @@ def test_notes_read_what_earlier_versions_wrote_and_survive_garbage():
         year=2026, month=11, day=1, hour=12, minute=0
     )
     assert Notes.read("enabled-at=2026-11-01T12:00:00Z").enabled_at is not None
-    for text in (
-        "",
-        "garbage",
-        "retired-at=garbage",
-        "kept=-1;kept=x",
-        "kept=²",
-        "specs=a b",
-        "=;;=",
-    ):
+    # The refusal counts earlier versions kept here are the refusals' memory's now.
+    old = Notes.read(
+        "retired-at=2026-11-01T12:00:00Z;kept=2;refused=1;retry-at=2026-11-01T12:01:00Z"
+    )
+    assert old.text() == "retired-at=2026-11-01T12:00:00Z"
+    for text in ("", "garbage", "retired-at=garbage", "specs=a b", "=;;=", "seen=a@b@never"):
         notes = Notes.read(text)
-        assert (notes.retired_at, notes.kept, notes.specs) == (None, 0, "")
+        assert (notes.retired_at, notes.specs, notes.seen) == (None, "", ())
 
 
 @given(
-    kept=st.integers(0, 99999),
-    refused=st.integers(0, 99999),
+    runners=st.lists(st.sampled_from(["garm-a", "garm-b", "garm-c"]), unique=True),
+    status=st.sampled_from(["pending_delete", "creating", "deleting"]),
     specs=st.sampled_from(["", "abc123"]),
     retired=st.booleans(),
 )
-def test_notes_round_trip(kept, refused, specs, retired):
-    notes = Notes(
-        retired_at=NOW if retired else None, specs=specs, kept=kept, refused=refused, retry_at=NOW
-    )
+def test_notes_round_trip(runners, status, specs, retired):
+    seen = tuple(Seen(name, status, NOW) for name in sorted(runners))
+    notes = Notes(retired_at=NOW if retired else None, specs=specs, seen=seen)
     assert Notes.read(notes.text()) == notes
 
 

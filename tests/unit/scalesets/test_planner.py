@@ -12,10 +12,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from garm.models import Entity, Instance, ScaleSet
-from scalesets.naming import MAX_CANDIDATES
-from scalesets.notes import specs_digest
-from scalesets.planner import (
-    LISTENER_STARTUP,
+from garm.refusals import Refusals, digest, first_refusal
+from scalesets.actions import (
     CreateScaleset,
     DeleteScaleset,
     Phase,
@@ -23,12 +21,13 @@ from scalesets.planner import (
     Progress,
     RemoveInstance,
     UpdateScaleset,
-    failed,
+    field_key,
     logical_name_of,
-    plan,
     shown_name,
-    working,
 )
+from scalesets.naming import MAX_CANDIDATES
+from scalesets.notes import Notes, specs_digest
+from scalesets.planner import LISTENER_STARTUP, failed, plan, working
 from scalesets.spec import Desired, HeldSpec, Settings
 from tests.plans import (
     NOW,
@@ -533,6 +532,49 @@ def test_flip_flop_with_warm_capacity_waits_for_an_idle_runner_again():
     later = NOW + SETTINGS.handover_timeout
     result = run(first, observed=observe(enabled_again, interim, instances=[warm]), now=later)
     assert writes(result) == [retirement(interim, at=later)]
+
+
+def test_a_flip_flop_re_enables_alone_first_whatever_else_changed():
+    # The re-enable is a write of its own, ahead of every other field: nothing GARM may
+    # refuse (a runner group, an image) can ride in it and keep the labels unserved.
+    first = make_spec(image="new-image", runner_group="ghost")
+    old = retired(generation(make_spec(), 1))
+    interim = generation(make_spec(labels=("linux", "arm64")), 2)
+    (update,) = writes(run(first, observed=observe(old, interim)))
+    assert update.purpose == "re-enable"
+    assert set(update.changes) == {"enabled", "max_runners", "extended_state"}
+    # Once enabled, the other fields follow, each its own write if GARM refuses it.
+    enabled_again = generation(make_spec(), 1, extended_state=enabled_stamp(NOW))
+    (fields,) = writes(run(first, observed=observe(enabled_again, interim)))
+    assert (fields.purpose, set(fields.changes)) == ("update", {"image", "runner_group"})
+
+
+def test_a_field_garm_refused_is_held_back_alone():
+    spec = make_spec(image="new-image", runner_group="ghost")
+    current = generation(make_spec(), 1)
+    key = field_key(current.name, "runner_group")
+    refused = Refusals({key: first_refusal(digest("ghost"), NOW, "does not exist", True)})
+    result = run(spec, observed=dataclasses.replace(observe(current), refusals=refused))
+    (update,) = writes(result)
+    assert update.changes == {"image": "new-image"}
+    (held,) = result.held
+    assert held.write == f"update runner_group of scaleset ci ({current.name})"
+    assert held.refusal.blocked
+    # Asked for something else (the operator fixed it): sent at once.
+    fixed = make_spec(image="new-image", runner_group="runners")
+    observed = dataclasses.replace(observe(current), refusals=refused)
+    (update,) = writes(run(fixed, observed=observed))
+    assert update.changes == {"image": "new-image", "runner_group": "runners"}
+
+
+def test_extra_specs_held_back_keep_their_old_digest_in_the_notes():
+    spec = make_spec(extra_specs={"a": 2}, image="new-image")
+    noted = Notes(specs=specs_digest({"a": 1})).text()
+    current = generation(make_spec(extra_specs={"a": 1}), 1, extended_state=noted)
+    key = field_key(current.name, "extra_specs")
+    refused = Refusals({key: first_refusal(digest({"a": 2}), NOW, "no", False)})
+    (update,) = writes(run(spec, observed=dataclasses.replace(observe(current), refusals=refused)))
+    assert update.changes == {"image": "new-image"}  # the notes still say {"a": 1}
 
 
 # --- rule 11: orphans -------------------------------------------------------------------

@@ -9,20 +9,13 @@ from types import SimpleNamespace
 import pytest
 
 from garm.models import Entity
+from garm.refusals import FIRST_RETRY, LONGEST_RETRY, REFUSALS_BEFORE_BLOCKED, Refusals, backoff
 from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate
 from scalesets import reconciler
+from scalesets.actions import CreateScaleset, DeleteScaleset, Phase, RemoveInstance, UpdateScaleset
 from scalesets.naming import MAX_CANDIDATES, generation_name, spec_key
-from scalesets.notes import FIRST_RETRY, LONGEST_RETRY, REFUSALS_BEFORE_BLOCKED, Notes, backoff
-from scalesets.planner import (
-    LISTENER_STARTUP,
-    CreateScaleset,
-    DeleteScaleset,
-    Phase,
-    RemoveInstance,
-    UpdateScaleset,
-)
+from scalesets.planner import LISTENER_STARTUP
 from scalesets.reconciler import Outcome, describe_action, preview, reconcile
-from scalesets.refusals import CreateMemory
 from scalesets.spec import Desired
 from tests.changeovers import new_one_listening, retired_with_a_busy_runner
 from tests.garm_double import CONSOLIDATION_INTERVAL, GarmDouble
@@ -128,8 +121,8 @@ def test_a_delete_garm_keeps_backs_off_blocks_and_clears_once_github_lets_go(pas
     for kept in range(1, REFUSALS_BEFORE_BLOCKED + 1):
         outcome = passes.run(new_spec)
         deletes.append(sum(m == "DELETE" for m, _ in passes.writes))
-        notes = Notes.read(live(garm)[old["name"]]["extended_state"])
-        assert (notes.kept, notes.retry_at) == (kept, clock.now + backoff(kept))
+        noted = passes.memory.refusals[f"delete:{old['name'].lower()}"]
+        assert (noted.refusals, noted.retry_at) == (kept, clock.now + backoff(kept))
         # Within the back-off nothing is re-sent, however often the timer fires.
         passes.later(backoff(kept) - timedelta(seconds=1))
         assert passes.run(new_spec).done == () and passes.writes == []
@@ -144,6 +137,7 @@ def test_a_delete_garm_keeps_backs_off_blocks_and_clears_once_github_lets_go(pas
     outcome = passes.run(new_spec)
     assert outcome.progress == ()
     assert len(garm.scalesets()) == 1
+    assert passes.memory == Refusals()  # GARM took it: forgotten
 
 
 def test_drain_deadline_force_removes_stuck_runners_then_deletes(passes, garm, clock):
@@ -169,22 +163,22 @@ def test_a_force_removal_github_refuses_backs_off_then_blocks(passes, garm, cloc
     outcome = Outcome()
     for refused in range(1, REFUSALS_BEFORE_BLOCKED + 1):
         outcome = passes.run(new_spec)
-        assert [e.error for e in outcome.errors] == [
-            "The runner cannot be removed while it is running a job."
-        ]
-        assert Notes.read(live(garm)[old["name"]]["extended_state"]).refused == refused
+        noted = passes.memory.refusals[f"remove:{old['name'].lower()}"]
+        assert noted.refusals == refused
+        assert noted.cause == "The runner cannot be removed while it is running a job."
+        # GitHub's 400 says it will refuse again: the operator is told at once.
+        assert "raise drain-deadline-minutes" in outcome.progress[0].blocked
         passes.later(backoff(refused) - timedelta(seconds=1))
         assert passes.run(new_spec).done == ()  # nothing re-sent within the back-off
         passes.later(timedelta(seconds=1))
-    assert "raise drain-deadline-minutes" in outcome.progress[0].blocked
     tried = [r.path for r in garm.requests if r.method == "DELETE" and "/instances/" in r.path]
     assert tried == [f"/instances/{busy}"] * REFUSALS_BEFORE_BLOCKED
 
     garm.finish_job(busy)  # unseen: the scaleset is retired
     outcome = passes.run(new_spec)
     # Removed at last: the refusals in a row are over, and the block with them.
-    assert [type(a) for a in outcome.done] == [RemoveInstance, UpdateScaleset]
-    assert Notes.read(live(garm)[old["name"]]["extended_state"]).refused == 0
+    assert [type(a) for a in outcome.done] == [RemoveInstance]
+    assert f"remove:{old['name'].lower()}" not in passes.memory.refusals
     assert outcome.progress[0].blocked == ""
     passes.later(timedelta(seconds=5))
     assert passes.run(new_spec).progress == ()
@@ -256,7 +250,7 @@ def test_a_refused_create_is_remembered_backed_off_and_retried(passes, garm, clo
     spec = make_spec(runner_group="nope")
     outcome = passes.run(spec)
     memory = outcome.memory
-    assert memory is not None and memory.refusals["ci"].refusals == 1
+    assert memory is not None and memory.refusals["create:ci"].refusals == 1
     (skipped,) = outcome.skipped
     assert skipped.blocking and "runner group nope not found" in skipped.reason
     caplog.clear()
@@ -266,11 +260,11 @@ def test_a_refused_create_is_remembered_backed_off_and_retried(passes, garm, clo
     assert [r for r in caplog.records if r.levelname == "ERROR"] == []
     passes.later(FIRST_RETRY)
     again = passes.run(spec, memory=memory).memory
-    assert again is not None and again.refusals["ci"].refusals == 2
+    assert again is not None and again.refusals["create:ci"].refusals == 2
     # The operator fixes the runner group: created at once, the refusal forgotten.
     outcome = passes.run(make_spec(runner_group="Default"), memory=again)
     assert [type(a) for a in outcome.done] == [CreateScaleset]
-    assert outcome.memory == CreateMemory()
+    assert outcome.memory == Refusals()
 
 
 def test_an_api_error_on_one_scaleset_does_not_stop_the_others(passes, garm):
@@ -286,6 +280,35 @@ def test_an_api_error_on_one_scaleset_does_not_stop_the_others(passes, garm):
     assert [e.action.scaleset_id for e in outcome.errors] == [a["id"]]  # type: ignore[union-attr]
     assert live(garm)[b["name"]]["max_runners"] == 9
     assert live(garm)[a["name"]]["max_runners"] == 5
+
+
+def test_an_update_garm_refuses_is_sent_again_field_by_field(passes, garm):
+    garm.runner_groups = set()
+    passes.run(make_spec())
+    (scaleset,) = garm.scalesets()
+    outcome = passes.run(make_spec(image="new-image", runner_group="ghost", max_runners=7))
+    fields = [sorted(w.body) for w in garm.writes() if w.method == "PUT"]  # type: ignore[arg-type]
+    assert fields == [
+        ["image", "max_runners", "runner_group"],
+        ["image"],
+        ["max_runners"],
+        ["runner_group"],
+    ]
+    assert (
+        live(garm)[scaleset["name"]]["image"],
+        live(garm)[scaleset["name"]]["max_runners"],
+    ) == (
+        "new-image",
+        7,
+    )
+    assert list(passes.memory.refusals) == [f"update:{scaleset['name'].lower()}:runner_group"]
+    (held,) = outcome.held
+    assert held.refusal.cause == "runner group ghost does not exist"
+    # GitHub learns the group: the field goes through on its retry, and is forgotten.
+    garm.runner_groups = {"ghost"}
+    passes.later(FIRST_RETRY)
+    passes.run(make_spec(image="new-image", runner_group="ghost", max_runners=7))
+    assert passes.memory == Refusals()
 
 
 def test_an_api_error_does_not_stop_the_orphan_sweep(passes, garm):

@@ -1,0 +1,237 @@
+"""What GARM refused, remembered so that no refused write is re-sent on every pass.
+
+One memory for every write the charm makes to GARM: scaleset creates, field updates,
+re-enables, retirements and notes, deletes (GARM answering 200 yet keeping the scaleset
+is a refusal too), runner force-removals, runner templates, GitHub credentials,
+organisations and repositories, and the controller's URLs. Each write has a key naming
+what it writes (``create:ci``, ``update:ci-24ec4a:runner_group``,
+``credential:app-1-2``) and a digest of what it asks for. A refusal is noted with GARM's
+short cause and held back on one schedule (``backoff``: 1, 2, 4 ... minutes, at most an
+hour); the operator is asked to act once it is ``blocked`` (a 4xx, which GARM or GitHub
+will answer the same way again, or ``REFUSALS_BEFORE_BLOCKED`` in a row). It is forgotten
+when GARM accepts the write, and holds nothing once the write asks for something else
+(the operator fixed the runner group, say): the next pass sends it at once. ADR 0003.
+
+The memory lives in the application's databag of the peer relation: Juju keeps it,
+every unit reads it and the leader writes it, so a new leader goes on with the same
+back-off instead of asking GitHub again at once. Names GitHub answered "already exists"
+for are remembered for an hour too, so a create does not walk the same taken names on
+every pass. Pure: values in, values out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from garm.models import format_time, parse_time
+
+# The peer relation's application databag key; the one before it held creates only.
+KEY = "refusals"
+OLD_KEY = "create-refusals"
+# How long a refused write waits before it is tried again: doubling from the first
+# value, never longer than the last, so a cause that goes away is noticed within the hour.
+FIRST_RETRY = timedelta(minutes=1)
+LONGEST_RETRY = timedelta(hours=1)
+# After this many refusals in a row the operator is asked to act (the retries go on).
+REFUSALS_BEFORE_BLOCKED = 3
+
+
+def backoff(refusals: int) -> timedelta:
+    """The wait after the ``refusals``-th refusal in a row (1 → one minute, capped)."""
+    if refusals < 1:
+        return timedelta(0)
+    # Capped before the power grows: a count read from the databag may be anything.
+    doublings = min(refusals - 1, 12)
+    return min(FIRST_RETRY * (2**doublings), LONGEST_RETRY)
+
+
+def believed_wait(until: datetime | None, now: datetime) -> bool:
+    """Whether something must still wait until ``until``, as written by a back-off.
+
+    A time further ahead than the longest back-off was not written by this rule (a clock
+    that jumped, a hand edit): it is not believed, so nothing waits forever.
+    """
+    return until is not None and now < until <= now + LONGEST_RETRY
+
+
+def digest(asked: Any) -> str:
+    """A short digest of what a write asks for, equal for equal requests."""
+    text = json.dumps(asked, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def request_digest(body: Mapping[str, Any]) -> str:
+    """What a create asks for, without the generation name (which moves on when taken)."""
+    return digest({k: v for k, v in body.items() if k != "name"})
+
+
+def is_permanent(status: int) -> bool:
+    """Whether GARM's answer says the same request will be refused again (a 4xx)."""
+    return 400 <= status < 500
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The last refusals of one write, in a row.
+
+    ``permanent``: the answer says GitHub or GARM will not accept this request as it is
+    (a 4xx), so the operator is told at once rather than after a few tries.
+    """
+
+    digest: str
+    refusals: int
+    retry_at: datetime
+    cause: str
+    permanent: bool
+
+    def again(self, now: datetime, cause: str, permanent: bool) -> Refusal:
+        """One more refusal of the same request."""
+        count = self.refusals + 1
+        return Refusal(self.digest, count, now + backoff(count), cause, permanent)
+
+    @property
+    def blocked(self) -> bool:
+        """Whether the operator must act for this write to go through."""
+        return self.permanent or self.refusals >= REFUSALS_BEFORE_BLOCKED
+
+    @property
+    def times(self) -> str:
+        """How often it was refused, as a status line says it."""
+        return "once" if self.refusals == 1 else f"{self.refusals} times"
+
+
+def first_refusal(digest: str, now: datetime, cause: str, permanent: bool) -> Refusal:
+    """The first refusal of a request."""
+    return Refusal(digest, 1, now + backoff(1), cause, permanent)
+
+
+@dataclass(frozen=True)
+class Refusals:
+    """What GARM refused, by write key, and names GitHub holds, until when."""
+
+    refusals: Mapping[str, Refusal] = field(default_factory=dict)
+    taken: Mapping[str, datetime] = field(default_factory=dict)
+
+    def holding(self, key: str, asked: str, now: datetime) -> Refusal | None:
+        """The refusal that holds this write back now: same request, back-off not over."""
+        refusal = self.refusals.get(key)
+        if refusal is None or refusal.digest != asked or not believed_wait(refusal.retry_at, now):
+            return None
+        return refusal
+
+    def refused(
+        self, key: str, asked: str, now: datetime, cause: str, permanent: bool
+    ) -> Refusals:
+        """The memory with one more refusal of this write (the first of a new request)."""
+        earlier = self.refusals.get(key)
+        refusal = (
+            earlier.again(now, cause, permanent)
+            if earlier is not None and earlier.digest == asked
+            else first_refusal(asked, now, cause, permanent)
+        )
+        return replace(self, refusals={**self.refusals, key: refusal})
+
+    def accepted(self, key: str) -> Refusals:
+        """The memory without this write's refusals: GARM took it."""
+        if key not in self.refusals:
+            return self
+        return replace(self, refusals={k: r for k, r in self.refusals.items() if k != key})
+
+    def taking(self, name: str, now: datetime) -> Refusals:
+        """The memory with ``name`` held by GitHub for the longest back-off."""
+        return replace(self, taken={**self.taken, name: now + LONGEST_RETRY})
+
+    def taken_now(self, now: datetime) -> frozenset[str]:
+        """The names still known to be taken; a time too far ahead is not believed."""
+        return frozenset(n for n, until in self.taken.items() if believed_wait(until, now))
+
+    def current(self, now: datetime) -> Refusals:
+        """Only what still matters.
+
+        A write still wanted is sent again once its back-off is over, and then refused
+        again or accepted: a refusal not renewed for the longest back-off after that is
+        of a write nobody asks for any more (the input changed, the thing is gone).
+        """
+        return Refusals(
+            {k: r for k, r in self.refusals.items() if now - r.retry_at <= LONGEST_RETRY},
+            {name: until for name, until in self.taken.items() if believed_wait(until, now)},
+        )
+
+    @classmethod
+    def read(cls, text: str | None, old: str | None = None) -> Refusals:
+        """Parse the databag value; anything unreadable is dropped (the write is retried).
+
+        ``old`` is the value under ``OLD_KEY``, creates by logical name, read as the
+        creates they were.
+        """
+        data = _json_object(text)
+        earlier = _json_object(old)
+        refusals = {
+            **{f"create:{name}": r for name, r in _read_refusals(earlier.get("refusals")).items()},
+            **_read_refusals(data.get("refusals")),
+        }
+        taken = {**_read_taken(earlier.get("taken")), **_read_taken(data.get("taken"))}
+        return cls(refusals, taken)
+
+    def text(self) -> str:
+        """The databag value, stable for equal contents so an unchanged memory writes nothing."""
+        return json.dumps(
+            {
+                "refusals": {
+                    key: {
+                        "digest": r.digest,
+                        "refusals": r.refusals,
+                        "retry-at": format_time(r.retry_at),
+                        "cause": r.cause,
+                        "permanent": r.permanent,
+                    }
+                    for key, r in sorted(self.refusals.items())
+                },
+                "taken": {name: format_time(at) for name, at in sorted(self.taken.items())},
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.refusals or self.taken)
+
+
+def _json_object(text: str | None) -> dict[str, Any]:
+    try:
+        data = json.loads(text or "{}")
+    except (ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _read_refusals(data: object) -> dict[str, Refusal]:
+    refusals: dict[str, Refusal] = {}
+    for key, item in (data if isinstance(data, dict) else {}).items():
+        if not isinstance(item, dict):
+            continue
+        retry_at = parse_time(item.get("retry-at"))
+        count = item.get("refusals")
+        if retry_at.year == 1 or not isinstance(count, int) or isinstance(count, bool):
+            continue
+        refusals[str(key)] = Refusal(
+            digest=str(item.get("digest", "")),
+            refusals=min(max(count, 1), 1 << 20),
+            retry_at=retry_at,
+            cause=str(item.get("cause", "")),
+            permanent=item.get("permanent") is True,
+        )
+    return refusals
+
+
+def _read_taken(data: object) -> dict[str, datetime]:
+    return {
+        str(name): at
+        for name, until in (data if isinstance(data, dict) else {}).items()
+        if (at := parse_time(until)).year != 1
+    }

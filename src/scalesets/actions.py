@@ -1,0 +1,236 @@
+"""What a plan is made of: GARM as observed, the writes a plan asks for, what it reports.
+
+The planner's vocabulary, shared by the planner (``planner``), the pass that applies its
+plans (``reconciler``) and what reads its outcome (the status line, the metrics,
+publish-back). Each write knows its key in the one memory of refusals (``write_keys``),
+so the planner holds back and the reconciler remembers by the same names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from garm.models import Entity, Instance, ScaleSet, Template
+from garm.refusals import Refusal, Refusals, digest, request_digest
+from runners.templates import DeleteTemplate, TemplateAction
+from scalesets.naming import generation_index
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What GARM holds, from a constant number of list calls, and what a pass learnt.
+
+    ``refusals`` is what GARM refused before and this pass (``garm.refusals``): no
+    write it holds back is planned. ``taken``: names GitHub holds (lower-cased,
+    remembered for an hour). ``templates`` come without bodies.
+    """
+
+    scalesets: tuple[ScaleSet, ...] = ()
+    instances: tuple[Instance, ...] = ()
+    providers: frozenset[str] = frozenset()
+    entities: tuple[Entity, ...] = ()
+    taken: frozenset[str] = frozenset()
+    refusals: Refusals = field(default_factory=Refusals)
+    templates: tuple[Template, ...] = ()
+
+
+class Phase(StrEnum):
+    """Where a logical scaleset (or an orphan) is in its changeover."""
+
+    CREATING = "creating"
+    CREATING_REPLACEMENT = "creating replacement"
+    HANDING_OVER = "handing over"
+    RETIRING = "retiring"
+    DRAINING = "draining"
+    AWAITING_DELETION = "awaiting deletion"
+    FORCE_REMOVING = "force-removing"
+
+
+def shown_name(logical_name: str | None, scaleset: str) -> str:
+    """A scaleset as the operator reads it: its logical name, then GARM's.
+
+    ``ci (ci-24ec4a)``. GARM names are opaque (``ci-small`` and ``ci-large`` both show
+    as ``ci-xxxxxx`` under a 10-byte budget), so the logical name leads; either alone
+    when the other is not known, or the same (a legacy scaleset).
+    """
+    if not logical_name:
+        return scaleset
+    if not scaleset or scaleset.lower() == logical_name.lower():
+        return logical_name
+    return f"{logical_name} ({scaleset})"
+
+
+def logical_name_of(scaleset: ScaleSet) -> str | None:
+    """The logical name a scaleset no spec names was made for, when that can be told.
+
+    A generation carries its logical name as a label and is named after it, which
+    ``generation_index`` checks; anything else (a legacy or foreign scaleset) tells
+    nothing beyond its own name.
+    """
+    return next(
+        (label for label in scaleset.labels if generation_index(label, scaleset) is not None),
+        None,
+    )
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A changeover still under way, of a logical scaleset or of an ``orphan``.
+
+    ``scaleset`` is the GARM name the phase is about: the generation being created,
+    the predecessor being replaced (the least advanced one), or the orphan being
+    removed; "" while a create has no name yet. ``logical_name`` is the spec's name, or
+    for an orphan the one it was made for when that can be told (``logical_name_of``),
+    else None. ``blocked`` is set when it will not move on by itself: the cause and
+    what to do.
+    """
+
+    logical_name: str | None
+    scaleset: str
+    phase: Phase
+    runners: int = 0
+    blocked: str = ""
+    orphan: bool = False
+
+    @property
+    def names(self) -> str:
+        """The logical name, then GARM's: ``ci (ci-24ec4a)`` (``shown_name``)."""
+        return shown_name(self.logical_name, self.scaleset)
+
+    def describe(self) -> str:
+        """The phase as an operator reads it, e.g. ``draining 3 runners``."""
+        plural = "" if self.runners == 1 else "s"
+        if self.phase is Phase.DRAINING:
+            return f"draining {self.runners} runner{plural}"
+        if self.phase is Phase.FORCE_REMOVING:
+            return f"force-removing {self.runners} stuck runner{plural}"
+        return self.phase.value
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A spec left out of this pass, with why; its live scalesets are untouched.
+
+    ``blocking`` marks what only the operator can fix (bad data, a duplicate name), as
+    opposed to what resolves itself (GARM not yet configured for a provider or org).
+    """
+
+    source: str
+    name: str
+    reason: str
+    blocking: bool = False
+
+
+@dataclass(frozen=True)
+class Held:
+    """A write GARM refused before, held back until its back-off is over.
+
+    ``write`` says what, as the operator reads it (``update runner_group of ci
+    (ci-24ec4a)``); ``refusal`` how often, why, and whether the operator must act.
+    """
+
+    write: str
+    refusal: Refusal
+
+    def describe(self) -> str:
+        """``GARM refused to <write> (<n times>): <cause>``."""
+        return f"GARM refused to {self.write} ({self.refusal.times}): {self.refusal.cause}"
+
+
+# The scaleset writes name the logical scaleset they serve (``logical_name``), for the
+# operator: None for an orphan whose logical name cannot be told. It only describes the
+# write, so it takes no part in equality: two actions writing the same are equal.
+
+
+@dataclass(frozen=True)
+class CreateScaleset:
+    """Create the current generation of a logical scaleset under its org or repo."""
+
+    logical_name: str
+    entity: Entity
+    body: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        """The generation name being created."""
+        return self.body["name"]
+
+
+@dataclass(frozen=True)
+class UpdateScaleset:
+    """Change some fields of one scaleset; ``changes`` holds only what differs."""
+
+    scaleset_id: int
+    name: str
+    changes: dict[str, Any]
+    purpose: str
+    logical_name: str | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class RemoveInstance:
+    """Force-remove a runner of a retired scaleset past its drain deadline."""
+
+    instance_name: str
+    scaleset_id: int
+    scaleset_name: str
+    logical_name: str | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class DeleteScaleset:
+    """Delete a retired scaleset that holds no instance."""
+
+    scaleset_id: int
+    name: str
+    logical_name: str | None = field(default=None, compare=False)
+
+
+Action = CreateScaleset | UpdateScaleset | RemoveInstance | DeleteScaleset | TemplateAction
+
+
+def write_keys(action: Action) -> list[tuple[str, str]]:
+    """Which writes an action is, and what each asks for: keys and digests in the refusals.
+
+    A field update is one write per field (``field_key``), so a field GARM refuses holds
+    back that field alone; a re-enable, a retirement, a note, a delete and the
+    force-removals of one scaleset are one write each; a template is written by name.
+    The digest says what is asked, so a refusal holds nothing back once the spec asks
+    for something else.
+    """
+    if isinstance(action, CreateScaleset):
+        return [(f"create:{action.logical_name.lower()}", request_digest(action.body))]
+    if isinstance(action, UpdateScaleset):
+        if action.purpose == "update":
+            fields = [f for f in action.changes if f != "extended_state"] or ["extended_state"]
+            return [(field_key(action.name, f), digest(action.changes[f])) for f in fields]
+        return [(f"{action.purpose}:{action.name.lower()}", digest(action.changes))]
+    if isinstance(action, RemoveInstance):
+        return [(f"remove:{action.scaleset_name.lower()}", "")]
+    if isinstance(action, DeleteScaleset):
+        return [(f"delete:{action.name.lower()}", "")]
+    if isinstance(action, DeleteTemplate):
+        return [(f"template-delete:{action.name}", "")]
+    return [(f"template:{action.name}", digest(action.description))]
+
+
+def field_key(scaleset: str, field_name: str) -> str:
+    """The refusals' key of one field's update on one scaleset."""
+    return f"update:{scaleset.lower()}:{field_name}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The writes to do now, in order, and what is still under way.
+
+    ``current`` names, per logical scaleset (lower-cased), its current generation in
+    GARM: the live one, or the one being created.
+    """
+
+    actions: tuple[Action, ...] = ()
+    progress: tuple[Progress, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+    current: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    held: tuple[Held, ...] = ()
