@@ -51,7 +51,16 @@ from garm.database import choose_database, moving_to_postgresql
 from garm.models import ScaleSet
 from garm.providers import kept_providers
 from garm.refusals import Refusals
-from garm.setup import AdminLogin, ControllerUrls, apply_setup, ensure_admin_and_urls, plan_setup
+from garm.setup import (
+    AdminLogin,
+    ControllerUrls,
+    Log,
+    SetupOutcome,
+    apply_setup,
+    ensure_controller,
+    plan_setup,
+)
+from garm.setup import logger as setup_logger
 from juju.config import FIRST_UNPRIVILEGED_PORT, CharmConfig, ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, sqlite_tenancy
 from juju.publish import published
@@ -61,7 +70,8 @@ from juju.status import Summary, describe_progress, summarise
 from observe import endpoint
 from observe.token import LeaderGarm
 from scalesets.actions import Observed
-from scalesets.reconciler import Outcome, describe_action, observe, preview, reconcile
+from scalesets.preview import Rehearsal, SimulatedGarm
+from scalesets.reconciler import Garm, Outcome, describe_action, observe, preview, reconcile
 
 logger = logging.getLogger(__name__)
 
@@ -263,25 +273,52 @@ def plan(inputs: Inputs) -> ActionAnswer:
     admin = leader.admin
     if admin is None:
         return ActionAnswer(failure=NO_ADMIN_YET)
+    now, wanted = inputs.now(), garm_inputs(state.units, leader.read_secret)
+    rehearsal = Rehearsal(setup_logger, {})
     try:
         with contextlib.closing(_client(config, admin)) as client:
+            # The pass's own steps over a GARM that is read, never written: its setup,
+            # then its scalesets from what the setup would leave.
+            garm = SimulatedGarm(client, now)
+            setup = _ensure_setup(
+                garm,
+                admin,
+                _base_url(config, leader),
+                wanted,
+                state,
+                SetupOutcome(leader.peers.memory),
+                now,
+                rehearsal,
+            )
+            if setup.stopped is not None:
+                return ActionAnswer(failure=f"The next pass would stop: {setup.stopped.message}")
             planned = preview(
-                client,
+                garm,
                 state.desired,
-                inputs.now(),
+                now,
                 config.settings,
-                leader.peers.memory,
+                setup.outcome.memory,
                 budget=PASS_BUDGET_SECONDS,
+                observed=setup.observed,
             )
     except GarmUnreachable as exc:
         return ActionAnswer(failure=f"Could not read GARM: {exc}")
     except GarmApiError as exc:
         return ActionAnswer(failure=f"Could not read GARM: {exc.cause}")
+    held = (*setup.outcome.held, *planned.held)
+    skipped = [
+        *(f"{h.source}: {h.name or 'its scaleset'}: {h.reason}" for h in state.desired.held),
+        *(f"{s.source}: {s.name}: {s.reason}" for s in planned.skipped),
+    ]
     return ActionAnswer(
         {
-            "writes": str(len(planned.actions)),
+            "writes": str(len(setup.outcome.done) + len(planned.actions)),
+            "setup": "\n".join(setup.outcome.done) or "none",
             "actions": "\n".join(describe_action(a) for a in planned.actions) or "none",
             "phases": "\n".join(describe_progress(p) for p in planned.progress) or "converged",
+            # Writes GARM refused before, waiting out their back-off: not sent.
+            "held": "\n".join(h.describe() for h in held) or "none",
+            "skipped": "\n".join(skipped) or "none",
             # What the pass would stop at: a write the charm cannot even make, or its
             # budget spent (the next pass goes on from there).
             "errors": "\n".join(e.error for e in planned.errors) or "none",
@@ -352,27 +389,40 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
     # port is open (``juju expose`` then lets runners reach it).
     timer.keep(inputs.machine.paths, inputs.unit, config.reconcile_interval)
     so_far = dataclasses.replace(so_far, ports=(config.api_port,))
+    now, earlier = inputs.now(), leader.peers.memory
     with contextlib.closing(_client(config, admin)) as client:
-        setup = _ensure_setup(client, admin, _base_url(config, leader), wanted, state)
-        if isinstance(setup, Summary):
-            return dataclasses.replace(so_far, summary=setup)
+        base_url = _base_url(config, leader)
+        setup = _ensure_setup(client, admin, base_url, wanted, state, SetupOutcome(earlier), now)
+        memory = setup.outcome.memory
+        if setup.stopped is not None:
+            return dataclasses.replace(
+                so_far, summary=setup.stopped, memory=_changed(memory, earlier)
+            )
         outcome = reconcile(
             client,
             state.desired,
-            inputs.now(),
+            now,
             config.settings,
             budget=PASS_BUDGET_SECONDS,
             observed=setup.observed,
-            memory=leader.peers.memory,
+            memory=memory,
         )
+    # What setup holds back is told with what the scalesets hold back: one rule.
+    outcome = dataclasses.replace(outcome, held=(*setup.outcome.held, *outcome.held))
+    memory = outcome.memory if outcome.memory is not None else memory
     return dataclasses.replace(
         so_far,
-        summary=summarise(outcome, state, [*running.problems, *setup.problems]),
+        summary=summarise(outcome, state, [*running.problems, *wanted.problems]),
         outcome=outcome,
         publish_back=published(state, outcome, dict(outcome.current), leader.configurators.apps),
-        memory=outcome.memory,
+        memory=_changed(memory, earlier),
         garm_here=_garm_here(leader, answered=True),
     )
+
+
+def _changed(memory: Refusals, earlier: Refusals) -> Refusals | None:
+    """The memory to write to the peer relation, None when it is what is there."""
+    return None if memory == earlier else memory
 
 
 def _usable(leader: LeaderInputs | None) -> CharmConfig | None:
@@ -594,25 +644,35 @@ def _live_scalesets(config: CharmConfig, admin: AdminLogin) -> list[ScaleSet] | 
 
 @dataclass(frozen=True)
 class _Setup:
-    """The problems of GARM's setup to report, and GARM as it then stands.
+    """GARM's setup as this pass left it.
 
-    The scaleset pass reuses ``observed``, so a pass reads each list once.
+    ``stopped`` is the status when the pass cannot go on (GARM unreachable, a read
+    refused, no admin or URLs yet); otherwise ``observed`` is GARM as it then stands,
+    which the scaleset pass reuses so a pass reads each list once. ``outcome`` holds the
+    memory of refusals and the writes held back, told with the scalesets' own.
     """
 
-    problems: tuple[UnitProblem, ...]
-    observed: Observed
+    outcome: SetupOutcome
+    observed: Observed | None = None
+    stopped: Summary | None = None
 
 
 def _ensure_setup(
-    client: GarmClient,
+    client: Garm,
     admin: AdminLogin,
     base_url: str,
     wanted: GarmInputs,
     state: RelationState,
-) -> _Setup | Summary:
-    """Admin, controller URLs, credentials and orgs/repos; a Summary when it cannot go on."""
+    so_far: SetupOutcome,
+    now: datetime,
+    log: Log = setup_logger,
+) -> _Setup:
+    """Admin, controller URLs, credentials and orgs/repos, each write through the memory."""
+    urls = ControllerUrls.from_base(base_url)
     try:
-        ensure_admin_and_urls(client, admin, ControllerUrls.from_base(base_url))
+        so_far = ensure_controller(client, admin, urls, so_far, now, log)
+        if so_far.unreachable is not None or not so_far.ready:
+            return _Setup(so_far, stopped=_setup_stopped(so_far, state))
         observed = observe(client)
         actions = plan_setup(
             wanted.credentials,
@@ -623,18 +683,29 @@ def _ensure_setup(
             observed.scalesets,
             complete=state.desired.complete,
         )
-        setup = apply_setup(client, actions)
-        if actions:
+        before = len(so_far.done)
+        so_far = apply_setup(client, actions, so_far, now, log)
+        if so_far.unreachable is not None:
+            return _Setup(so_far, stopped=_setup_stopped(so_far, state))
+        if len(so_far.done) > before:
             observed = dataclasses.replace(
                 observed,
                 entities=(*client.list_organizations(), *client.list_repositories()),
             )
     except GarmUnreachable as exc:
-        return Summary("waiting", f"GARM unreachable, will retry: {exc}")
+        return _Setup(so_far, stopped=Summary("waiting", f"GARM unreachable, will retry: {exc}"))
     except GarmApiError as exc:
         if exc.status == 401:
-            return Summary("blocked", "GARM refused the admin login kept by the charm")
-        logger.error("GARM setup failed: %s", exc)
-        return Summary("waiting", f"GARM setup failed, will retry: {exc.cause}")
-    errors = (UnitProblem("garm", e, False) for e in setup.errors)
-    return _Setup((*wanted.problems, *errors), observed)
+            summary = Summary("blocked", "GARM refused the admin login kept by the charm")
+            return _Setup(so_far, stopped=summary)
+        log.error("GARM setup failed: %s", exc)
+        summary = Summary("waiting", f"GARM setup failed, will retry: {exc.cause}")
+        return _Setup(so_far, stopped=summary)
+    return _Setup(so_far, observed)
+
+
+def _setup_stopped(setup: SetupOutcome, state: RelationState) -> Summary:
+    """The status of a pass its setup ended: GARM gone, or a write it needs held back."""
+    if setup.unreachable is not None:
+        return Summary("waiting", f"GARM unreachable, will retry: {setup.unreachable}")
+    return summarise(Outcome(held=setup.held), state)

@@ -111,6 +111,22 @@ def first_refusal(digest: str, now: datetime, cause: str, permanent: bool) -> Re
 
 
 @dataclass(frozen=True)
+class Held:
+    """A write GARM refused before, held back until its back-off is over.
+
+    ``write`` says what, as the operator reads it (``update runner_group of ci
+    (ci-24ec4a)``); ``refusal`` how often, why, and whether the operator must act.
+    """
+
+    write: str
+    refusal: Refusal
+
+    def describe(self) -> str:
+        """``GARM refused to <write> (<n times>): <cause>``."""
+        return f"GARM refused to {self.write} ({self.refusal.times}): {self.refusal.cause}"
+
+
+@dataclass(frozen=True)
 class Refusals:
     """What GARM refused, by write key, and names GitHub holds, until when."""
 

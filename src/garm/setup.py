@@ -1,9 +1,10 @@
 """Bring GARM to where scalesets can be created: admin, controller URLs, credentials, orgs.
 
-Same shape as the scaleset reconciler: a pure ``plan_setup`` compares what the relation
-asks for with what GARM lists and returns only the writes that differ, so a settled GARM
-gets none; ``apply_setup`` does them, keeping refusals per object and stopping at once
-when GARM is unreachable.
+Same shape as the scaleset reconciler: the pure ``plan_controller`` and ``plan_setup``
+compare what the charm asks for with what GARM holds and return only the writes that
+differ, so a settled GARM gets none; ``apply_setup`` does them through the one memory of
+refusals (``garm.refusals``, ADR 0003): a write GARM refused waits out its back-off, is
+told until GARM takes it, and holds back no other write.
 
 GARM never returns a credential's key, so whether a stored GitHub App key is the one
 asked for cannot be read back. The key's fingerprint goes into the credential's
@@ -14,17 +15,22 @@ updated. Nothing about it is stored by the charm.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import logging
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
-from garm.client import GarmApiError, GarmClient
-from garm.models import Credential, Entity, ScaleSet
+from garm.client import GarmApiError, GarmUnreachable
+from garm.models import ControllerInfo, Credential, Entity, ScaleSet
+from garm.refusals import Held, Refusals, digest, is_permanent
 
 logger = logging.getLogger(__name__)
+# Where a pass tells what it does: this module's logger, or the ``plan`` action's rehearsal.
+Log = logging.Logger | logging.LoggerAdapter[logging.Logger]
 
 MANAGED_DESCRIPTION = "Managed by the garm charm"
 GITHUB_ENDPOINT = "github.com"
@@ -56,11 +62,15 @@ class ControllerUrls:
 
 @dataclass(frozen=True)
 class AppCredential:
-    """A GitHub App installation GARM acts as; one per (app id, installation id)."""
+    """A GitHub App installation GARM acts as; one per (app id, installation id).
+
+    ``source`` is the unit that asked for it, for the operator to read.
+    """
 
     app_id: int
     installation_id: int
-    private_key: str
+    private_key: str = field(repr=False)
+    source: str = field(default="", compare=False)
 
     @property
     def name(self) -> str:
@@ -84,11 +94,29 @@ class AppCredential:
 
 @dataclass(frozen=True)
 class EntitySpec:
-    """An organization (``name``) or repository (``owner/name``) and its credential."""
+    """An organization (``name``) or repository (``owner/name``) and its credential.
+
+    ``source`` is the unit that asked for it, for the operator to read.
+    """
 
     kind: str
     name: str
     credentials_name: str
+    source: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class CreateAdmin:
+    """GARM's first run: the admin user every call logs in as."""
+
+    admin: AdminLogin
+
+
+@dataclass(frozen=True)
+class SetControllerUrls:
+    """Set the controller URLs that differ from those asked for."""
+
+    changes: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -137,7 +165,9 @@ class DeleteEntity:
 
 
 SetupAction = (
-    CreateCredential
+    CreateAdmin
+    | SetControllerUrls
+    | CreateCredential
     | UpdateCredential
     | DeleteCredential
     | CreateEntity
@@ -224,23 +254,66 @@ def _plan_entities(
     return actions, kept
 
 
-def ensure_admin_and_urls(
-    client: GarmClient, admin: AdminLogin, urls: ControllerUrls
-) -> list[str]:
-    """First run and controller URLs, each only when needed; returns what was done.
+class SetupClient(Protocol):
+    """What setup asks of GARM: GARM itself, or the ``plan`` action's stand-in for it."""
 
-    First run happens only when GARM says it has no admin yet, and URLs are written only
-    when they differ, so a settled GARM costs one read here.
-    """
-    done = []
+    def get_controller(self) -> ControllerInfo:
+        """The controller's URLs."""
+        ...
+
+    def first_run(self, username: str, email: str, password: str) -> bool:
+        """Create the admin user; False when there is one."""
+        ...
+
+    def update_controller(self, changes: dict[str, Any]) -> ControllerInfo:
+        """Set controller URLs."""
+        ...
+
+    def create_credential(self, body: dict[str, Any]) -> Credential:
+        """Create a GitHub credential."""
+        ...
+
+    def update_credential(self, credential_id: int, body: dict[str, Any]) -> Credential:
+        """Change a GitHub credential."""
+        ...
+
+    def delete_credential(self, credential_id: int) -> None:
+        """Delete a GitHub credential."""
+        ...
+
+    def create_entity(self, kind: str, body: dict[str, Any]) -> Entity:
+        """Register an organization or repository."""
+        ...
+
+    def update_entity(self, entity: Entity, body: dict[str, Any]) -> None:
+        """Change an entity's credential."""
+        ...
+
+    def delete_entity(self, entity: Entity) -> None:
+        """Remove an entity."""
+        ...
+
+
+def read_controller(client: SetupClient) -> ControllerInfo | None:
+    """The controller's URLs, or None when GARM has no admin yet (first run is due)."""
     try:
-        have = client.get_controller()
+        return client.get_controller()
     except GarmApiError as exc:
         if (exc.status, exc.error) != (409, "init_required"):
             raise
-        if client.first_run(admin.username, admin.email, admin.password):
-            done.append("created the admin user")
-        have = client.get_controller()
+        return None
+
+
+def plan_controller(
+    have: ControllerInfo | None, admin: AdminLogin, urls: ControllerUrls
+) -> list[SetupAction]:
+    """First run when GARM has no admin (``have`` None), else the URLs that differ.
+
+    After a first run the controller is read again and planned again: a settled GARM
+    costs one read here and gets no write.
+    """
+    if have is None:
+        return [CreateAdmin(admin)]
     changes = {
         key: value
         for key, value in (
@@ -250,39 +323,137 @@ def ensure_admin_and_urls(
         )
         if getattr(have, key) != value
     }
-    if changes:
-        client.update_controller(changes)
-        done.append(f"set controller URLs ({', '.join(sorted(changes))})")
-    return done
+    return [SetControllerUrls(changes)] if changes else []
 
 
 @dataclass(frozen=True)
 class SetupOutcome:
-    """What the setup writes did, and what GARM refused (the pass goes on without it)."""
+    """What the setup writes did, what GARM refused, and the memory of refusals after.
 
+    ``held`` are the writes held back by an earlier refusal or refused now
+    (``garm.refusals``): the status tells them, and the pass goes on without them.
+    ``ready`` False: GARM takes no other call yet (no admin, or no controller URLs)
+    because its write is held. ``unreachable`` is why GARM stopped answering, if it did.
+    """
+
+    memory: Refusals = field(default_factory=Refusals)
     done: tuple[str, ...] = ()
-    errors: tuple[str, ...] = ()
+    held: tuple[Held, ...] = ()
+    ready: bool = True
+    unreachable: str | None = None
 
 
-def apply_setup(client: GarmClient, actions: Iterable[SetupAction]) -> SetupOutcome:
-    """Do the planned setup writes; an unreachable GARM propagates and ends the pass."""
-    done: list[str] = []
-    errors: list[str] = []
+def ensure_controller(
+    client: SetupClient,
+    admin: AdminLogin,
+    urls: ControllerUrls,
+    so_far: SetupOutcome,
+    now: datetime,
+    log: Log = logger,
+) -> SetupOutcome:
+    """First run and controller URLs, each only when needed, through the one memory.
+
+    GARM answers ``urls_required`` to every other call until the metadata and callback
+    URLs are set (garm-api.md §1.4): while their write is held, nothing else is ready. A
+    change of URLs it already has that it refuses holds nothing else.
+    """
+    have = read_controller(client)
+    if have is None:
+        so_far = apply_setup(client, plan_controller(None, admin, urls), so_far, now, log)
+        if so_far.held or so_far.unreachable:
+            return dataclasses.replace(so_far, ready=False)
+        have = client.get_controller()
+    held = len(so_far.held)
+    so_far = apply_setup(client, plan_controller(have, admin, urls), so_far, now, log)
+    if len(so_far.held) > held and not (have.metadata_url and have.callback_url):
+        return dataclasses.replace(so_far, ready=False)
+    return so_far
+
+
+def apply_setup(
+    client: SetupClient,
+    actions: Iterable[SetupAction],
+    so_far: SetupOutcome,
+    now: datetime,
+    log: Log = logger,
+) -> SetupOutcome:
+    """Do the planned setup writes the memory does not hold back, going on from ``so_far``.
+
+    A refusal is noted (``garm.refusals``) and the next write goes on; an entity naming
+    a credential GARM does not have yet waits for it, unsent (GARM would refuse it). An
+    unreachable GARM ends the writes, with what was learnt kept.
+    """
+    memory, done, held = so_far.memory, list(so_far.done), list(so_far.held)
+    absent: set[str] = set()
     for action in actions:
         text = describe_setup(action)
-        try:
-            _apply(client, action)
-        except GarmApiError as exc:
-            logger.error("GARM refused to %s: %s", text, exc)
-            errors.append(f"{text}: {exc.cause}")
+        key, asked = setup_key(action)
+        refusal = memory.holding(key, asked, now)
+        if refusal is None and _waits_for(action) in absent:
+            log.info("not yet: %s (its GitHub credential is not in GARM)", text)
             continue
-        logger.info("done: %s", text)
-        done.append(text)
-    return SetupOutcome(tuple(done), tuple(errors))
+        if refusal is None:
+            try:
+                _apply(client, action, log)
+            except GarmUnreachable as exc:
+                log.error("GARM unreachable during %s: %s", text, exc)
+                return SetupOutcome(memory, tuple(done), tuple(held), unreachable=str(exc))
+            except GarmApiError as exc:
+                log.error("GARM refused to %s: %s", text, exc)
+                memory = memory.refused(key, asked, now, exc.cause, is_permanent(exc.status))
+                refusal = memory.refusals[key]
+            else:
+                log.info("done: %s", text)
+                done.append(text)
+                memory = memory.accepted(key)
+                continue
+        held.append(Held(text, refusal))
+        if isinstance(action, CreateCredential):
+            absent.add(action.credential.name)
+    return SetupOutcome(memory, tuple(done), tuple(held))
 
 
-def _apply(client: GarmClient, action: SetupAction) -> None:
-    if isinstance(action, CreateCredential):
+def setup_key(action: SetupAction) -> tuple[str, str]:
+    """The write's key in the memory of refusals, and a digest of what it asks for.
+
+    A credential's digest is its description, which carries the key's fingerprint: a
+    new key is a new request, sent at once. The admin's password takes no part.
+    """
+    if isinstance(action, CreateAdmin):
+        return "first-run", digest([action.admin.username, action.admin.email])
+    if isinstance(action, SetControllerUrls):
+        return "controller", digest(action.changes)
+    if isinstance(action, CreateCredential | UpdateCredential):
+        return f"credential:{action.credential.name}", digest(action.credential.description)
+    if isinstance(action, DeleteCredential):
+        return f"credential-delete:{action.name}", digest(action.id)
+    if isinstance(action, CreateEntity):
+        spec = action.spec
+        return f"entity:{spec.kind}:{spec.name.lower()}", digest(spec.credentials_name)
+    if isinstance(action, RebindEntity):
+        entity = action.entity
+        return f"entity:{entity.kind}:{entity.name.lower()}", digest(action.credentials_name)
+    entity = action.entity
+    return f"entity-delete:{entity.kind}:{entity.name.lower()}", digest(entity.id)
+
+
+def _waits_for(action: SetupAction) -> str | None:
+    """The credential an entity write names, which GARM must have first."""
+    if isinstance(action, CreateEntity):
+        return action.spec.credentials_name
+    if isinstance(action, RebindEntity):
+        return action.credentials_name
+    return None
+
+
+def _apply(client: SetupClient, action: SetupAction, log: Log) -> None:
+    if isinstance(action, CreateAdmin):
+        admin = action.admin
+        if not client.first_run(admin.username, admin.email, admin.password):
+            log.info("GARM already had an admin user")
+    elif isinstance(action, SetControllerUrls):
+        client.update_controller(action.changes)
+    elif isinstance(action, CreateCredential):
         credential = action.credential
         client.create_credential(
             {
@@ -321,15 +492,25 @@ def _apply(client: GarmClient, action: SetupAction) -> None:
 
 
 def describe_setup(action: SetupAction) -> str:
-    """A log line for a setup write, without any secret."""
+    """A write as the operator reads it, naming the unit that asked for it; no secret."""
+    if isinstance(action, CreateAdmin):
+        return "create GARM's admin user"
+    if isinstance(action, SetControllerUrls):
+        return f"set GARM's controller URLs ({', '.join(sorted(action.changes))})"
     if isinstance(action, CreateCredential):
-        return f"create GitHub credential {action.credential.name}"
+        return f"create GitHub credential {action.credential.name}{_of(action.credential)}"
     if isinstance(action, UpdateCredential):
-        return f"update the key of GitHub credential {action.credential.name}"
+        credential = action.credential
+        return f"update the key of GitHub credential {credential.name}{_of(credential)}"
     if isinstance(action, DeleteCredential):
         return f"delete GitHub credential {action.name}"
     if isinstance(action, CreateEntity):
-        return f"register {action.spec.kind} {action.spec.name}"
+        return f"register {action.spec.kind} {action.spec.name}{_of(action.spec)}"
     if isinstance(action, RebindEntity):
-        return f"bind {action.entity.kind} {action.entity.name} to {action.credentials_name}"
+        entity = action.entity
+        return f"bind {entity.kind} {entity.name} to {action.credentials_name}"
     return f"remove {action.entity.kind} {action.entity.name}"
+
+
+def _of(asked: AppCredential | EntitySpec) -> str:
+    return f" for {asked.source}" if asked.source else ""

@@ -286,7 +286,9 @@ def garm_inputs(
             continue
         credentials.setdefault(credential.name, credential)
         if name:
-            entities.setdefault((kind, name.lower()), EntitySpec(kind, name, credential.name))
+            entities.setdefault(
+                (kind, name.lower()), EntitySpec(kind, name, credential.name, unit)
+            )
     return GarmInputs(
         tuple(providers),
         tuple(credentials.values()),
@@ -354,4 +356,4 @@ def _credential(
             )
         )
         return None
-    return AppCredential(int(app_id), int(installation_id), key)
+    return AppCredential(int(app_id), int(installation_id), key, unit)

@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from garm.models import Entity, Instance, ScaleSet, Template
-from garm.refusals import Refusal, Refusals, digest, request_digest
+from garm.refusals import Held, Refusals, digest, request_digest
 from runners.templates import DeleteTemplate, TemplateAction
 from scalesets.naming import generation_index
 
@@ -121,22 +121,6 @@ class Skipped:
     name: str
     reason: str
     blocking: bool = False
-
-
-@dataclass(frozen=True)
-class Held:
-    """A write GARM refused before, held back until its back-off is over.
-
-    ``write`` says what, as the operator reads it (``update runner_group of ci
-    (ci-24ec4a)``); ``refusal`` how often, why, and whether the operator must act.
-    """
-
-    write: str
-    refusal: Refusal
-
-    def describe(self) -> str:
-        """``GARM refused to <write> (<n times>): <cause>``."""
-        return f"GARM refused to {self.write} ({self.refusal.times}): {self.refusal.cause}"
 
 
 # The scaleset writes name the logical scaleset they serve (``logical_name``), for the

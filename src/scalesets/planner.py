@@ -30,13 +30,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from garm.models import FORCE_REMOVED, Instance, ScaleSet
-from garm.refusals import REFUSALS_BEFORE_BLOCKED, Refusal, digest, request_digest
+from garm.refusals import REFUSALS_BEFORE_BLOCKED, Held, Refusal, digest, request_digest
 from runners.templates import Choice, DeleteTemplate, Templates, template_name
 from scalesets.actions import (
     Action,
     CreateScaleset,
     DeleteScaleset,
-    Held,
     Observed,
     Phase,
     Plan,

@@ -11,17 +11,30 @@ What GARM would answer cannot always be known here. A delete GitHub refuses is a
 200 by GARM, which keeps the scale set (garm-api.md §2.6): the preview says it is gone.
 Likewise a create or a force-removal GitHub refuses is predicted to succeed. The preview
 is the pass as it goes when GARM and GitHub accept every write.
+
+GARM's setup is rehearsed on it too (controller URLs, GitHub credentials, organisations
+and repositories), so the scalesets an org registered in the same pass unlocks are
+told with it.
 """
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+import logging
 from datetime import datetime
 from typing import Any
 
 from garm.client import GarmApiError, GarmClient
-from garm.models import FORCE_REMOVED, Entity, Instance, ScaleSet, Template
+from garm.models import (
+    FORCE_REMOVED,
+    ControllerInfo,
+    Credential,
+    Entity,
+    Instance,
+    ScaleSet,
+    Template,
+)
 
 # Scale set fields an update may change, as the planner sends them; each is the
 # ``ScaleSet`` field of the same name.
@@ -40,6 +53,15 @@ _UPDATABLE = frozenset(
     }
 )
 _SYSTEM_OWNER = "system"
+_CONTROLLER_URLS = ("metadata_url", "callback_url", "webhook_url")
+
+
+class Rehearsal(logging.LoggerAdapter[logging.Logger]):
+    """A pass's log lines in a preview: at debug level, and marked, for nothing is done."""
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        """Log at debug level whatever ``level`` was asked."""
+        super().log(logging.DEBUG, f"preview: {msg}", *args, **kwargs)
 
 
 def _not_found(method: str, path: str, what: str) -> GarmApiError:
@@ -73,6 +95,10 @@ class SimulatedGarm:
         self._templates: dict[int, Template] | None = None
         self._made: dict[int, Template] = {}
         self._next_scaleset = self._next_template = 0
+        self._controller: ControllerInfo | None = None
+        self._credentials: dict[int, Credential] | None = None
+        self._entities: dict[tuple[str, str], Entity] | None = None
+        self._next_credential = self._next_entity = 0
 
     # --- reads: GARM's, once, then what the simulated writes made of them ------------
 
@@ -89,12 +115,22 @@ class SimulatedGarm:
         return self._client.list_providers()
 
     def list_organizations(self) -> list[Entity]:
-        """GARM's organizations, read for real."""
-        return self._client.list_organizations()
+        """GARM's organizations, as the simulated setup left them."""
+        return [e for e in self._entity_model().values() if e.kind == "organization"]
 
     def list_repositories(self) -> list[Entity]:
-        """GARM's repositories, read for real."""
-        return self._client.list_repositories()
+        """GARM's repositories, as the simulated setup left them."""
+        return [e for e in self._entity_model().values() if e.kind == "repository"]
+
+    def list_credentials(self) -> list[Credential]:
+        """GARM's GitHub credentials, as the simulated setup left them."""
+        return list(self._credential_model().values())
+
+    def get_controller(self) -> ControllerInfo:
+        """The controller's URLs, as the simulated setup left them."""
+        if self._controller is None:
+            self._controller = self._client.get_controller()
+        return self._controller
 
     def list_templates(self) -> list[Template]:
         """Every template without its body, as GARM lists them."""
@@ -202,7 +238,81 @@ class SimulatedGarm:
         self._template_model().pop(template_id, None)
         self._made.pop(template_id, None)
 
+    def first_run(self, username: str, email: str, password: str) -> bool:
+        """An admin made, and a controller without URLs (GARM's reads would still refuse)."""
+        self._controller = ControllerInfo()
+        return True
+
+    def update_controller(self, changes: dict[str, Any]) -> ControllerInfo:
+        """The controller with the URLs sent."""
+        sent = {k: v for k, v in changes.items() if k in _CONTROLLER_URLS}
+        self._controller = dataclasses.replace(self.get_controller(), **sent)
+        return self._controller
+
+    def create_credential(self, body: dict[str, Any]) -> Credential:
+        """The credential GARM would create (its secret parts are never read back)."""
+        credentials = self._credential_model()
+        made = Credential(self._next_credential, body["name"], body.get("description", ""))
+        credentials[made.id] = made
+        self._next_credential += 1
+        return made
+
+    def update_credential(self, credential_id: int, body: dict[str, Any]) -> Credential:
+        """The credential with its new description (and key, unseen)."""
+        credentials = self._credential_model()
+        if credential_id not in credentials:
+            raise _not_found("PUT", f"/github/credentials/{credential_id}", "credential")
+        have = credentials[credential_id]
+        written = dataclasses.replace(have, description=body.get("description", have.description))
+        credentials[credential_id] = written
+        return written
+
+    def delete_credential(self, credential_id: int) -> None:
+        """Gone."""
+        self._credential_model().pop(credential_id, None)
+
+    def create_entity(self, kind: str, body: dict[str, Any]) -> Entity:
+        """The organization or repository GARM would register, under a new id."""
+        repository = kind == "repository"
+        name = f"{body['owner']}/{body['name']}" if repository else body["name"]
+        made = Entity(
+            "repository" if repository else "organization",
+            f"preview-{self._next_entity}",
+            name,
+            body["credentials_name"],
+        )
+        self._next_entity += 1
+        self._entity_model()[(made.kind, made.id)] = made
+        return made
+
+    def update_entity(self, entity: Entity, body: dict[str, Any]) -> None:
+        """The entity bound to the credential sent."""
+        entities = self._entity_model()
+        have = entities.get((entity.kind, entity.id))
+        if have is None:
+            raise _not_found("PUT", f"/{entity.kind}s/{entity.id}", entity.kind)
+        credentials = body.get("credentials_name", have.credentials_name)
+        entities[(entity.kind, entity.id)] = dataclasses.replace(
+            have, credentials_name=credentials
+        )
+
+    def delete_entity(self, entity: Entity) -> None:
+        """Gone (GARM refuses while scale sets live under it; the planner waits for that)."""
+        self._entity_model().pop((entity.kind, entity.id), None)
+
     # --- the model ----------------------------------------------------------------------
+
+    def _credential_model(self) -> dict[int, Credential]:
+        if self._credentials is None:
+            self._credentials = {c.id: c for c in self._client.list_credentials()}
+            self._next_credential = max(self._credentials, default=0) + 1
+        return self._credentials
+
+    def _entity_model(self) -> dict[tuple[str, str], Entity]:
+        if self._entities is None:
+            listed = (*self._client.list_organizations(), *self._client.list_repositories())
+            self._entities = {(e.kind, e.id): e for e in listed}
+        return self._entities
 
     def _scaleset_model(self) -> dict[int, ScaleSet]:
         if self._scalesets is None:

@@ -26,18 +26,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from garm.client import GarmApiError, GarmClient, GarmUnreachable
 from garm.models import FORCE_REMOVED, Instance
-from garm.refusals import Refusals, is_permanent
+from garm.refusals import Held, Refusals, is_permanent
 from runners.scripts import TemplateError, derive_template
 from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate
 from scalesets.actions import (
     Action,
     CreateScaleset,
     DeleteScaleset,
-    Held,
     Observed,
     Plan,
     Progress,
@@ -48,7 +46,7 @@ from scalesets.actions import (
     write_keys,
 )
 from scalesets.planner import failed, plan, working
-from scalesets.preview import SimulatedGarm
+from scalesets.preview import Rehearsal, SimulatedGarm
 from scalesets.spec import Desired, Settings
 
 logger = logging.getLogger(__name__)
@@ -180,21 +178,15 @@ class Preview:
     held: tuple[Held, ...] = ()
 
 
-class _Rehearsal(logging.LoggerAdapter[logging.Logger]):
-    """The pass's log lines in a preview: at debug level, and marked, for nothing is done."""
-
-    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
-        super().log(logging.DEBUG, f"preview: {msg}", *args, **kwargs)
-
-
 def preview(
-    client: GarmClient,
+    client: Garm,
     desired: Desired,
     now: datetime,
     settings: Settings,
     memory: Refusals | None = None,
     *,
     budget: float | None = None,
+    observed: Observed | None = None,
 ) -> Preview:
     """The whole next pass, without writing anything: every write, in order.
 
@@ -203,12 +195,14 @@ def preview(
     unlock are told too, at the same ``now`` and within the same ``budget``. Raises
     ``GarmUnreachable`` or ``GarmApiError`` when GARM cannot be read. A write GitHub
     would refuse (a delete GARM keeps, say) is told as the pass would try it: the
-    preview cannot know.
+    preview cannot know. ``client`` may be a ``SimulatedGarm`` already written to (the
+    rehearsed setup), with ``observed`` what it was read as then.
     """
-    garm = SimulatedGarm(client, now)
-    observed = observe(garm)
+    garm = client if isinstance(client, SimulatedGarm) else SimulatedGarm(client, now)
+    if observed is None:
+        observed = observe(garm)
     request = _Request(desired, now, settings, budget, memory)
-    outcome = _pass(garm, request, observed, _Rehearsal(logger, {}))
+    outcome = _pass(garm, request, observed, Rehearsal(logger, {}))
     if outcome.unreachable is not None:
         raise GarmUnreachable(outcome.unreachable)
     return Preview(

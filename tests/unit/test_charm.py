@@ -354,11 +354,44 @@ def test_plan_action_shows_writes_without_doing_them(ctx, world, resources):
     state = make_state(world, resources, configurator(SOLE_UNIT))
     ctx.run(ctx.on.action("plan"), state)
     assert ctx.action_results is not None
-    assert ctx.action_results["writes"] == "1"
+    assert ctx.action_results["writes"] == "2"
+    # GARM's setup first: this unit's address is not yet GARM's.
+    assert ctx.action_results["setup"] == (
+        "set GARM's controller URLs (callback_url, metadata_url, webhook_url)"
+    )
     assert ctx.action_results["actions"].startswith("create scaleset sm-")
     # The preview folds in its own create: nothing is left under way after it.
     assert ctx.action_results["phases"] == "converged"
+    assert ctx.action_results["held"] == ctx.action_results["skipped"] == "none"
     assert world.writes() == []
+
+
+def test_plan_tells_the_org_the_pass_registers_and_the_scaleset_it_unlocks(ctx, world, resources):
+    # It never showed setup writes: "converged" while the next pass registered an org
+    # and created a scaleset under it.
+    unit = {**EXAMPLE_UNIT, "org": "new-org"}
+    state = make_state(world, resources, configurator(unit))
+    ctx.run(ctx.on.action("plan"), state)
+    assert ctx.action_results is not None
+    setup = ctx.action_results["setup"].splitlines()
+    assert setup[1:] == [
+        "create GitHub credential app-123456-78901234 for garm-configurator/0",
+        "register organization new-org for garm-configurator/0",
+    ]
+    assert ctx.action_results["actions"].startswith("create runner template")
+    assert "create scaleset lg-x64" in ctx.action_results["actions"]
+    assert world.writes() == [] and world.credentials() == []
+
+
+def test_plan_lists_the_specs_the_pass_skips_and_why(ctx, world, resources):
+    bad = {**SOLE_UNIT, "max_runner": "ten"}
+    unknown = {**SECOND_UNIT, "provider_name": "garm-configurator-1", "name": "other"}
+    state = make_state(world, resources, configurator(bad, unknown))
+    ctx.run(ctx.on.action("plan"), state)
+    assert ctx.action_results is not None
+    skipped = ctx.action_results["skipped"].splitlines()
+    assert skipped[0].startswith("garm-configurator/0: sm-x64: invalid max_runner")
+    assert ctx.action_results["phases"] == "converged"
 
 
 def test_reconcile_action_runs_a_pass_now(ctx, world, resources):
@@ -427,6 +460,64 @@ def test_no_secret_reaches_logs_status_or_other_action_output(ctx, world, resour
         assert "Bearer" not in text
         for secret in secrets:
             assert secret not in text
+
+
+def test_a_refused_github_key_waits_out_its_back_off_and_blocks_naming_the_unit(
+    ctx, world, resources, later
+):
+    # A key with a PKCS#1 header and a corrupt body: GARM answers 400. The create and
+    # the org's re-bind were re-sent on every pass, the status waiting for ever.
+    corrupt = "-----BEGIN RSA PRIVATE KEY-----\nMIIB*not*base64\n-----END RSA PRIVATE KEY-----\n"
+    secrets = [
+        testing.Secret({"value": "openstack-Pa55word"}, id=PASSWORD_SECRET_URI),
+        testing.Secret({"value": corrupt}, id=KEY_SECRET_URI),
+    ]
+    relation = configurator(EXAMPLE_UNIT)
+    peers = testing.PeerRelation("garm-peers", id=9)
+    state = make_state(world, resources, relation, peers, secrets=secrets)
+    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    creates = []
+    for _ in range(21):  # the timer's passes, 30 s apart: ten minutes
+        creates.append(
+            sum(w.method == "POST" and "/github/credentials" in w.path for w in world.writes())
+        )
+        later()
+        state = ctx.run(reconcile_tick(), state)
+    # At once, then after 1, 2 and 4 minutes: four in ten minutes, not twenty-two.
+    assert creates[-1] == 4
+    # The org's re-bind names a credential GARM does not have: it waits, unsent.
+    assert not any(w.method == "PUT" and "/organizations" in w.path for w in world.writes())
+    assert state.unit_status == ops.BlockedStatus(
+        "Fix GARM refused to create GitHub credential app-123456-78901234 for "
+        "garm-configurator/0 (4 times): invalid private_key_bytes"
+    )
+    # The operator fixes the key: a new request, sent at once, and the refusal forgotten.
+    fixed = [s for s in state.secrets if s.id != KEY_SECRET_URI]
+    fixed.append(testing.Secret({"value": FAKE_APP_KEY}, id=KEY_SECRET_URI))
+    state = ctx.run(reconcile_tick(), dataclasses.replace(state, secrets=fixed))
+    assert [c["name"] for c in world.credentials()] == ["app-123456-78901234"]
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+
+
+def test_a_refused_controller_url_holds_nothing_else(ctx, world, resources, later):
+    world.inject("PUT", r"/controller", status=500, times=100)
+    relation = configurator(SOLE_UNIT)
+    peers = testing.PeerRelation("garm-peers", id=9)
+    state = ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=0),
+        make_state(world, resources, relation, peers),
+    )
+    assert len(world.scalesets()) == 1  # GARM has URLs already: the pass goes on
+    assert state.unit_status == ops.WaitingStatus(
+        "GARM refused to set GARM's controller URLs (callback_url, metadata_url, webhook_url) "
+        "(once): Server error; will retry"
+    )
+    puts = [len([w for w in world.writes() if w.path == "/controller"])]
+    for _ in range(3):
+        later()
+        state = ctx.run(reconcile_tick(), state)
+        puts.append(len([w for w in world.writes() if w.path == "/controller"]))
+    assert puts == [1, 1, 2, 2]  # again after its minute, not on every pass
 
 
 # --- GARM on the machine ----------------------------------------------------------------

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 
 import pytest
 
 from garm.client import GarmApiError, GarmClient
 from garm.models import Credential, Entity, ScaleSet
+from garm.refusals import Refusals
 from garm.setup import (
     AdminLogin,
     AppCredential,
@@ -18,10 +20,12 @@ from garm.setup import (
     DeleteEntity,
     EntitySpec,
     RebindEntity,
+    SetupOutcome,
     UpdateCredential,
     apply_setup,
-    ensure_admin_and_urls,
+    ensure_controller,
     plan_setup,
+    setup_key,
 )
 from tests.clock import FakeClock
 from tests.garm_double import FAKE_APP_KEY, GarmDouble
@@ -115,21 +119,31 @@ ADMIN = AdminLogin("admin", "admin@garm.local", "Adm1n-Pa55word-!x")
 URLS = ControllerUrls.from_base("http://10.0.0.5:9997/")
 
 
-def test_first_run_then_urls_then_nothing(fresh: GarmDouble):
+def _sent(garm: GarmDouble, method: str, path: str) -> list[object]:
+    return [r for r in garm.requests if (r.method, r.path.rstrip("/")) == (method, path)]
+
+
+def _ensure(client: GarmClient, clock: FakeClock, memory: Refusals | None = None) -> SetupOutcome:
+    return ensure_controller(client, ADMIN, URLS, SetupOutcome(memory or Refusals()), clock.now)
+
+
+def test_first_run_then_urls_then_nothing(fresh: GarmDouble, clock: FakeClock):
     client = GarmClient(fresh.url, ADMIN.username, ADMIN.password)
     with pytest.raises(GarmApiError) as caught:
         client.list_scalesets()  # before first run, GARM has no admin
     assert (caught.value.status, caught.value.error) == (409, "init_required")
 
-    assert ensure_admin_and_urls(client, ADMIN, URLS) == [
-        "created the admin user",
-        "set controller URLs (callback_url, metadata_url, webhook_url)",
-    ]
+    outcome = _ensure(client, clock)
+    assert outcome.done == (
+        "create GARM's admin user",
+        "set GARM's controller URLs (callback_url, metadata_url, webhook_url)",
+    )
+    assert outcome.ready and outcome.held == ()
     assert fresh.controller()["metadata_url"] == "http://10.0.0.5:9997/api/v1/metadata"
     assert client.list_scalesets() == []  # urls_required cleared
 
     writes = len(fresh.writes())
-    assert ensure_admin_and_urls(client, ADMIN, URLS) == []
+    assert _ensure(client, clock).done == ()
     assert fresh.writes()[writes:] == []
 
 
@@ -141,11 +155,44 @@ def test_urls_required_until_the_urls_are_set(fresh: GarmDouble):
     assert (caught.value.status, caught.value.error) == (409, "urls_required")
 
 
-def test_setup_writes_reach_garm_once(fresh: GarmDouble):
+def test_a_refused_url_write_waits_out_its_back_off_and_nothing_else_is_ready(
+    fresh: GarmDouble, clock: FakeClock
+):
     client = GarmClient(fresh.url, ADMIN.username, ADMIN.password)
-    ensure_admin_and_urls(client, ADMIN, URLS)
-    outcome = apply_setup(client, plan_setup([APP], [ORG], set(), [], [], []))
-    assert outcome.errors == ()
+    fresh.inject("PUT", r"/controller", status=500)
+    outcome = _ensure(client, clock)
+    assert not outcome.ready  # GARM answers urls_required to everything else
+    (held,) = outcome.held
+    assert held.write.startswith("set GARM's controller URLs")
+    assert not held.refusal.blocked  # a 500 may pass: retried, not yet the operator's
+
+    puts = len(_sent(fresh, "PUT", "/controller"))
+    clock.advance(timedelta(seconds=30))
+    again = _ensure(client, clock, outcome.memory)
+    assert not again.ready and len(again.held) == 1
+    assert len(_sent(fresh, "PUT", "/controller")) == puts  # not re-sent
+
+    clock.advance(timedelta(minutes=1))
+    done = _ensure(client, clock, again.memory)
+    assert done.ready and done.held == ()
+    assert done.memory == Refusals()  # accepted: forgotten
+
+
+def test_new_urls_refused_hold_nothing_else_when_garm_has_some(
+    garm: GarmDouble, client: GarmClient, clock: FakeClock
+):
+    garm.inject("PUT", r"/controller", status=400, error="Bad Request")
+    outcome = _ensure(client, clock)
+    assert outcome.ready  # the URLs it has still work
+    (held,) = outcome.held
+    assert held.refusal.blocked  # a 400: GARM will answer the same again
+
+
+def test_setup_writes_reach_garm_once(fresh: GarmDouble, clock: FakeClock):
+    client = GarmClient(fresh.url, ADMIN.username, ADMIN.password)
+    so_far = _ensure(client, clock)
+    outcome = apply_setup(client, plan_setup([APP], [ORG], set(), [], [], []), so_far, clock.now)
+    assert outcome.held == ()
     (credential,) = fresh.credentials()
     assert (credential["app_id"], credential["private_key"]) == (123, FAKE_APP_KEY)
     (org,) = client.list_organizations()
@@ -154,13 +201,58 @@ def test_setup_writes_reach_garm_once(fresh: GarmDouble):
     assert again == []
 
 
-def test_a_refused_setup_write_is_kept_and_the_rest_goes_on(fresh: GarmDouble):
+def test_a_refused_credential_is_held_and_its_org_waits_unsent(
+    fresh: GarmDouble, clock: FakeClock
+):
     client = GarmClient(fresh.url, ADMIN.username, ADMIN.password)
-    ensure_admin_and_urls(client, ADMIN, URLS)
+    so_far = _ensure(client, clock)
     fresh.inject("POST", r"/github/credentials/?", status=500)
-    outcome = apply_setup(client, plan_setup([APP], [ORG], set(), [], [], []))
-    assert len(outcome.errors) == 2  # the credential, then the org that names it
-    assert outcome.errors[0].startswith("create GitHub credential app-123-456")
+    actions = plan_setup([APP], [ORG], set(), [], [], [])
+    outcome = apply_setup(client, actions, so_far, clock.now)
+    (held,) = outcome.held
+    assert held.write == "create GitHub credential app-123-456"
+    assert _sent(fresh, "POST", "/organizations") == []  # it would be refused
+
+    # Within the back-off nothing is sent; once it is over the create goes, then the org.
+    posts = len(_sent(fresh, "POST", "/github/credentials"))
+    assert apply_setup(client, actions, outcome, clock.now).held == (held,) * 2
+    assert len(_sent(fresh, "POST", "/github/credentials")) == posts
+    clock.advance(timedelta(minutes=1))
+    later = apply_setup(client, actions, SetupOutcome(outcome.memory), clock.now)
+    assert later.held == () and later.memory == Refusals()
+    assert later.done == (
+        "create GitHub credential app-123-456",
+        "register organization example-org",
+    )
+
+
+def test_a_new_key_is_sent_at_once_whatever_the_back_off(fresh: GarmDouble, clock: FakeClock):
+    client = GarmClient(fresh.url, ADMIN.username, ADMIN.password)
+    so_far = _ensure(client, clock)
+    fresh.inject("POST", r"/github/credentials/?", status=400, error="Bad Request")
+    refused = apply_setup(client, [CreateCredential(APP)], so_far, clock.now)
+    assert refused.held[0].refusal.blocked  # a 400 is the operator's at once
+    rotated = dataclasses.replace(APP, private_key=FAKE_APP_KEY + "\n")
+    fixed = apply_setup(
+        client, [CreateCredential(rotated)], SetupOutcome(refused.memory), clock.now
+    )
+    assert fixed.done == ("create GitHub credential app-123-456",)
+
+
+def test_each_setup_write_has_a_key_of_its_own():
+    org = Entity("organization", "o-1", "Example-Org", APP.name)
+    actions = [
+        CreateCredential(APP),
+        DeleteCredential(1, APP.name),
+        CreateEntity(ORG),
+        DeleteEntity(org),
+    ]
+    keys = [setup_key(a)[0] for a in actions]
+    assert len(set(keys)) == len(keys)
+    # A create and a re-bind of one entity are one write, asking different things.
+    create = setup_key(CreateEntity(ORG))
+    rebind = setup_key(RebindEntity(org, "app-9-9"))
+    assert create[0] == rebind[0] and create[1] != rebind[1]
 
 
 def test_the_admin_password_stays_out_of_a_repr():

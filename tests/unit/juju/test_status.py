@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 
 from garm.models import Instance, ScaleSet
-from garm.refusals import first_refusal
+from garm.refusals import Held, first_refusal
 from juju.relation import RelationState
 from juju.status import Summary, describe_failing, describe_progress, summarise
-from scalesets.actions import DeleteScaleset, Held, Observed, Phase, Progress, Skipped
+from scalesets.actions import DeleteScaleset, Observed, Phase, Progress, Skipped
 from scalesets.planner import LISTENER_STARTUP
 from scalesets.reconciler import ActionError, Outcome
 from scalesets.spec import Desired, HeldSpec, ScalesetSpec, Settings
