@@ -1059,6 +1059,7 @@ class GarmDouble:
             self._finished_unseen: set[str] = set()
             # Runners whose VM their provider cannot delete: name -> (next retry, back-off).
             self._undeletable: dict[str, tuple[datetime, timedelta]] = {}
+            self._recovered: set[str] = set()
             self.requests: list[Recorded] = []
             self.unexpected: list[str] = []
             self.disabled_since: dict[int, datetime] = {}
@@ -1322,6 +1323,12 @@ class GarmDouble:
         with self._lock:
             self._undeletable[name] = (self._now(), DELETE_RETRY_FIRST)
 
+    def providers_recover(self) -> None:
+        """Every provider deletes VMs again: GARM's next retry of each delete, when its
+        back-off is due, succeeds."""
+        with self._lock:
+            self._recovered |= set(self._undeletable)
+
     def set_desired_runner_count(self, scaleset_id: int, n: int) -> None:
         """Force what GARM last recorded as GitHub's assigned jobs, listener or not (set-up
         shortcut; ``assign_jobs`` plays the message). The write re-stamps updated_at."""
@@ -1333,12 +1340,20 @@ class GarmDouble:
         provider fails: those it retries (``_retry_delete``), unless force-removed."""
         for name in [n for n, i in self._instances.items() if i.status in _REAPED_BY_TICK]:
             instance = self._instances[name]
-            if name in self._undeletable and instance.status != "pending_force_delete":
+            if self._still_undeletable(instance, now):
                 self._retry_delete(instance, now)
                 continue
             del self._instances[name]
             self._finished_unseen.discard(name)
             self._undeletable.pop(name, None)
+            self._recovered.discard(name)
+
+    def _still_undeletable(self, instance: _Instance, now: datetime) -> bool:
+        """Whether the provider still fails to delete ``instance``: a force-removal never
+        waits for it; a recovered provider succeeds at the retry next due."""
+        if instance.name not in self._undeletable or instance.status == "pending_force_delete":
+            return False
+        return instance.name not in self._recovered or now < self._undeletable[instance.name][0]
 
     def _retry_delete(self, instance: _Instance, now: datetime) -> None:
         """The provider worker's retry of a delete its provider fails: due ones re-stamp."""

@@ -190,7 +190,10 @@ def write_keys(action: Action) -> list[tuple[str, str]]:
         if action.purpose == "update":
             fields = [f for f in action.changes if f != "extended_state"] or ["extended_state"]
             return [(field_key(action.name, f), digest(action.changes[f])) for f in fields]
-        return [(f"{action.purpose}:{action.name.lower()}", digest(action.changes))]
+        # Without the notes: they are stamped "now", which would make every pass's
+        # re-enable, retirement or note a new request that no refusal holds back.
+        asked = {k: v for k, v in action.changes.items() if k != "extended_state"}
+        return [(f"{action.purpose}:{action.name.lower()}", digest(asked))]
     if isinstance(action, RemoveInstance):
         return [(f"remove:{action.scaleset_name.lower()}", "")]
     if isinstance(action, DeleteScaleset):

@@ -522,7 +522,10 @@ def _plan_predecessors(current: _Current, cover: _Cover, ctx: _Context) -> None:
     ]
     runners = sum(len(ctx.instances[p.id]) for p in predecessors)
     phase = _family_phase(serving, bool(predecessors), phases)
-    if phase is not None and not family.contested:
+    # Nothing is created while no create can be planned (held back, or skipped): the
+    # status tells why, and never says "creating" of what is not being created.
+    creating = serving is not None or bool(current.name)
+    if phase is not None and creating and not family.contested:
         # The GARM name the phase is about: what is created, else what is replaced.
         about = [p.name for p, at in zip(predecessors, phases, strict=True) if at is phase]
         replaced = about or [p.name for p in predecessors]

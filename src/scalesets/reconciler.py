@@ -278,6 +278,8 @@ def _pass(client: Garm, request: _Request, observed: Observed | None, log: _Log)
             if not todo:
                 break
             for action in todo:
+                if ledger.holds(action):
+                    continue  # refused earlier in this pass: its back-off holds it too
                 if budget is not None and time.monotonic() - started > budget:
                     log.warning("pass budget of %ss spent; the next hook continues", budget)
                     # The status tells what GARM holds now, the writes done folded in.
@@ -286,6 +288,8 @@ def _pass(client: Garm, request: _Request, observed: Observed | None, log: _Log)
                 observed = ledger.apply(client, action, observed)
             current = plan(desired, observed, now, settings)
     except GarmUnreachable as exc:
+        # What GARM refused before it went away is remembered, and told, all the same.
+        observed = ledger.folded(observed)
         current = plan(desired, observed, now, settings)
         return ledger.outcome(current, observed, unreachable=str(exc))
     return ledger.outcome(current, observed)
@@ -363,6 +367,10 @@ class _Ledger:
         for key, _ in write_keys(action):
             memory = memory.accepted(key)
         return self._remember(memory, observed)
+
+    def holds(self, action: Action) -> bool:
+        """Whether the memory, as this pass left it, holds the write back."""
+        return any(self.memory.holding(k, a, self.now) for k, a in write_keys(action))
 
     def _remember(self, memory: Refusals, observed: Observed) -> Observed:
         if memory != self.memory:

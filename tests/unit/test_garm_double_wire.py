@@ -930,6 +930,29 @@ def test_a_delete_its_provider_fails_is_retried_with_back_off_and_re_stamped(
     assert double.instances() == []
 
 
+def test_a_recovered_provider_deletes_at_its_next_retry_not_before(
+    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
+) -> None:
+    # A provider that deletes again is not asked until GARM's retry is due: the row stays
+    # pending_delete through the back-off already running, then goes.
+    scaleset = listening_scaleset(api, org, fake_clock)
+    name = double.add_runner(scaleset)
+    double.provider_cannot_delete(name)
+    double.start_job(name)
+    double.finish_job(name)
+    for _ in range(40):  # retries at 1, 11 and 26 s fail: the next is due at 48.5 s
+        fake_clock.advance(1)
+        double.tick()
+    double.providers_recover()
+    for _ in range(8):
+        fake_clock.advance(1)
+        double.tick()
+        assert [row["status"] for row in double.instances()] == ["pending_delete"]
+    fake_clock.advance(1)
+    double.tick()
+    assert double.instances() == []
+
+
 def test_job_finished_while_disabled_is_seen_at_consolidation(
     api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
 ) -> None:

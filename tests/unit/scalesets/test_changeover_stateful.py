@@ -38,18 +38,37 @@ from hypothesis.stateful import (
 
 from garm.client import GarmClient
 from garm.models import parse_time
-from garm.refusals import FIRST_RETRY, Refusals, believed_wait, request_digest
+from garm.refusals import (
+    FIRST_RETRY,
+    LONGEST_RETRY,
+    REFUSALS_BEFORE_BLOCKED,
+    Refusals,
+    backoff,
+    believed_wait,
+    digest,
+    is_permanent,
+    request_digest,
+)
+from juju.relation import RelationState
+from juju.status import summarise
 from runners.options import RunnerOptions
 from runners.scripts import derive_template, install_blocks
 from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate, template_name
-from scalesets.actions import Action, CreateScaleset, RemoveInstance, UpdateScaleset
+from scalesets.actions import (
+    Action,
+    CreateScaleset,
+    Phase,
+    RemoveInstance,
+    UpdateScaleset,
+    field_key,
+)
 from scalesets.naming import normalise_labels
 from scalesets.notes import Notes
-from scalesets.planner import YOUNGEST_DELETE
+from scalesets.planner import PENDING_DELETE_GRACE, YOUNGEST_DELETE
 from scalesets.reconciler import Outcome, preview, reconcile
 from scalesets.spec import Desired, ScalesetSpec, Settings
 from tests.clock import FakeClock
-from tests.garm_double import CONSOLIDATION_INTERVAL, GITHUB_LINUX_TEMPLATE, GarmDouble
+from tests.garm_double import CONSOLIDATION_INTERVAL, GITHUB_LINUX_TEMPLATE, GarmDouble, Recorded
 from tests.soak import soak_settings
 from tests.wire import T0
 
@@ -61,6 +80,10 @@ LABEL_SETS = (("linux",), ("linux", "x64"), ("linux", "arm64"), ("Linux", "X64",
 # script in one of two versions (a change made in place, never by replacement).
 PRE_JOB_SCRIPTS = (None, "echo one", "echo two")
 CREATE_ROUTE = r"/organizations/[^/]+/scalesets/?"
+# The runner groups a configurator may set: GitHub knows only the first (404 otherwise).
+RUNNER_GROUPS = ("Default", "ghost")
+# Template writes GARM may refuse for a while (``garm_refuses_templates``).
+TEMPLATE_ROUTES = (("POST", r"/templates/?"), ("PUT", r"/templates/\d+/?"))
 READS = (("GET", r"/scalesets/?"), ("GET", r"/instances/?"), ("GET", r"/providers/?"))
 FAULTS = ("500", "400", "drop", "drop_after")
 # How a story begins (``begin``).
@@ -97,6 +120,13 @@ MUST_SEE = (
     "blocked",
     "template rewritten in place",
     "template deleted",
+    "field refused",
+    "template refused",
+    "refusal blocked within the count",
+    "held back, not re-sent",
+    "runner group refused beside a flip-flop",
+    "pending_delete re-stamped",
+    "pending_delete forced",
 )
 
 
@@ -111,6 +141,7 @@ class _Before:
     memory: Refusals
     names: Mapping[int, str]
     ours: frozenset[int]
+    templates: Mapping[int, str]
     requests: int
     removals: int
     deletions: int
@@ -137,6 +168,7 @@ class Changeover(RuleBasedStateMachine):
         garm.reset()
         garm.add_provider(PROVIDER)
         garm.add_org("example-org")
+        garm.runner_groups = set()  # GitHub knows only its Default group
         self.client = GarmClient(garm.url, garm.username, garm.password, timeout=(1, 1))
         self.labels: dict[str, tuple[str, ...]] = {"ci": ("linux", "x64"), "big": ("linux",)}
         # The pre-job script each logical scaleset's runners get (None: no options).
@@ -151,6 +183,14 @@ class Changeover(RuleBasedStateMachine):
         # Runners GitHub would not let go while their job ran.
         self.refused_runners: set[str] = set()
         self.last: Outcome | None = None
+        # The runner group each logical scaleset's configurator sets (absent: Default).
+        self.groups: dict[str, str] = {}
+        # What GARM answers every template write while it refuses them (None: it does not).
+        self.templates_refused_with: int | None = None
+        # Each write GARM refused in a row, on the wire: key -> (digest, count, last time).
+        self.in_a_row: dict[str, tuple[str, int, datetime]] = {}
+        # When a non-faulty pass first saw each runner of a retired scaleset pending_delete.
+        self.first_pending: dict[str, datetime] = {}
 
     # --- what the world does ------------------------------------------------------------
 
@@ -308,6 +348,56 @@ class Changeover(RuleBasedStateMachine):
         """The cause is gone (the operator fixed the runner group, say)."""
         self.creates_refused_with = None
 
+    @rule(logical=st.sampled_from(LOGICAL), group=st.sampled_from(RUNNER_GROUPS))
+    def configurator_sets_runner_group(self, logical, group):
+        """A runner group GitHub does not know: GARM refuses that field (404) for good,
+        and every create that carries it."""
+        if group != self.groups.get(logical, "Default") and self.has_generation(
+            logical, self.labels.get(logical, ())
+        ):
+            COVERAGE["runner group refused beside a flip-flop"] += group != "Default"
+        self.groups[logical] = group
+
+    @rule(status=st.sampled_from((400, 500)))
+    def garm_refuses_templates(self, status):
+        """GARM refuses every template write (a database error, a name clash)."""
+        self.templates_refused_with = status
+
+    @rule()
+    def garm_accepts_templates(self):
+        self.templates_refused_with = None
+
+    @rule(data=st.data())
+    def provider_cannot_delete(self, data):
+        """A runner's provider fails every delete of its VM: GARM retries, re-stamping
+        ``updated_at`` each time, and the row stays ``pending_delete``."""
+        runners = [i["name"] for i in self.garm.instances()]
+        if runners:
+            self.garm.provider_cannot_delete(data.draw(st.sampled_from(runners)))
+            COVERAGE["pending_delete re-stamped"] += 1
+
+    @precondition(lambda self: self.draining())
+    @rule(data=st.data())
+    def a_draining_runner_sticks_past_the_deadline(self, data):
+        """A retired scaleset's runner ends its job but its provider cannot delete the VM;
+        the drain deadline comes and the timer runs on: GARM re-stamps the runner on
+        every retry, and only the charm's own sight of it can tell it is stuck."""
+        scaleset_id = data.draw(st.sampled_from(self.draining()))
+        runners = [i["name"] for i in self.garm.instances() if i["scale_set_id"] == scaleset_id]
+        name = data.draw(st.sampled_from(runners))
+        self.garm.provider_cannot_delete(name)
+        COVERAGE["pending_delete re-stamped"] += 1
+        self.end_job(name)
+        # A retired scaleset hears of the job's end at GARM's next consolidation.
+        for _ in range(int(CONSOLIDATION_INTERVAL / TIMER_INTERVAL) + 1):
+            if self._status_of(name) != "running":
+                break
+            self.timer_fires(1)
+        due = self.garm.disabled_since.get(scaleset_id)
+        if due is not None and due + SETTINGS.drain_deadline > self.clock.now:
+            self.clock.advance(due + SETTINGS.drain_deadline - self.clock.now)
+        self.timer_fires(int(PENDING_DELETE_GRACE / TIMER_INTERVAL) + 2)
+
     @rule()
     def reconcile_pass(self):
         self.run_pass(faulty=False)
@@ -401,7 +491,8 @@ class Changeover(RuleBasedStateMachine):
                 elif request.status == 200:
                     COVERAGE["template deleted"] += 1
                 else:
-                    assert faulty, f"{request.method} {path} answered {request.status}"
+                    refused = self.templates_refused_with is not None
+                    assert faulty or refused, f"{request.method} {path} answered {request.status}"
 
     def no_runner_removed_before_its_deadline(self, before: _Before) -> None:
         """A runner is removed only from a retired scaleset, past the drain deadline by
@@ -438,6 +529,7 @@ class Changeover(RuleBasedStateMachine):
         """
         seen = _PassLog()
         sent = self.garm.requests[before.requests :]
+        refused_now: set[tuple[str, str]] = set()
         for index, request in enumerate(sent):
             path = request.path.rstrip("/")
             target = f"{request.method} {path}"
@@ -452,6 +544,17 @@ class Changeover(RuleBasedStateMachine):
             elif request.method == "POST" and path.endswith("/scalesets"):
                 assert isinstance(request.body, dict)
                 self._create(before, seen, request.body, request.status)
+            # Every write, whatever its kind, by the key the memory knows it under.
+            keys = _keys_of(request, before, self.garm)
+            for key, asked in keys:
+                held = before.memory.holding(key, asked, before.now)
+                assert held is None, f"{target} ({key}) re-sent before its retry-at: {held}"
+                assert (key, asked) not in refused_now, f"{target} ({key}) twice in a pass"
+            if len(keys) == 1 and request.status is not None and request.status >= 400:
+                refused_now.add(keys[0])
+        memory = before.memory
+        if any(memory.holding(k, r.digest, before.now) for k, r in memory.refusals.items()):
+            COVERAGE["held back, not re-sent"] += 1
         return seen.refused
 
     def _removal(self, before: _Before, seen: _PassLog, name: str, status: int | None) -> None:
@@ -513,6 +616,117 @@ class Changeover(RuleBasedStateMachine):
             assert refusal is not None, f"refused {key} not remembered"
             assert refusal.retry_at >= soonest, refusal
 
+    def refusals_reach_blocked(self, before: _Before) -> None:
+        """A write GARM refuses for good (a 4xx), or ``REFUSALS_BEFORE_BLOCKED`` times in
+        a row, leaves the status ``blocked``: counted on the wire, by the write's key,
+        whatever its kind. A refusal nobody renewed for the longest back-off after its
+        retry is of a write nobody asked for any more, and its count starts again."""
+        sent = self.garm.requests[before.requests :]
+        if self.last is not None and self.last.unreachable is not None:
+            sent = sent[:-1]  # GARM may have answered it, but the charm never heard
+        now = before.now
+        self.in_a_row = {
+            key: (asked, count, at)
+            for key, (asked, count, at) in self.in_a_row.items()
+            if now - (at + backoff(count)) <= LONGEST_RETRY
+        }
+        due: list[str] = []
+        for index, request in enumerate(sent):
+            keys = _keys_of(request, before, self.garm)
+            if len(keys) != 1 or request.status is None:
+                continue  # an update of several fields is split; a dropped call unknown
+            ((key, asked),) = keys
+            path = request.path.rstrip("/")
+            kept = request.method == "DELETE" and re.fullmatch(r"/scalesets/\d+", path)
+            refused = request.status >= 400 and not (
+                path.startswith("/instances/") and request.status == 404
+            )
+            if kept:
+                confirm = sent[index + 1 : index + 2]
+                refused = bool(confirm) and confirm[0].method == "GET" and confirm[0].status == 200
+            if not refused:
+                if request.status < 400:
+                    self.in_a_row.pop(key, None)
+                continue
+            earlier, count, _ = self.in_a_row.get(key, (asked, 0, now))
+            count = count + 1 if earlier == asked else 1
+            self.in_a_row[key] = (asked, count, now)
+            if (not kept and is_permanent(request.status)) or count >= REFUSALS_BEFORE_BLOCKED:
+                due.append(key)
+            COVERAGE["field refused"] += key.startswith("update:")
+            COVERAGE["template refused"] += key.startswith("template")
+        if due and self.last is not None:
+            summary = summarise(self.last, RelationState(True, self.desired()))
+            assert summary.kind == "blocked", f"{due} refused, yet {summary}"
+            COVERAGE["refusal blocked within the count"] += 1
+
+    def status_names_only_what_is_done(self, before: _Before) -> None:
+        """The status says a generation is being created only when GARM holds it, and
+        runners are being force-removed only when a removal was sent or is under way."""
+        assert self.last is not None
+        if self.last.unreachable is not None or self.last.cut_short:
+            return  # what it planned is still to do: the next pass sends it
+        live = {s["name"].lower(): s for s in self.garm.scalesets()}
+        sent = self.garm.requests[before.requests :]
+        removed = {
+            before.runners[r.path.rstrip("/").removeprefix("/instances/")]["scale_set_id"]
+            for r in sent
+            if r.method == "DELETE" and r.path.startswith("/instances/")
+        }
+        for progress in self.last.progress:
+            if progress.phase in (Phase.CREATING, Phase.CREATING_REPLACEMENT):
+                assert progress.scaleset.lower() in live, f"{progress} yet nothing created"
+            if progress.phase is Phase.FORCE_REMOVING:
+                scaleset = live.get(progress.scaleset.lower())
+                assert scaleset is not None, progress
+                forced = any(
+                    i["scale_set_id"] == scaleset["id"] and i["status"] == "pending_force_delete"
+                    for i in self.garm.instances()
+                )
+                assert forced or scaleset["id"] in removed, f"{progress} yet none sent"
+
+    def labels_asked_for_are_enabled(self) -> None:
+        """A generation GARM holds with the labels asked for is enabled by the pass, unless
+        its own re-enable is what GARM refused: no other field keeps a label unserved."""
+        for logical, labels in self.labels.items():
+            wanted = set(normalise_labels((*labels, logical)))
+            for scaleset in self.garm.scalesets():
+                if {t["name"].lower() for t in scaleset.get("tags", [])} != wanted:
+                    continue
+                own = self.memory.refusals.get(f"re-enable:{scaleset['name'].lower()}")
+                held = own is not None and believed_wait(own.retry_at, self.clock.now)
+                assert scaleset.get("enabled") or held, (
+                    f"{logical}: {scaleset['name']} holds {sorted(wanted)} but is disabled"
+                )
+
+    def stuck_pending_delete_forced(self, before: _Before) -> None:
+        """A runner of a retired scaleset past its drain deadline that sat in
+        ``pending_delete`` for the grace, by this pass's own sight of it (GARM re-stamps
+        ``updated_at`` on every retry), is force-removed, unless its removal backs off."""
+        now = self.clock.now
+        by_id = {s["id"]: s for s in self.garm.scalesets()}
+        for name, runner in before.runners.items():
+            scaleset = by_id.get(runner["scale_set_id"])
+            if runner.get("status") != "pending_delete" or scaleset is None:
+                self.first_pending.pop(name, None)
+                continue
+            if scaleset.get("enabled"):
+                continue
+            first = self.first_pending.setdefault(name, before.now)
+            notes = Notes.read(scaleset.get("extended_state", ""))
+            retired = notes.retired_at
+            past = retired is not None and now - retired >= SETTINGS.drain_deadline
+            held = _holds(self.memory, "remove", scaleset["name"], now) or _holds(
+                before.memory, "note", scaleset["name"], before.now
+            )
+            if not past or held or now - first < PENDING_DELETE_GRACE + TIMER_INTERVAL:
+                continue
+            after = next((i for i in self.garm.instances() if i["name"] == name), None)
+            assert after is None or after["status"] == "pending_force_delete", (
+                f"runner {name} pending_delete since {first}, not forced at {now}"
+            )
+            COVERAGE["pending_delete forced"] += 1
+
     def teardown(self):
         """Every story ends settled once faults stop and every job ends."""
         try:
@@ -526,6 +740,9 @@ class Changeover(RuleBasedStateMachine):
         """One reconcile pass, as the leader's timer or a hook runs it, then its checks."""
         if self.creates_refused_with is not None:
             self.garm.inject("POST", CREATE_ROUTE, status=self.creates_refused_with, times=99)
+        if self.templates_refused_with is not None:
+            for method, route in TEMPLATE_ROUTES:
+                self.garm.inject(method, route, status=self.templates_refused_with, times=99)
         before = self.before()
         self.last = reconcile(
             self.client, self.desired(), self.clock.now, SETTINGS, memory=self.memory
@@ -534,6 +751,11 @@ class Changeover(RuleBasedStateMachine):
         if self.last.memory is not None:
             self.memory = self.last.memory
         self.check_pass(before, faulty=faulty)
+        self.refusals_reach_blocked(before)
+        self.status_names_only_what_is_done(before)
+        if not faulty:
+            self.labels_asked_for_are_enabled()
+            self.stuck_pending_delete_forced(before)
         if any(p.blocked for p in self.last.progress):
             COVERAGE["blocked"] += 1
         if any(s.blocking for s in self.last.skipped):
@@ -561,6 +783,7 @@ class Changeover(RuleBasedStateMachine):
             ours=frozenset(
                 t["id"] for t in self.garm.templates() if t["name"].startswith("garm-charm-")
             ),
+            templates={t["id"]: t["name"] for t in self.garm.templates()},
             requests=len(self.garm.requests),
             removals=len(self.garm.removals),
             deletions=len(self.garm.deletions),
@@ -570,6 +793,10 @@ class Changeover(RuleBasedStateMachine):
         """Retired scalesets that still have runners, by id."""
         held = {i["scale_set_id"] for i in self.garm.instances()}
         return sorted(held & set(self.garm.disabled_since))
+
+    def _status_of(self, runner: str) -> str | None:
+        """GARM's status of a runner now; None once its row is gone."""
+        return next((i["status"] for i in self.garm.instances() if i["name"] == runner), None)
 
     def end_job(self, name: str) -> None:
         """A runner's job ends; GARM hears of it at once only if the scaleset listens."""
@@ -593,6 +820,7 @@ class Changeover(RuleBasedStateMachine):
                     max_runners=3,
                     min_idle_runners=1 if logical == "big" else 0,
                     labels=labels,
+                    runner_group=self.groups.get(logical, "Default"),
                     template_blocks=install_blocks(
                         RunnerOptions(pre_job_script=self.pre_job.get(logical)), None
                     ),
@@ -635,6 +863,9 @@ class Changeover(RuleBasedStateMachine):
         self.garm.clear_faults()
         self.garm.delete_keeps_record = False
         self.creates_refused_with = None
+        self.templates_refused_with = None
+        self.groups.clear()
+        self.garm.providers_recover()
         for instance in self.garm.instances():
             if instance.get("runner_status") == "active":
                 self.end_job(instance["name"])
@@ -682,7 +913,7 @@ def test_changeovers_keep_every_invariant(garm: GarmDouble, clock: FakeClock):
             super().__init__(garm, clock)
 
     COVERAGE.clear()
-    run_state_machine_as_test(OnThisGarm, settings=soak_settings(50, 80))
+    run_state_machine_as_test(OnThisGarm, settings=soak_settings(50, 110))
     # The stories must have reached what the invariants guard, or they prove nothing.
     missing = [seen for seen in MUST_SEE if not COVERAGE[seen]]
     assert not missing, f"stories never reached {missing}: {dict(COVERAGE)}"
@@ -719,3 +950,53 @@ def _logical_of(body: Mapping[str, Any]) -> str:
     labels = {str(label).lower() for label in body.get("labels", [])}
     (logical,) = [name for name in LOGICAL if name in labels]
     return logical
+
+
+def _keys_of(request: Recorded, before: _Before, garm: GarmDouble) -> list[tuple[str, str]]:
+    """The writes a request makes, as the memory of refusals keys them (``garm.refusals``):
+    read off the wire, not from the charm's actions. An update of several fields is each
+    of them; a request that only rewrites the notes is left out (a note, or the notes
+    of an update: the wire cannot tell)."""
+    path = request.path.rstrip("/")
+    body = request.body if isinstance(request.body, dict) else {}
+    if path.startswith("/templates"):
+        return _template_keys(request.method, path, body, before)
+    names = {**before.names, **{s["id"]: s["name"] for s in garm.scalesets()}}
+    if request.method == "POST" and path.endswith("/scalesets"):
+        return [(f"create:{_logical_of(body)}", request_digest(body))]
+    if request.method == "PUT" and (found := re.fullmatch(r"/scalesets/(\d+)", path)):
+        return _update_keys(names[int(found[1])].lower(), body)
+    if request.method == "DELETE" and path.startswith("/instances/"):
+        runner = before.runners.get(path.removeprefix("/instances/"))
+        if runner is None:
+            return []
+        return [(f"remove:{names[runner['scale_set_id']].lower()}", "")]
+    if request.method == "DELETE" and (found := re.fullmatch(r"/scalesets/(\d+)", path)):
+        return [(f"delete:{names[int(found[1])].lower()}", "")]
+    return []
+
+
+def _update_keys(name: str, body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The writes a scaleset's PUT makes: a re-enable or a retirement alone, else one per
+    field (notes aside)."""
+    asked = {k: v for k, v in body.items() if k != "extended_state"}
+    if "enabled" in asked:
+        purpose = "re-enable" if asked["enabled"] else "retire"
+        return [(f"{purpose}:{name}", digest(asked))]
+    if asked and set(asked) <= {"min_idle_runners", "max_runners"} and not any(asked.values()):
+        return [(f"retire:{name}", digest(asked))]
+    return [(field_key(name, f), digest(v)) for f, v in asked.items()]
+
+
+def _template_keys(
+    method: str, path: str, body: Mapping[str, Any], before: _Before
+) -> list[tuple[str, str]]:
+    """The writes a request on ``/templates`` makes."""
+    if method == "POST" and path == "/templates":
+        return [(f"template:{body.get('name', '')}", digest(body.get("description", "")))]
+    if (found := re.fullmatch(r"/templates/(\d+)", path)) and method in ("PUT", "DELETE"):
+        name = before.templates.get(int(found[1]), "")
+        if method == "DELETE":
+            return [(f"template-delete:{name}", "")]
+        return [(f"template:{name}", digest(body.get("description", "")))]
+    return []

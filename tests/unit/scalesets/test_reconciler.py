@@ -311,6 +311,28 @@ def test_an_update_garm_refuses_is_sent_again_field_by_field(passes, garm):
     assert passes.memory == Refusals()
 
 
+def test_a_refused_retirement_waits_out_its_back_off_though_its_stamp_moves(passes, garm):
+    # A retirement notes "retired now": were the stamp part of what it asks, every
+    # pass's retirement would be a new request that no refusal holds back.
+    passes.run(make_spec())
+    (old,) = garm.scalesets()
+    passes.later()
+    new_spec = make_spec(labels=("linux", "arm64"))
+    passes.run(new_spec)
+    passes.later(LISTENER_STARTUP)
+    garm.inject("PUT", rf"/scalesets/{old['id']}", status=500)
+    passes.run(new_spec)
+    assert list(passes.memory.refusals) == [f"retire:{old['name'].lower()}"]
+    passes.later()  # 30 s on: within the minute's back-off
+    outcome = passes.run(new_spec)
+    assert ("PUT", f"/scalesets/{old['id']}") not in passes.writes
+    assert [h.write for h in outcome.held] == [f"retire scaleset ci ({old['name']})"]
+    passes.later(FIRST_RETRY)
+    passes.run(new_spec)
+    assert ("PUT", f"/scalesets/{old['id']}") in passes.writes
+    assert passes.memory == Refusals()
+
+
 def test_an_api_error_does_not_stop_the_orphan_sweep(passes, garm):
     passes.run(make_spec(name="a", source="u/0"), make_spec(name="b", source="u/1"))
     a = next(s for s in garm.scalesets() if "a" in [t["name"] for t in s["tags"]])
