@@ -28,11 +28,13 @@ expected status and writes nothing, twice in a row.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import functools
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tempfile
@@ -60,15 +62,22 @@ from scenario.state import _Event
 
 from charm import GarmCharm
 from garm import workload
-from garm.refusals import Refusals
+from garm.refusals import (
+    LONGEST_RETRY,
+    REFUSALS_BEFORE_BLOCKED,
+    Refusals,
+    backoff,
+    digest,
+    is_permanent,
+)
 from leader import BEING_REMOVED
 from scalesets.naming import normalise_labels
 from scalesets.notes import Notes
 from tests.binaries import fake_garm, fake_provider
 from tests.charm_states import make_state
 from tests.clock import FakeClock
-from tests.databags import EXAMPLE_UNIT
-from tests.garm_double import GarmDouble
+from tests.databags import EXAMPLE_UNIT, KEY_SECRET_URI
+from tests.garm_double import FAKE_APP_KEY, GarmDouble, Recorded
 from tests.juju_events import reconcile_tick, self_departing
 from tests.machine import FakeSystemctl, goal
 from tests.postgresql import (
@@ -108,6 +117,19 @@ TIMER_ODDS = 5
 # Where ``drain_deadline_comes`` lands: just before, at, or after the deadline.
 AROUND_THE_DEADLINE = tuple(timedelta(seconds=s) for s in (-1, 0, 1, 90))
 PHASE_B_KEYS = tuple(k for k in EXAMPLE_UNIT if k.startswith(("openstack_", "github_")))
+# A configurator's other GitHub App key (``juju config cfg-x`` rotating it): another
+# secret the garm units were granted, a PEM GARM accepts with another fingerprint.
+ROTATED_KEY_URI = "secret://3f9c6d2e-1b7a-4c55-8a0e-2f1d9b7c6e40/d0hq2cp5ihkc77rs9m41"
+ROTATED_KEY = FAKE_APP_KEY.replace(
+    FAKE_APP_KEY.splitlines()[1], base64.b64encode(b"the rotated fake key, PEM framed").decode()
+)
+# GARM's setup routes a story may have GARM refuse (``garm_refuses_setup``), by what
+# they write: the GitHub credentials, the organisations, the controller's URLs.
+SETUP_ROUTES = {
+    "credential": (("POST", r"/github/credentials/?"), ("PUT", r"/github/credentials/\d+/?")),
+    "entity": (("POST", r"/organizations/?"), ("PUT", r"/organizations/[^/]+/?")),
+    "controller": (("PUT", r"/controller/?"),),
+}
 # What the stories must reach, or they prove nothing.
 KINDS = (
     "created-before-joined",
@@ -135,6 +157,12 @@ KINDS = (
     "timer-between-hooks",
     "time-passes",
     "removal-refused(job-running)",
+    "key-rotated",
+    "setup-refused(credential)",
+    "setup-refused(entity)",
+    "setup-refused(controller)",
+    "setup-refusal-blocked",
+    "setup-retried-after-backoff",
 )
 # What the stories exercised, summed over all examples; the test asserts each happened.
 COVERAGE: Counter[str] = Counter()
@@ -163,6 +191,7 @@ class CfgApp:
     relation_id: int | None = None  # set while integrated with garm
     emptied: bool = False  # scaled to 0 while integrated
     impostor: int | None = None  # a unit whose data names another unit's provider
+    key_uri: str = KEY_SECRET_URI  # the GitHub App key its leader publishes
 
     def provider(self, n: int) -> str:
         return f"{self.name}-{n}"
@@ -186,6 +215,7 @@ class CfgApp:
         out = {key: EXAMPLE_UNIT[key] for key in PHASE_B_KEYS}
         out["openstack_username"] = f"{self.name}-r{self.rev}"
         out["openstack_network"] = f"{self.name}-net-r{self.rev}"
+        out["github_private_key_secret_uri"] = self.key_uri
         return out
 
     def publish(self, n: int) -> None:
@@ -312,6 +342,10 @@ class Lifecycle(RuleBasedStateMachine):
         self.checked_removals = 0
         self.trail: list[str] = []
         self.healthy = True
+        # GARM refusing its setup routes, by what they write, with the status it answers.
+        self.setup_refused: dict[str, int] = {}
+        # Setup writes GARM refused, as the wire showed them: key -> (digest, in a row, at).
+        self.setup_in_a_row: dict[str, tuple[str, int, datetime]] = {}
         # The running rule's draws for the timer between its hooks (``between_hooks``).
         self.timer: st.DataObject | None = None
         self.ticking = False
@@ -326,11 +360,24 @@ class Lifecycle(RuleBasedStateMachine):
         units=st.integers(1, MAX_CONFIGURATOR_UNITS),
         labels=st.sampled_from(LABEL_SETS),
         jobs=st.integers(0, 2),
+        refused=st.sampled_from((None, "controller", None, "entity", "credential")),
+        refused_with=st.sampled_from((400, 500)),
     )
-    def deploy(self, database: str, units: int, labels: tuple[str, ...], jobs: int):
+    def deploy(
+        self,
+        database: str,
+        units: int,
+        labels: tuple[str, ...],
+        jobs: int,
+        refused: str | None,
+        refused_with: int,
+    ):
         """garm deployed (two units on PostgreSQL, one on sqlite), then cfg-a integrated;
-        half a minute later the leader's timer fires and ``jobs`` jobs start."""
+        half a minute later the leader's timer fires and ``jobs`` jobs start. GARM may
+        refuse one kind of setup write from the start (``garm_refuses_setup``)."""
         self.database = database
+        if refused is not None:
+            self.setup_refused[refused] = refused_with
         for _ in range(2 if database == "postgresql" else 1):
             self._new_unit(leader=not self.units)
         for unit in self.alive():
@@ -373,7 +420,18 @@ class Lifecycle(RuleBasedStateMachine):
             relations.append(self._db_relation_for_new_unit())
             secrets = self.db_answer[1]
         state = make_state(self.garm, self.resources, *relations, leader=leader)
-        state = dataclasses.replace(state, secrets=[*state.secrets, *secrets])
+        rotated = testing.Secret({"value": ROTATED_KEY}, id=ROTATED_KEY_URI)
+        # Each machine its own address: the leader's is where runners reach GARM (no
+        # external-url), so a new leader sets the controller's URLs again.
+        address = f"10.1.9.{uid + 10}"
+        network = testing.Network(
+            CONFIGURATOR,
+            bind_addresses=[testing.BindAddress([testing.Address(address)])],
+            ingress_addresses=[address],
+        )
+        state = dataclasses.replace(
+            state, secrets=[*state.secrets, rotated, *secrets], networks={network}
+        )
         unit = GarmUnit(
             id=uid,
             ctx=testing.Context(GarmCharm, unit_id=uid, app_name="garm"),
@@ -507,15 +565,23 @@ class Lifecycle(RuleBasedStateMachine):
         labels=st.sampled_from(LABEL_SETS),
         rename=st.booleans(),
         rotate=st.booleans(),
+        new_key=st.booleans(),
         slow_github=st.booleans(),
     )
     def configurator_config_changes(
-        self, pick: int, labels: tuple[str, ...], rename: bool, rotate: bool, slow_github: bool
+        self,
+        pick: int,
+        labels: tuple[str, ...],
+        rename: bool,
+        rotate: bool,
+        new_key: bool,
+        slow_github: bool,
     ):
         """``juju config cfg-x``: every unit republishes; relation-changed per unit.
 
         With ``slow_github`` the replacement it may need is registered on GitHub only at
-        GARM's next tick, so what leaves must wait for it.
+        GARM's next tick, so what leaves must wait for it. ``rotate`` changes the
+        OpenStack settings, ``new_key`` the GitHub App key (its credential is updated).
         """
         app = self._pick(self._apps(lambda a: bool(a.units)), pick)
         app.labels = labels
@@ -526,6 +592,9 @@ class Lifecycle(RuleBasedStateMachine):
             self.garm.register_on_create = False
             COVERAGE["change while github is slow"] += 1
         app.rev += rotate
+        if new_key:
+            app.key_uri = ROTATED_KEY_URI if app.key_uri == KEY_SECRET_URI else KEY_SECRET_URI
+            COVERAGE["key-rotated"] += 1
         for n in sorted(app.units):
             self._publish(app, n)
         for n in sorted(app.units):
@@ -686,6 +755,18 @@ class Lifecycle(RuleBasedStateMachine):
             for app in self._apps(lambda a: a.valid and len(a.units) + len(providers) > 2)
             if app.leader is not None
         ]
+
+    @rule(what=st.sampled_from(sorted(SETUP_ROUTES)), status=st.sampled_from((400, 500)))
+    def garm_refuses_setup(self, what: str, status: int):
+        """GARM answers ``status`` to every write of ``what`` from the next hook on: a key
+        GitHub rejects, an org the GitHub App cannot see, a database error."""
+        self.setup_refused[what] = status
+
+    @precondition(lambda self: self.setup_refused)
+    @rule(pick=st.integers(0, 9))
+    def garm_accepts_setup(self, pick: int):
+        """The cause went away: GARM takes that kind of write again."""
+        del self.setup_refused[self._pick(sorted(self.setup_refused), pick)]
 
     @precondition(lambda self: self.garm.register_on_create)
     @rule()
@@ -869,6 +950,7 @@ class Lifecycle(RuleBasedStateMachine):
             shutil.rmtree(self.root, ignore_errors=True)
 
     def settle(self) -> None:
+        self.setup_refused.clear()
         for app in self._apps(lambda a: a.impostor is not None):
             self._correct(app)
         for app, n in self._quiet():
@@ -933,10 +1015,16 @@ class Lifecycle(RuleBasedStateMachine):
         unit.systemctl.goal_state = self._goal_state()
         writes, calls = len(self.garm.writes()), len(unit.systemctl.calls)
         requests = len(self.garm.requests)
-        waiting = self._waiting(unit)
+        waiting, now = self._waiting(unit), self.clock.now
         self.trail.append(f"{unit.name}{' (dying)' if unit.dying else ''}: {what}")
         COVERAGE["hooks run"] += 1
-        unit.state = unit.ctx.run(event(unit.state), unit.state)
+        for kind, status in self.setup_refused.items():
+            for method, route in SETUP_ROUTES[kind]:
+                self.garm.inject(method, route, status=status, error=f"{kind} refused", times=99)
+        try:
+            unit.state = unit.ctx.run(event(unit.state), unit.state)
+        finally:
+            self.garm.clear_faults()
         self.clock.advance(HOOK_TAKES)
         unit.hooks += 1
         if unit.dying:
@@ -945,6 +1033,7 @@ class Lifecycle(RuleBasedStateMachine):
         if ["restart", "garm"] in unit.systemctl.calls[calls:]:
             self.garm.set_providers(_configured_providers(unit.paths))
         self.nothing_resent_before_its_backoff(waiting, self.garm.requests[requests:], what)
+        self.setup_waits_out_its_backoff(unit, self.garm.requests[requests:], now, what)
         self._share_app_data(unit)
         self.timer_only_on_the_leader(unit)
         self.check()
@@ -989,6 +1078,71 @@ class Lifecycle(RuleBasedStateMachine):
             )
             if path.startswith("/instances/"):
                 COVERAGE["removal-refused(job-running)"] += request.status == 400
+
+    def setup_waits_out_its_backoff(
+        self, unit: GarmUnit, sent: list[Recorded], now: datetime, what: str
+    ) -> None:
+        """A setup write GARM refused is not sent again, the same, before its back-off is
+        over (across hooks and leaders); one refused for good (a 4xx), or
+        ``REFUSALS_BEFORE_BLOCKED`` times in a row, leaves the leader ``blocked``.
+
+        Counted on the wire, by what each request writes: not from the charm's memory. A
+        refusal nobody renewed for the longest back-off after its retry is of a write
+        nobody asks for any more, and its count starts again (``Refusals.current``)."""
+        self.setup_in_a_row = {
+            key: (asked, count, at)
+            for key, (asked, count, at) in self.setup_in_a_row.items()
+            if now - (at + backoff(count)) <= LONGEST_RETRY
+        }
+        due: list[str] = []
+        for request in sent:
+            written = self._setup_write_of(request)
+            if written is None or request.status is None:
+                continue
+            key, asked = written
+            earlier, count, at = self.setup_in_a_row.get(key, ("", 0, now))
+            if earlier == asked:
+                assert now >= at + backoff(count), self._explain(
+                    f"{what}: {request.method} {request.path} again before its back-off "
+                    f"({count} refusals, the last at {at})"
+                )
+                COVERAGE["setup-retried-after-backoff"] += 1
+            if request.status < 400:
+                self.setup_in_a_row.pop(key, None)
+                continue
+            count = count + 1 if earlier == asked else 1
+            self.setup_in_a_row[key] = (asked, count, now)
+            COVERAGE[f"setup-refused({key.split(':')[0]})"] += 1
+            if is_permanent(request.status) or count >= REFUSALS_BEFORE_BLOCKED:
+                due.append(key)
+        if due:
+            assert isinstance(unit.state.unit_status, ops.BlockedStatus), self._explain(
+                f"{what}: GARM refused {due}, yet {unit.name} says {unit.state.unit_status!r}"
+            )
+            COVERAGE["setup-refusal-blocked"] += 1
+
+    def _setup_write_of(self, request: Recorded) -> tuple[str, str] | None:
+        """What a setup request writes, as the memory of refusals keys it, and a digest
+        of what it asks: a credential's description (the key's fingerprint), an
+        organisation's credential, the controller's URLs. None for any other request."""
+        path = request.path.rstrip("/")
+        body = request.body if isinstance(request.body, dict) else {}
+        if request.method == "PUT" and path == "/controller":
+            return "controller", digest(body)
+        if path == "/github/credentials" and request.method == "POST":
+            return f"credential:{body.get('name', '')}", digest(body.get("description", ""))
+        if (found := re.fullmatch(r"/github/credentials/(\d+)", path)) and request.method == "PUT":
+            names = {c["id"]: c["name"] for c in self.garm.credentials()}
+            name = names.get(int(found[1]), "")
+            return f"credential:{name}", digest(body.get("description", ""))
+        if path == "/organizations" and request.method == "POST":
+            name = str(body.get("name", "")).lower()
+            return f"entity:organization:{name}", digest(body.get("credentials_name", ""))
+        if (found := re.fullmatch(r"/organizations/([^/]+)", path)) and request.method == "PUT":
+            names = {e["id"]: e["name"] for e in self.garm.entities()}
+            name = names.get(found[1], "").lower()
+            return f"entity:organization:{name}", digest(body.get("credentials_name", ""))
+        return None
 
     def _timer_between_hooks(self) -> None:
         """Perhaps the reconcile timer's dispatch runs now, on some unit, before the hook."""
