@@ -396,7 +396,7 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
         memory = setup.outcome.memory
         if setup.stopped is not None:
             return dataclasses.replace(
-                so_far, summary=setup.stopped, memory=_changed(memory, earlier)
+                so_far, summary=setup.stopped, memory=_changed(memory, leader.peers)
             )
         outcome = reconcile(
             client,
@@ -415,14 +415,17 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
         summary=summarise(outcome, state, [*running.problems, *wanted.problems]),
         outcome=outcome,
         publish_back=published(state, outcome, dict(outcome.current), leader.configurators.apps),
-        memory=_changed(memory, earlier),
+        memory=_changed(memory, leader.peers),
         garm_here=_garm_here(leader, answered=True),
     )
 
 
-def _changed(memory: Refusals, earlier: Refusals) -> Refusals | None:
-    """The memory to write to the peer relation, None when it is what is there."""
-    return None if memory == earlier else memory
+def _changed(memory: Refusals, peers: PeerRecords) -> Refusals | None:
+    """The memory to write to the peer relation, None when it is what is there.
+
+    What is there must also read whole: a hand edit is written over, once.
+    """
+    return None if memory == peers.memory and peers.memory_whole else memory
 
 
 def _usable(leader: LeaderInputs | None) -> CharmConfig | None:

@@ -70,10 +70,16 @@ class Peers(ops.Object):
         if relation is None:
             return PeerRecords()
         bag = relation.data[self.model.app]
+        text = bag.get(MEMORY_KEY)
+        # Only a leader writes it, always as ``text()``: anything else was edited.
+        whole = not text or Refusals.read(text).text() == text
+        if not whole:
+            logger.warning("ignored what could not be read of the peer data's %s", MEMORY_KEY)
         return PeerRecords(
             self._home(),
             frozenset(u.name for u in relation.units if relation.data[u].get(DATA_KEY)),
-            Refusals.read(bag.get(MEMORY_KEY), bag.get(OLD_MEMORY_KEY)),
+            Refusals.read(text, bag.get(OLD_MEMORY_KEY)),
+            whole,
         )
 
     def keep(self, home: HomeChange, memory: Refusals | None) -> None:

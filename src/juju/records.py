@@ -57,9 +57,11 @@ class PeerRecords:
 
     ``home`` is the application's ``sqlite-home`` record; ``holders`` the units whose own
     data says their machine has GARM's sqlite file; ``memory`` what GARM refused, as any
-    leader left it (``garm.refusals``).
+    leader left it (``garm.refusals``); ``memory_whole`` False when some of it did not
+    read (a hand edit), so the next pass writes it over.
     """
 
     home: str | None = None
     holders: frozenset[str] = frozenset()
     memory: Refusals = field(default_factory=Refusals)
+    memory_whole: bool = True

@@ -13,9 +13,9 @@ The text is ``key=value`` pairs joined by ``;`` in a fixed order, e.g.
 ``runner@status@time`` entries joined by ``,``. The single ``retired-at=…`` or
 ``enabled-at=…`` stamp earlier versions wrote reads the same way, and the refusal counts
 they kept here (``kept``, ``refused``, ``retry-at``) are ignored like any unknown key.
-Unreadable values are left out, and a stamp further ahead than the longest back-off is
-not believed, so a hand-edited value can only make the charm re-stamp sooner, never
-fail or wait forever.
+Unreadable values are left out (each pass logs which, once: ``unread``), and a stamp
+further ahead than the longest back-off is not believed, so a hand-edited value can only
+make the charm re-stamp sooner, never fail or wait forever.
 """
 
 from __future__ import annotations
@@ -134,6 +134,28 @@ class Seen:
 
 # What a runner's name or status must be to be noted: nothing the notes' syntax uses.
 _NOTE_WORD = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def unread(extended_state: str) -> tuple[str, ...]:
+    """The notes in ``extended_state`` whose values ``Notes.read`` leaves out, by key.
+
+    For a log line: such a note is ignored, and written afresh when the pass needs it.
+    Keys this version does not know (an earlier version's) are not counted.
+    """
+    notes = Notes.read(extended_state)
+    values: dict[str, str] = {}
+    for pair in extended_state.split(";"):
+        key, sep, value = pair.partition("=")
+        if sep:
+            values.setdefault(key.strip(), value.strip())
+    entries = [e for e in values.get("seen", "").split(",") if e.strip()]
+    read = {
+        "retired-at": notes.retired_at is not None,
+        "enabled-at": notes.enabled_at is not None,
+        "specs": bool(notes.specs),
+        "seen": len(notes.seen) == len(entries),
+    }
+    return tuple(key for key, ok in read.items() if values.get(key) and not ok)
 
 
 def _seen(value: str) -> tuple[Seen, ...]:

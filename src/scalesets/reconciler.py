@@ -45,6 +45,7 @@ from scalesets.actions import (
     shown_name,
     write_keys,
 )
+from scalesets.notes import unread
 from scalesets.planner import failed, plan, working
 from scalesets.preview import Rehearsal, SimulatedGarm
 from scalesets.spec import Desired, Settings
@@ -266,6 +267,7 @@ def _pass(client: Garm, request: _Request, observed: Observed | None, log: _Log)
         # Without a full observation nothing can be decided safely, so nothing is done.
         log.error("GARM refused a read: %s", exc)
         return Outcome(errors=(ActionError(None, exc.cause),))
+    _log_unread(observed, log)
     earlier = memory or Refusals()
     kept = earlier.current(now)
     ledger = _Ledger(now, kept, log, changed=kept != earlier)
@@ -293,6 +295,18 @@ def _pass(client: Garm, request: _Request, observed: Observed | None, log: _Log)
         current = plan(desired, observed, now, settings)
         return ledger.outcome(current, observed, unreachable=str(exc))
     return ledger.outcome(current, observed)
+
+
+def _log_unread(observed: Observed, log: _Log) -> None:
+    """Say once a pass which scalesets' notes could not be read: they are ignored."""
+    for scaleset in observed.scalesets:
+        keys = unread(scaleset.extended_state)
+        if keys:
+            log.warning(
+                "ignored unreadable notes %s on scaleset %s; written afresh when needed",
+                ", ".join(keys),
+                scaleset.name,
+            )
 
 
 def _log_refused(

@@ -159,6 +159,23 @@ def test_refusals_live_in_the_applications_peer_data(ctx, world, resources, mach
     assert "runner group nope not found" in state.unit_status.message
 
 
+def test_a_hand_edited_memory_is_ignored_where_it_does_not_read_and_said(
+    ctx, world, resources, machine, caplog
+):
+    # Someone ran relation-set on the peer data: what reads is kept, the rest ignored, the
+    # hook goes on, and the log says so; the pass writes the memory back as it reads.
+    edited = '{"refusals":{"create:sm-x64":{"refusals":"many"}},"taken":[]}'
+    peers = testing.PeerRelation("garm-peers", id=7, local_app_data={"refusals": edited})
+    state = ctx.run(
+        ctx.on.config_changed(), make_state(world, resources, configurator(SOLE_UNIT), peers)
+    )
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+    assert "ignored what could not be read of the peer data's refusals" in caplog.text
+    caplog.clear()
+    state = ctx.run(reconcile_tick(), state)
+    assert "could not be read" not in caplog.text
+
+
 def test_what_an_earlier_version_remembered_is_read_and_kept_under_the_new_key(
     ctx, world, resources, machine
 ):

@@ -898,17 +898,23 @@ def test_assigned_jobs_reach_only_a_listening_scale_set(
     assert double.scalesets()[0]["desired_runner_count"] == 3  # frozen while disabled
 
 
+def undeletable_after_its_job(api: Api, org: str, double: GarmDouble, clock: FakeClock) -> str:
+    """A runner whose job ended on a listening scale set and whose provider cannot delete
+    its VM: GARM has it ``pending_delete`` and retries. Returns its name."""
+    name = double.add_runner(listening_scaleset(api, org, clock))
+    double.provider_cannot_delete(name)
+    double.start_job(name)
+    double.finish_job(name)
+    return name
+
+
 def test_a_delete_its_provider_fails_is_retried_with_back_off_and_re_stamped(
     api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
 ) -> None:
     # workers/provider: GARM retries a failed delete after 10 s, then 1.5 times longer each
     # time up to 5 minutes, and each failure re-stamps the row: it never looks older than
     # its last retry. A force-removal takes it whatever the provider answers.
-    scaleset = listening_scaleset(api, org, fake_clock)
-    name = double.add_runner(scaleset)
-    double.provider_cannot_delete(name)
-    double.start_job(name)
-    double.finish_job(name)
+    name = undeletable_after_its_job(api, org, double, fake_clock)
     started = fake_clock.now
     stamps = []
     for _ in range(6000):  # an hour and more, a tick a second
@@ -935,11 +941,7 @@ def test_a_recovered_provider_deletes_at_its_next_retry_not_before(
 ) -> None:
     # A provider that deletes again is not asked until GARM's retry is due: the row stays
     # pending_delete through the back-off already running, then goes.
-    scaleset = listening_scaleset(api, org, fake_clock)
-    name = double.add_runner(scaleset)
-    double.provider_cannot_delete(name)
-    double.start_job(name)
-    double.finish_job(name)
+    undeletable_after_its_job(api, org, double, fake_clock)
     for _ in range(40):  # retries at 1, 11 and 26 s fail: the next is due at 48.5 s
         fake_clock.advance(1)
         double.tick()

@@ -35,7 +35,7 @@ from juju.relation import relation_state
 from observe.token import HeldToken, renewal_due, token_expiry
 from runners.options import DebugSshError, debug_ssh
 from scalesets.actions import Observed
-from scalesets.notes import Notes
+from scalesets.notes import Notes, unread
 from scalesets.planner import plan
 from scalesets.spec import Desired, Settings
 from tests.archives import long_names, raw_header
@@ -127,7 +127,9 @@ NOTES = st.one_of(
     st.lists(
         st.builds(
             "{}={}".format,
-            st.sampled_from(["retired-at", "enabled-at", "kept", "refused", "retry-at", "specs"]),
+            st.sampled_from(
+                ["retired-at", "enabled-at", "kept", "refused", "retry-at", "specs", "seen"]
+            ),
             TIMES | st.text(alphabet=string.digits + "²-", max_size=8),
         ),
         max_size=6,
@@ -148,6 +150,8 @@ def test_any_notes_on_a_retired_scaleset_leave_the_plan_planned(notes: str, stat
     new = ScaleSet.from_json(scaleset_json(2, "ci-new", labels=("ci", "linux", "x64")))
     busy = Instance.from_json(instance_json("garm-1", 1, status=status))
     Notes.read(notes).believed(NOW)
+    assert set(unread(notes)) <= {"retired-at", "enabled-at", "specs", "seen"}
+    assert unread(Notes.read(notes).text()) == ()  # what the charm writes always reads
     observed = Observed((old, new), (busy,), frozenset({spec.provider_name}))
     plan(Desired((spec,)), observed, NOW, Settings())
 

@@ -237,6 +237,25 @@ def test_names_github_holds_are_not_walked_again_on_every_pass(passes, garm, clo
     assert [m for m, _ in passes.writes] == ["POST"] * MAX_CANDIDATES
 
 
+def test_notes_that_do_not_read_are_ignored_and_said_once_a_pass(passes, garm, caplog):
+    # A hand edit (or another tool) left notes the charm cannot read: the pass goes on
+    # as if they were not there, and its log names the scaleset and the notes, once.
+    passes.run(make_spec())
+    (scaleset,) = garm.scalesets()
+    edited = "retired-at=soon;specs=not a digest;seen=garm-1@pending_delete@noon;owner=me"
+    passes.client.update_scaleset(scaleset["id"], {"extended_state": edited})
+    caplog.clear()
+    passes.later()
+    passes.run(make_spec())
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [
+        f"ignored unreadable notes retired-at, specs, seen on scaleset {scaleset['name']}; "
+        "written afresh when needed"
+    ]
+    (after,) = garm.scalesets()
+    assert after["enabled"]  # nothing was read as retired
+
+
 def test_a_refused_create_is_remembered_backed_off_and_retried(passes, garm, clock, caplog):
     garm.inject(
         "POST",
@@ -314,12 +333,8 @@ def test_an_update_garm_refuses_is_sent_again_field_by_field(passes, garm):
 def test_a_refused_retirement_waits_out_its_back_off_though_its_stamp_moves(passes, garm):
     # A retirement notes "retired now": were the stamp part of what it asks, every
     # pass's retirement would be a new request that no refusal holds back.
-    passes.run(make_spec())
-    (old,) = garm.scalesets()
-    passes.later()
-    new_spec = make_spec(labels=("linux", "arm64"))
-    passes.run(new_spec)
-    passes.later(LISTENER_STARTUP)
+    new_spec = new_one_listening(passes)
+    old = min(garm.scalesets(), key=lambda s: s["id"])
     garm.inject("PUT", rf"/scalesets/{old['id']}", status=500)
     passes.run(new_spec)
     assert list(passes.memory.refusals) == [f"retire:{old['name'].lower()}"]
