@@ -306,10 +306,8 @@ def plan(inputs: Inputs) -> ActionAnswer:
     except GarmApiError as exc:
         return ActionAnswer(failure=f"Could not read GARM: {exc.cause}")
     held = (*setup.outcome.held, *planned.held)
-    skipped = [
-        *(f"{h.source}: {h.name or 'its scaleset'}: {h.reason}" for h in state.desired.held),
-        *(f"{s.source}: {s.name}: {s.reason}" for s in planned.skipped),
-    ]
+    # The planner tells every skipped spec, the held ones of the relation's data too.
+    skipped = [f"{s.source}: {s.name or 'its scaleset'}: {s.reason}" for s in planned.skipped]
     return ActionAnswer(
         {
             "writes": str(len(setup.outcome.done) + len(planned.actions)),

@@ -343,12 +343,10 @@ class GarmClient:
                 headers=headers,
                 timeout=self._timeout,
             )
-        except (
-            requests.ConnectionError,
-            requests.Timeout,
-            requests.exceptions.ChunkedEncodingError,
-        ) as exc:
-            # The exception text can carry the request; name only the route and the kind.
+        except requests.RequestException as exc:
+            # Whatever went wrong on the way (no connection, a timeout, a body that does
+            # not decode, a redirect loop): GARM's answer was not heard. The exception
+            # text can carry the request; name only the route and the kind.
             raise GarmUnreachable(f"{method} {path}: {type(exc).__name__}") from None
 
 

@@ -351,7 +351,7 @@ def read_provider(name: str, files: dict[str, str]) -> OpenstackProvider | None:
             region_name=cloud["region_name"],
             network=settings["network_id"],
         )
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, RecursionError):
         return None
 
 

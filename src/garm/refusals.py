@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -157,6 +157,20 @@ class Refusals:
         if key not in self.refusals:
             return self
         return replace(self, refusals={k: r for k, r in self.refusals.items() if k != key})
+
+    def due_now(self, now: datetime, which: Callable[[str], bool]) -> Refusals:
+        """The memory with the writes ``which`` picks due again at ``now``, counts kept.
+
+        For a cause that may be gone: what GitHub refused is tried again at once once
+        GARM's access to GitHub (a credential, an org's binding) changed.
+        """
+        return replace(
+            self,
+            refusals={
+                k: replace(r, retry_at=min(r.retry_at, now)) if which(k) else r
+                for k, r in self.refusals.items()
+            },
+        )
 
     def taking(self, name: str, now: datetime) -> Refusals:
         """The memory with ``name`` held by GitHub for the longest back-off."""

@@ -406,11 +406,22 @@ def apply_setup(
                 log.info("done: %s", text)
                 done.append(text)
                 memory = memory.accepted(key)
+                if isinstance(action, _GITHUB_ACCESS):
+                    # What GitHub refused may have been refused for want of this access
+                    # (a key, an App's installation): those writes go again now.
+                    memory = memory.due_now(now, lambda k: k.partition(":")[0] not in _SETUP_KINDS)
                 continue
         held.append(Held(text, refusal))
         if isinstance(action, CreateCredential):
             absent.add(action.credential.name)
     return SetupOutcome(memory, tuple(done), tuple(held))
+
+
+# The setup writes that change how GARM reaches GitHub, and the kinds of setup keys.
+_GITHUB_ACCESS = (CreateCredential, UpdateCredential, CreateEntity, RebindEntity)
+_SETUP_KINDS = frozenset(
+    {"first-run", "controller", "credential", "credential-delete", "entity", "entity-delete"}
+)
 
 
 def setup_key(action: SetupAction) -> tuple[str, str]:

@@ -118,19 +118,9 @@ def _problem(
     outcome: Outcome, state: RelationState, problems: Sequence[UnitProblem]
 ) -> tuple[StatusKind, str] | None:
     """The most pressing problem of a pass, most severe first, or None."""
-    if not state.related and state.desired.complete:
-        return "blocked", "Integrate with garm-configurator: juju integrate garm garm-configurator"
-    blocking = [f"{s.source}: {s.reason}" for s in outcome.skipped if s.blocking]
-    blocking += [f"{p.unit}: {p.reason}" for p in problems if p.blocking]
-    if state.desired.template_hold:
-        blocking.append(state.desired.template_hold)
-    blocking += [e.error for e in outcome.errors if e.blocking]
-    blocking += [h.describe() for h in outcome.held if h.refusal.blocked]
-    if blocking:
-        return "blocked", "Fix " + _join(blocking)
-    stuck = [f"{p.logical_name or p.scaleset}: {p.blocked}" for p in outcome.progress if p.blocked]
-    if stuck:
-        return "blocked", "Stuck: " + _join(stuck)
+    blocked = _blocked(outcome, state, problems)
+    if blocked is not None:
+        return "blocked", blocked
     if outcome.unreachable is not None:
         return "waiting", f"GARM unreachable, will retry: {outcome.unreachable}"
     # A refused write is told as held back (below); a refused read has nothing to hold.
@@ -149,4 +139,28 @@ def _problem(
     waiting += [f"{unit}: no scaleset published yet" for unit in state.silent]
     if waiting:
         return "waiting", "Waiting for " + _join(waiting)
+    return None
+
+
+def _blocked(
+    outcome: Outcome, state: RelationState, problems: Sequence[UnitProblem]
+) -> str | None:
+    """What only the operator can fix, most severe first, or None."""
+    if not state.related and state.desired.complete:
+        return "Integrate with garm-configurator: juju integrate garm garm-configurator"
+    blocking = [f"{s.source}: {s.reason}" for s in outcome.skipped if s.blocking]
+    blocking += [f"{p.unit}: {p.reason}" for p in problems if p.blocking]
+    if state.desired.template_hold:
+        blocking.append(state.desired.template_hold)
+    blocking += [e.error for e in outcome.errors if e.blocking]
+    if blocking:
+        return "Fix " + _join(blocking)
+    # A changeover that is stuck says what to do about it, which the refusal holding it
+    # (told next, when nothing is stuck) does not.
+    stuck = [f"{p.logical_name or p.scaleset}: {p.blocked}" for p in outcome.progress if p.blocked]
+    if stuck:
+        return "Stuck: " + _join(stuck)
+    refused = [h.describe() for h in outcome.held if h.refusal.blocked]
+    if refused:
+        return "Fix " + _join(refused)
     return None

@@ -300,7 +300,7 @@ def force_removals_total(paths: workload.Paths) -> int:
 def _read_total(files: Files) -> int:
     try:
         state = json.loads(files.state.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return 0
     total = state.get("force_removals_total") if isinstance(state, dict) else None
     return total if isinstance(total, int) and not isinstance(total, bool) and total > 0 else 0

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
 
-from scalesets.actions import Observed, Phase, Progress, RemoveInstance
+from scalesets.actions import KEPT_CAUSE, Observed, Phase, Progress, RemoveInstance
 from scalesets.notes import Notes
 from scalesets.reconciler import Outcome
 from scalesets.spec import Settings
@@ -104,9 +104,14 @@ def runners_draining(observed: Observed) -> int:
 
 
 def deletes_kept(observed: Observed) -> int:
-    """Scalesets GARM kept after answering their delete, as the refusals remember them."""
+    """Scalesets GARM kept after answering their delete, as the refusals remember them.
+
+    Only deletes GARM answered and kept: one it refused outright is no scaleset kept.
+    """
     kept = {
-        k.removeprefix("delete:") for k in observed.refusals.refusals if k.startswith("delete:")
+        k.removeprefix("delete:")
+        for k, refusal in observed.refusals.refusals.items()
+        if k.startswith("delete:") and refusal.cause == KEPT_CAUSE
     }
     return sum(s.name.lower() in kept for s in observed.scalesets)
 

@@ -58,7 +58,7 @@ class HeldToken:
                 datetime.fromisoformat(data["fetched-at"]),
                 data["jwt-secret-fingerprint"],
             )
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             return None
         if not isinstance(held.token, str) or not isinstance(held.secret_fingerprint, str):
             return None
@@ -93,7 +93,7 @@ def token_expiry(token: str) -> datetime | None:
     segment = parts[1] + "=" * (-len(parts[1]) % 4)
     try:
         payload = json.loads(base64.urlsafe_b64decode(segment))
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, RecursionError):
         return None
     exp = payload.get("exp") if isinstance(payload, dict) else None
     if isinstance(exp, bool) or not isinstance(exp, int | float):

@@ -175,12 +175,17 @@ class DeleteScaleset:
 Action = CreateScaleset | UpdateScaleset | RemoveInstance | DeleteScaleset | TemplateAction
 
 
+# The cause noted when GARM answered a delete 200 and kept the scaleset (GitHub refused).
+KEPT_CAUSE = "GARM answered the delete but kept it (GitHub refused)"
+
+
 def write_keys(action: Action) -> list[tuple[str, str]]:
     """Which writes an action is, and what each asks for: keys and digests in the refusals.
 
     A field update is one write per field (``field_key``), so a field GARM refuses holds
     back that field alone; a re-enable, a retirement, a note, a delete and the
-    force-removals of one scaleset are one write each; a template is written by name.
+    force-removal of one runner are one write each (a runner whose job still runs holds
+    back no other); a template is written by name.
     The digest says what is asked, so a refusal holds nothing back once the spec asks
     for something else.
     """
@@ -195,7 +200,7 @@ def write_keys(action: Action) -> list[tuple[str, str]]:
         asked = {k: v for k, v in action.changes.items() if k != "extended_state"}
         return [(f"{action.purpose}:{action.name.lower()}", digest(asked))]
     if isinstance(action, RemoveInstance):
-        return [(f"remove:{action.scaleset_name.lower()}", "")]
+        return [(f"remove:{action.scaleset_name.lower()}:{action.instance_name}", "")]
     if isinstance(action, DeleteScaleset):
         return [(f"delete:{action.name.lower()}", "")]
     if isinstance(action, DeleteTemplate):

@@ -30,9 +30,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from garm.models import FORCE_REMOVED, Instance, ScaleSet
-from garm.refusals import REFUSALS_BEFORE_BLOCKED, Held, Refusal, digest, request_digest
+from garm.refusals import Held, Refusal, digest, request_digest
 from runners.templates import Choice, DeleteTemplate, Templates, template_name
 from scalesets.actions import (
+    KEPT_CAUSE,
     Action,
     CreateScaleset,
     DeleteScaleset,
@@ -794,8 +795,10 @@ def _plan_retirement(
         changes["extended_state"] = notes.retired(now).text()
     if changes or notes.retired_at is None:
         action = UpdateScaleset(scaleset.id, scaleset.name, changes, "retire", logical)
-        _plan_write(action, f"retire scaleset {shown_name(logical, scaleset.name)}", ctx)
-        return Phase.RETIRING
+        if _plan_write(action, f"retire scaleset {shown_name(logical, scaleset.name)}", ctx):
+            return Phase.RETIRING
+        # Held back: nothing is retired; the status tells the held write.
+        return Phase.HANDING_OVER if scaleset.enabled else Phase.DRAINING
     return _plan_drain(scaleset, logical, notes, ctx)
 
 
@@ -832,19 +835,14 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
         return now - since if since is not None else timedelta(0)
 
     removing = [i for i in instances if _removable(i, waited(i)) and (past_deadline or failed(i))]
-    refused = ctx.observed.refusals.refusals.get(f"remove:{scaleset.name.lower()}")
-    sending = False
-    for instance in removing:
-        removal = RemoveInstance(instance.name, scaleset.id, scaleset.name, logical)
-        if not _plan_write(removal, f"force-remove runners of scaleset {shown}", ctx):
-            break  # one scaleset's removals wait out one back-off, told once
-        sending = True
+    sending, refused = _plan_removals(scaleset, logical, removing, ctx)
     stuck = [
         i
         for i in instances
         if past_deadline and i.status not in _REMOVABLE_STATUSES and waited(i) >= STUCK_RUNNER
     ]
-    if refused is not None and refused.blocked and removing:
+    if refused is not None:
+        runner, refusal = refused
         why = (
             "past the drain deadline (a job still running?): end the job, or raise "
             "drain-deadline-minutes"
@@ -852,7 +850,7 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
             else "that failed: see /var/log/garm/garm.log"
         )
         ctx.draft.blocked[scaleset.id] = (
-            f"GARM refused {refused.times} to remove runners of {scaleset.name} {why}"
+            f"GARM refused {refusal.times} to remove runner {runner} of {scaleset.name} {why}"
         )
     elif stuck:
         ctx.draft.blocked[scaleset.id] = (
@@ -865,6 +863,27 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
     return Phase.FORCE_REMOVING if forcing else Phase.DRAINING
 
 
+def _plan_removals(
+    scaleset: ScaleSet, logical: str | None, removing: list[Instance], ctx: _Context
+) -> tuple[bool, tuple[str, Refusal] | None]:
+    """Force-remove ``removing``; whether any removal is sent, and what the operator must act on.
+
+    The second answer is the first runner whose removal GARM refused for good, with that
+    refusal. Each runner's removal waits out its own back-off: one whose job still runs holds
+    back no other (a failed runner of the same scaleset goes at once).
+    """
+    shown, refusals = shown_name(logical, scaleset.name), ctx.observed.refusals.refusals
+    sending, refused = False, None
+    for instance in removing:
+        removal = RemoveInstance(instance.name, scaleset.id, scaleset.name, logical)
+        if _plan_write(removal, f"force-remove runner {instance.name} of scaleset {shown}", ctx):
+            sending = True
+        ((key, _),) = write_keys(removal)
+        if refused is None and (refusal := refusals.get(key)) is not None and refusal.blocked:
+            refused = (instance.name, refusal)
+    return sending, refused
+
+
 def _plan_delete(scaleset: ScaleSet, logical: str | None, ctx: _Context) -> Phase:
     """Delete a retired scaleset with no runner left, unless a kept delete backs off.
 
@@ -872,7 +891,7 @@ def _plan_delete(scaleset: ScaleSet, logical: str | None, ctx: _Context) -> Phas
     §2.6): the reconciler notes that as a refusal, so it waits out its back-off too.
     """
     kept = ctx.observed.refusals.refusals.get(f"delete:{scaleset.name.lower()}")
-    if kept is not None and kept.refusals >= REFUSALS_BEFORE_BLOCKED:
+    if kept is not None and kept.cause == KEPT_CAUSE and kept.blocked:
         ctx.draft.blocked[scaleset.id] = (
             f"GARM kept scaleset {scaleset.name} after {kept.refusals} deletes: GitHub "
             "refused (GARM logs no reason); check the GitHub App's permissions, or "
@@ -941,11 +960,17 @@ def working(instance: Instance) -> bool:
 def _family_phase(
     current: ScaleSet | None, has_predecessors: bool, phases: list[Phase]
 ) -> Phase | None:
-    """One phase for a logical scaleset, the least advanced of its parts."""
-    if current is None or not current.scale_set_id or not current.enabled:
+    """One phase for a logical scaleset, the least advanced of its parts.
+
+    A current generation found disabled is a flip-flop: nothing is created; re-enabled
+    (or its re-enable held back, which the status tells), it hands over like a new one.
+    """
+    if current is None or not current.scale_set_id:
         return Phase.CREATING_REPLACEMENT if has_predecessors else Phase.CREATING
     if not has_predecessors:
         return None
+    if not current.enabled:
+        return Phase.HANDING_OVER
     for phase in (
         Phase.HANDING_OVER,
         Phase.RETIRING,

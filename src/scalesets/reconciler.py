@@ -33,6 +33,7 @@ from garm.refusals import Held, Refusals, is_permanent
 from runners.scripts import TemplateError, derive_template
 from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate
 from scalesets.actions import (
+    KEPT_CAUSE,
     Action,
     CreateScaleset,
     DeleteScaleset,
@@ -372,8 +373,7 @@ class _Ledger:
             if any(s.id == action.scaleset_id for s in observed.scalesets):
                 self.log.warning("GARM kept scaleset %s after deleting it", _names(action))
                 ((key, asked),) = write_keys(action)
-                cause = "GARM answered the delete but kept it (GitHub refused)"
-                kept = self.memory.refused(key, asked, self.now, cause, permanent=False)
+                kept = self.memory.refused(key, asked, self.now, KEPT_CAUSE, permanent=False)
                 return self._remember(kept, observed)
         self.log.info("done: %s", describe_action(action))
         self.done.append(action)

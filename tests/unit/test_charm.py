@@ -390,6 +390,7 @@ def test_plan_lists_the_specs_the_pass_skips_and_why(ctx, world, resources):
     ctx.run(ctx.on.action("plan"), state)
     assert ctx.action_results is not None
     skipped = ctx.action_results["skipped"].splitlines()
+    assert len(skipped) == 1, skipped  # told once, not as held and again as skipped
     assert skipped[0].startswith("garm-configurator/0: sm-x64: invalid max_runner")
     assert ctx.action_results["phases"] == "converged"
 
@@ -496,6 +497,32 @@ def test_a_refused_github_key_waits_out_its_back_off_and_blocks_naming_the_unit(
     fixed.append(testing.Secret({"value": FAKE_APP_KEY}, id=KEY_SECRET_URI))
     state = ctx.run(reconcile_tick(), dataclasses.replace(state, secrets=fixed))
     assert [c["name"] for c in world.credentials()] == ["app-123456-78901234"]
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+
+
+def test_a_create_github_refused_goes_again_at_once_when_the_key_is_rotated(
+    ctx, world, resources, later
+):
+    # GitHub refused the scale set for the App's key; the operator rotates it. The
+    # create does not wait out its back-off: the new key is what might let it through.
+    world.inject(
+        "POST",
+        r"/organizations/.+/scalesets",
+        status=400,
+        details="creating scale set: POST https://api.github.com/...: 401 Bad credentials",
+    )
+    relation = configurator(EXAMPLE_UNIT)
+    peers = testing.PeerRelation("garm-peers", id=9)
+    state = make_state(world, resources, relation, peers)
+    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    assert state.unit_status.name == "blocked" and world.scalesets() == []
+    later()  # 30 s on: well within the minute's back-off
+    rotated = FAKE_APP_KEY.replace(FAKE_APP_KEY.splitlines()[1], "cm90YXRlZCBrZXk=")
+    secrets = [s for s in state.secrets if s.id != KEY_SECRET_URI]
+    secrets.append(testing.Secret({"value": rotated}, id=KEY_SECRET_URI))
+    state = ctx.run(reconcile_tick(), dataclasses.replace(state, secrets=secrets))
+    assert [w.method for w in world.writes() if "/github/credentials" in w.path][-1] == "PUT"
+    assert len(world.scalesets()) == 1
     assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
 
 

@@ -12,6 +12,7 @@ archive or deep JSON).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gzip
 import io
@@ -97,6 +98,12 @@ GARM_KEYS = st.sampled_from(
     ]
 )
 GARM_OBJECTS = st.dictionaries(GARM_KEYS | st.text(max_size=8), JSON, max_size=8)
+# JSON text nested deeper than Python's parser goes (RecursionError, not ValueError).
+DEEP = st.builds(
+    lambda opener, n: opener * n,
+    st.sampled_from(["[", '{"a":', '[{"scripts":']),
+    st.integers(500, 5000),
+)
 
 
 @HOSTILE
@@ -157,16 +164,16 @@ def test_any_notes_on_a_retired_scaleset_leave_the_plan_planned(notes: str, stat
 
 
 @HOSTILE
-@given(st.one_of(st.none(), st.text(max_size=80), JSON.map(repr)))
-def test_any_create_memory_reads_and_ages(text):
+@given(st.one_of(st.none(), st.text(max_size=80), JSON.map(repr), DEEP))
+def test_any_memory_of_refusals_reads_and_ages(text):
     memory = Refusals.read(text if isinstance(text, str) or text is None else str(text))
     memory.current(NOW)
     memory.taken_now(NOW)
 
 
 @HOSTILE
-@given(st.one_of(st.none(), st.text(max_size=80)), TIMES)
-def test_any_held_token_reads_and_is_judged(text, fetched_at):
+@given(st.one_of(st.none(), st.text(max_size=80), DEEP), TIMES, st.none() | DEEP)
+def test_any_held_token_reads_and_is_judged(text, fetched_at, payload):
     held = HeldToken.from_json(
         text
         if text is None or "{" in text
@@ -175,11 +182,14 @@ def test_any_held_token_reads_and_is_judged(text, fetched_at):
     renewal_due(held, NOW, "f")
     if held is not None:
         token_expiry(held.token)
+    if payload is not None:  # a token GARM issued whose claims nest too deep
+        claims = base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+        assert token_expiry(f"e30.{claims}.sig") is None
 
 
 DATABAG_KEYS = st.sampled_from(sorted({*EXAMPLE_UNIT, *SECOND_UNIT, "repo", "runner_group"}))
 DATABAGS = st.dictionaries(
-    DATABAG_KEYS | st.text(max_size=6), st.text(max_size=30) | TIMES, max_size=12
+    DATABAG_KEYS | st.text(max_size=6), st.text(max_size=30) | TIMES | DEEP, max_size=12
 ).map(lambda changes: {**EXAMPLE_UNIT, **changes})
 
 
@@ -188,6 +198,20 @@ DATABAGS = st.dictionaries(
 def test_any_configurator_databag_is_read_or_refused(data: dict[str, str]):
     with contextlib.suppress(DatabagError):
         ConfiguratorUnitData.from_databag(data)
+    relation_state(True, [("garm-configurator/0", data)], View(True))
+
+
+@HOSTILE
+@given(DEEP)
+def test_scripts_nested_too_deep_are_refused_naming_the_key(scripts: str):
+    # 1,500 bytes from any related unit once raised RecursionError out of every hook.
+    data = {**EXAMPLE_UNIT, "pre_install_scripts": scripts}
+    try:
+        ConfiguratorUnitData.from_databag(data)
+    except DatabagError as exc:
+        assert exc.key == "pre_install_scripts"
+    else:
+        raise AssertionError("read scripts nested too deep")
     relation_state(True, [("garm-configurator/0", data)], View(True))
 
 

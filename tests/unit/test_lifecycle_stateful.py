@@ -1052,16 +1052,13 @@ class Lifecycle(RuleBasedStateMachine):
         runners = self.garm.instances()
         for scaleset in self.garm.scalesets():
             name = scaleset["name"].lower()
-            kept, refused = (
-                memory.holding(f"delete:{name}", "", now),
-                memory.holding(f"remove:{name}", "", now),
-            )
+            kept = memory.holding(f"delete:{name}", "", now)
             if kept is not None:
                 out[f"/scalesets/{scaleset['id']}"] = kept.retry_at
-            if refused is not None:
-                for runner in runners:
-                    if runner["scale_set_id"] == scaleset["id"]:
-                        out[f"/instances/{runner['name']}"] = refused.retry_at
+            for runner in runners:
+                refused = memory.holding(f"remove:{name}:{runner['name']}", "", now)
+                if runner["scale_set_id"] == scaleset["id"] and refused is not None:
+                    out[f"/instances/{runner['name']}"] = refused.retry_at
         return out
 
     def nothing_resent_before_its_backoff(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.server
 import logging
 import socket
+import threading
 
 import pytest
 
@@ -141,6 +143,50 @@ def test_a_slow_answer_times_out_as_unreachable(garm, client):
     garm.inject("GET", r"/instances/?", delay=2.5)
     with pytest.raises(GarmUnreachable):
         client.list_instances()
+
+
+class _Garbled(http.server.BaseHTTPRequestHandler):
+    """Something answering on GARM's port that is not GARM: a login, then answers that
+    cannot be heard (a body that says gzip and is not, a redirect to itself)."""
+
+    def do_GET(self) -> None:
+        if self.path.endswith("/scalesets"):
+            body = b"not gzip at all"
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+        else:
+            body = b""
+            self.send_response(302)
+            self.send_header("Location", self.path)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        body = b'{"token":"t"}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_an_answer_that_cannot_be_heard_is_unreachable():
+    # Not only no connection: whatever requests cannot make of an answer is GARM not
+    # heard, never an exception out of the hook.
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Garbled)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = GarmClient(f"http://127.0.0.1:{server.server_port}", "admin", "pw")
+        with pytest.raises(GarmUnreachable, match="ContentDecodingError"):
+            client.list_scalesets()
+        with pytest.raises(GarmUnreachable, match="TooManyRedirects"):
+            client.list_instances()
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_no_secret_reaches_logs_or_errors(garm, client, caplog):

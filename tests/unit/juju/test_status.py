@@ -133,6 +133,20 @@ NOT_READY = Skipped("u/3", "y", "image_id not published yet")
                 "Replacing scaleset ci (ci-1): awaiting deletion)",
             ),
         ),
+        # The stuck changeover says what to do, which the refusal holding it does not.
+        (
+            Outcome(
+                progress=(
+                    Progress("ci", "ci-1", Phase.AWAITING_DELETION, 0, "GARM kept it: act"),
+                ),
+                held=(Held("delete scaleset ci (ci-1)", first_refusal("", T0, "kept", True)),),
+            ),
+            RELATED,
+            Summary(
+                "blocked",
+                "Stuck: ci: GARM kept it: act (Replacing scaleset ci (ci-1): awaiting deletion)",
+            ),
+        ),
         (
             Outcome(skipped=(NOT_READY,)),
             RelationState(True, Desired(held=(HeldSpec("u/3", "y", "", False),)), ("u/4",)),

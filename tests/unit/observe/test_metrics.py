@@ -15,7 +15,7 @@ import pytest
 from garm.models import Instance, ScaleSet
 from garm.refusals import REFUSALS_BEFORE_BLOCKED, Refusals, backoff, first_refusal
 from observe.metrics import PHASES, RUNNER_STATUSES, force_removals, render, scalesets_by_phase
-from scalesets.actions import Observed, Phase, Progress, RemoveInstance
+from scalesets.actions import KEPT_CAUSE, Observed, Phase, Progress, RemoveInstance
 from scalesets.notes import Notes
 from scalesets.planner import LISTENER_STARTUP
 from scalesets.reconciler import Outcome
@@ -283,12 +283,14 @@ def test_only_retired_scalesets_age_a_changeover_and_hold_draining_runners():
             Instance("r3", 3, "running", "idle"),
             Instance("r4", 1, "pending_delete", "terminated"),
         ),
-        # What GARM refused, as the memory keeps it: the deletes of two of them it kept.
+        # What GARM refused, as the memory keeps it: the deletes of two of them it kept,
+        # and one it refused outright (no scaleset kept behind a 200).
         refusals=Refusals(
             {
-                "delete:ci-1": first_refusal("", T0, "kept", permanent=False),
-                "delete:y-1": first_refusal("", T0, "kept", permanent=False),
-                "delete:gone": first_refusal("", T0, "kept", permanent=False),
+                "delete:ci-1": first_refusal("", T0, KEPT_CAUSE, permanent=False),
+                "delete:y-1": first_refusal("", T0, KEPT_CAUSE, permanent=False),
+                "delete:gone": first_refusal("", T0, KEPT_CAUSE, permanent=False),
+                "delete:ci-2": first_refusal("", T0, "scale set is busy", permanent=True),
             }
         ),
     )

@@ -152,7 +152,7 @@ class _PassLog:
     """What one pass's requests showed so far: refused, noted to wait, asked."""
 
     refused: set[tuple[str, Any]] = field(default_factory=set)
-    noted: set[tuple[str, int]] = field(default_factory=set)
+    noted: set[tuple[str, Any]] = field(default_factory=set)
     asked: set[str] = field(default_factory=set)
 
 
@@ -520,12 +520,12 @@ class Changeover(RuleBasedStateMachine):
     def nothing_resent_before_its_backoff(self, before: _Before) -> set[tuple[str, Any]]:
         """Nothing GARM or GitHub refused is sent again before its back-off is over.
 
-        A scaleset whose delete GARM kept is not deleted again, and one whose runners
-        GitHub would not let go has none force-removed, before the ``retry-at`` noted on
-        it as the pass started or by the pass itself; no runner or scaleset is asked
+        A scaleset whose delete GARM kept is not deleted again, and a runner GitHub would
+        not let go is not force-removed again, before the ``retry-at`` remembered for it as
+        the pass started or by the pass itself; no runner or scaleset is asked
         twice in a pass; a create refused before is not sent again for the same request
         before its ``retry_at``, nor twice in a pass. Returns what the pass saw refused:
-        ("kept", scaleset id), ("refused", scaleset id), ("create", logical name).
+        ("kept", scaleset id), ("refused", (scaleset id, runner)), ("create", logical name).
         """
         seen = _PassLog()
         sent = self.garm.requests[before.requests :]
@@ -560,14 +560,15 @@ class Changeover(RuleBasedStateMachine):
     def _removal(self, before: _Before, seen: _PassLog, name: str, status: int | None) -> None:
         runner = before.runners[name]
         scaleset_id = runner["scale_set_id"]
-        assert not _holds(before.memory, "remove", before.names[scaleset_id], before.now), (
-            f"runner {name} force-removed before its scaleset's retry-at (now {before.now})"
+        scaleset = before.names[scaleset_id]
+        assert not _holds(before.memory, "remove", scaleset, before.now, runner=name), (
+            f"runner {name} force-removed before its retry-at (now {before.now})"
         )
-        assert ("refused", scaleset_id) not in seen.noted, f"{name}: removed after a refusal"
+        assert ("refused", (scaleset_id, name)) not in seen.noted, f"{name}: removed again"
         COVERAGE["force removals"] += 1
         if status == 400:
-            seen.refused.add(("refused", scaleset_id))
-            seen.noted.add(("refused", scaleset_id))
+            seen.refused.add(("refused", (scaleset_id, name)))
+            seen.noted.add(("refused", (scaleset_id, name)))
             if runner.get("runner_status") == "active":
                 self.refused_runners.add(name)
                 COVERAGE["removal refused (job still running)"] += 1
@@ -601,17 +602,19 @@ class Changeover(RuleBasedStateMachine):
     def every_refusal_noted(self, refused: set[tuple[str, Any]]) -> None:
         """What GARM or GitHub refused in a pass without faults is remembered with its
         back-off, in the one memory of refusals (``garm.refusals``): a create by logical
-        name, a kept delete or refused removals by the scaleset's name."""
+        name, a kept delete by the scaleset's name, a refused removal by its runner's."""
         live = {s["id"]: s for s in self.garm.scalesets()}
         soonest = self.clock.now + FIRST_RETRY
         for kind, what in refused:
+            scaleset_id, runner = what if kind == "refused" else (what, "")
             if kind == "create":
                 key = f"create:{what}"
-            elif what not in live:
+            elif scaleset_id not in live:
                 continue  # deleted after all (a removal refused, then the job ended)
+            elif kind == "kept":
+                key = f"delete:{live[scaleset_id]['name'].lower()}"
             else:
-                write = "delete" if kind == "kept" else "remove"
-                key = f"{write}:{live[what]['name'].lower()}"
+                key = f"remove:{live[scaleset_id]['name'].lower()}:{runner}"
             refusal = self.memory.refusals.get(key)
             assert refusal is not None, f"refused {key} not remembered"
             assert refusal.retry_at >= soonest, refusal
@@ -661,8 +664,10 @@ class Changeover(RuleBasedStateMachine):
             COVERAGE["refusal blocked within the count"] += 1
 
     def status_names_only_what_is_done(self, before: _Before) -> None:
-        """The status says a generation is being created only when GARM holds it, and
-        runners are being force-removed only when a removal was sent or is under way."""
+        """The status says a generation is being created only when GARM holds it, enabled
+        with the labels asked for (not a flip-flop's disabled one); a scaleset is being
+        retired only when its retirement was sent; runners are being force-removed only
+        when a removal was sent or is under way."""
         assert self.last is not None
         if self.last.unreachable is not None or self.last.cut_short:
             return  # what it planned is still to do: the next pass sends it
@@ -673,9 +678,20 @@ class Changeover(RuleBasedStateMachine):
             for r in sent
             if r.method == "DELETE" and r.path.startswith("/instances/")
         }
+        put = {r.path.rstrip("/") for r in sent if r.method == "PUT"}
         for progress in self.last.progress:
             if progress.phase in (Phase.CREATING, Phase.CREATING_REPLACEMENT):
-                assert progress.scaleset.lower() in live, f"{progress} yet nothing created"
+                logical = progress.logical_name or ""
+                wanted = set(normalise_labels((*self.labels.get(logical, ()), logical)))
+                assert any(
+                    s.get("enabled") and {t["name"].lower() for t in s.get("tags", [])} == wanted
+                    for s in live.values()
+                ), f"{progress} yet GARM holds no enabled generation of {sorted(wanted)}"
+            if progress.phase is Phase.RETIRING:
+                scaleset = live.get(progress.scaleset.lower())
+                assert scaleset is not None and f"/scalesets/{scaleset['id']}" in put, (
+                    f"{progress} yet no retirement sent"
+                )
             if progress.phase is Phase.FORCE_REMOVING:
                 scaleset = live.get(progress.scaleset.lower())
                 assert scaleset is not None, progress
@@ -716,7 +732,7 @@ class Changeover(RuleBasedStateMachine):
             notes = Notes.read(scaleset.get("extended_state", ""))
             retired = notes.retired_at
             past = retired is not None and now - retired >= SETTINGS.drain_deadline
-            held = _holds(self.memory, "remove", scaleset["name"], now) or _holds(
+            held = _holds(self.memory, "remove", scaleset["name"], now, runner=name) or _holds(
                 before.memory, "note", scaleset["name"], before.now
             )
             if not past or held or now - first < PENDING_DELETE_GRACE + TIMER_INTERVAL:
@@ -764,7 +780,10 @@ class Changeover(RuleBasedStateMachine):
             name
             for name in before.names.values()
             if _holds(before.memory, "delete", name, before.now)
-            or _holds(before.memory, "remove", name, before.now)
+            or any(
+                _holds(before.memory, "remove", name, before.now, runner=runner)
+                for runner in before.runners
+            )
         ]
         if waiting and not faulty and self.last.ok:
             COVERAGE["waited out a back-off"] += 1
@@ -881,7 +900,8 @@ class Changeover(RuleBasedStateMachine):
             assert outcome is not None and outcome.ok, outcome
             self.no_label_gap()
             wrote = len(self.garm.writes()) > writes
-            settled = not wrote and not outcome.progress and not outcome.skipped
+            # Settled: nothing written, nothing under way, skipped or held back.
+            settled = not (wrote or outcome.progress or outcome.skipped or outcome.held)
             quiet = quiet + 1 if settled else 0
             wait = TIMER_INTERVAL if wrote or settled else min(wait * 2, LONGEST_WAIT)
         live = self.garm.scalesets()
@@ -938,10 +958,11 @@ def _route_of(action: Action) -> tuple[str, str]:
     return "DELETE", rf"/scalesets/{action.scaleset_id}/?"
 
 
-def _holds(memory: Refusals, write: str, scaleset: str, now: datetime) -> bool:
-    """Whether ``write`` (``delete``: GARM kept it; ``remove``: GitHub would not let its
-    runners go) of a scaleset is held back by its back-off at ``now``."""
-    refusal = memory.refusals.get(f"{write}:{scaleset.lower()}")
+def _holds(memory: Refusals, write: str, scaleset: str, now: datetime, runner: str = "") -> bool:
+    """Whether ``write`` (``delete``: GARM kept it; ``remove``: GitHub would not let
+    ``runner`` go) of a scaleset is held back by its back-off at ``now``."""
+    key = f"{write}:{scaleset.lower()}" + (f":{runner}" if runner else "")
+    refusal = memory.refusals.get(key)
     return refusal is not None and believed_wait(refusal.retry_at, now)
 
 
@@ -970,7 +991,8 @@ def _keys_of(request: Recorded, before: _Before, garm: GarmDouble) -> list[tuple
         runner = before.runners.get(path.removeprefix("/instances/"))
         if runner is None:
             return []
-        return [(f"remove:{names[runner['scale_set_id']].lower()}", "")]
+        name = path.removeprefix("/instances/")
+        return [(f"remove:{names[runner['scale_set_id']].lower()}:{name}", "")]
     if request.method == "DELETE" and (found := re.fullmatch(r"/scalesets/(\d+)", path)):
         return [(f"delete:{names[int(found[1])].lower()}", "")]
     return []

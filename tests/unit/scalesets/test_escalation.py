@@ -30,6 +30,7 @@ from garm.refusals import (
     request_digest,
 )
 from scalesets.actions import (
+    KEPT_CAUSE,
     CreateScaleset,
     DeleteScaleset,
     Observed,
@@ -129,7 +130,7 @@ def test_a_young_retired_scaleset_is_deleted_only_once_old_enough(age, deleted):
 
 def test_a_kept_delete_waits_out_its_back_off_then_is_tried_again():
     old = drained()
-    kept = refusing(f"delete:{old.name.lower()}")
+    kept = refusing(f"delete:{old.name.lower()}", cause=KEPT_CAUSE)
     result = run(NEW, observed=with_current(old, refusals=kept))
     assert writes(result) == []
     assert result.progress[0].blocked == ""
@@ -141,7 +142,9 @@ def test_a_kept_delete_waits_out_its_back_off_then_is_tried_again():
 
 def test_deletes_kept_again_and_again_block_naming_the_scaleset():
     old = drained()
-    kept = refusing(f"delete:{old.name.lower()}", refusals=REFUSALS_BEFORE_BLOCKED)
+    kept = refusing(
+        f"delete:{old.name.lower()}", cause=KEPT_CAUSE, refusals=REFUSALS_BEFORE_BLOCKED
+    )
     result = run(NEW, observed=with_current(old, refusals=kept))
     (progress,) = result.progress
     assert (
@@ -159,9 +162,20 @@ def test_deletes_kept_again_and_again_block_naming_the_scaleset():
 
 def test_an_orphan_kept_by_garm_blocks_too():
     orphan = dataclasses.replace(drained(), name="legacy")
-    kept = refusing("delete:legacy", refusals=REFUSALS_BEFORE_BLOCKED)
+    kept = refusing("delete:legacy", cause=KEPT_CAUSE, refusals=REFUSALS_BEFORE_BLOCKED)
     (progress,) = run(NEW, observed=with_current(orphan, refusals=kept)).progress
     assert progress.logical_name is None and "GARM kept scaleset legacy" in progress.blocked
+
+
+def test_a_delete_refused_outright_is_not_told_as_kept():
+    # A 4xx to the DELETE itself is a refusal like any other (told as held), not GitHub
+    # keeping the scaleset behind GARM's 200.
+    old = drained()
+    refused = refusing(f"delete:{old.name.lower()}", cause="scale set is busy", permanent=True)
+    result = run(NEW, observed=with_current(old, refusals=refused))
+    assert writes(result) == [] and result.progress[0].blocked == ""
+    (held,) = result.held
+    assert held.refusal.blocked and held.refusal.cause == "scale set is busy"
 
 
 # --- runners: failed ones go at once, refusals back off, stuck ones are named ------------
@@ -189,13 +203,13 @@ def test_failed_runners_of_a_retired_scaleset_go_before_the_deadline(
 def test_a_refused_force_removal_is_not_resent_until_the_back_off_ends():
     old = drained(retired_at=NOW - SETTINGS.drain_deadline)
     busy = runner("garm-1", old, runner_status="active")
-    refused = refusing(f"remove:{old.name.lower()}")
+    refused = refusing(f"remove:{old.name.lower()}:garm-1")
     result = run(NEW, observed=with_current(old, instances=[busy], refusals=refused))
     assert writes(result) == []
     # Nothing is sent while it waits: the status says draining, not force-removing.
     assert result.progress[0].describe() == "draining 1 runner"
     (held,) = result.held
-    assert held.write == f"force-remove runners of scaleset ci ({old.name})"
+    assert held.write == f"force-remove runner garm-1 of scaleset ci ({old.name})"
     later = run(
         NEW, observed=with_current(old, instances=[busy], refusals=refused), now=NOW + FIRST_RETRY
     )
@@ -206,10 +220,24 @@ def old_retired(scaleset: ScaleSet):
     return Notes.read(scaleset.extended_state).retired_at
 
 
+def test_a_refused_removal_holds_back_no_other_runner():
+    # Runner garm-1's job still runs (GitHub refused its removal); garm-2 failed: it goes
+    # at once, whatever garm-1's back-off says.
+    old = drained(retired_at=NOW - SETTINGS.drain_deadline)
+    busy = runner("garm-1", old, runner_status="active")
+    broken = runner("garm-2", old, status="error", runner_status="")
+    refused = refusing(f"remove:{old.name.lower()}:garm-1", permanent=True)
+    result = run(NEW, observed=with_current(old, instances=[busy, broken], refusals=refused))
+    assert writes(result) == [RemoveInstance("garm-2", 1, old.name)]
+    assert [h.write for h in result.held] == [
+        f"force-remove runner garm-1 of scaleset ci ({old.name})"
+    ]
+
+
 def test_removals_refused_again_and_again_block_with_what_to_do():
     old = drained(retired_at=NOW - SETTINGS.drain_deadline)
     busy = runner("garm-1", old, runner_status="active")
-    refused = refusing(f"remove:{old.name.lower()}", refusals=REFUSALS_BEFORE_BLOCKED)
+    refused = refusing(f"remove:{old.name.lower()}:garm-1", refusals=REFUSALS_BEFORE_BLOCKED)
     (progress,) = run(NEW, observed=with_current(old, instances=[busy], refusals=refused)).progress
     assert progress.phase is Phase.DRAINING
     assert "drain-deadline-minutes" in progress.blocked
@@ -219,9 +247,9 @@ def test_a_removal_github_will_refuse_again_blocks_at_once():
     # GitHub's 400 (the job still runs) says the next one is refused too: told at once.
     old = drained(retired_at=NOW - SETTINGS.drain_deadline)
     busy = runner("garm-1", old, runner_status="active")
-    refused = refusing(f"remove:{old.name.lower()}", permanent=True)
+    refused = refusing(f"remove:{old.name.lower()}:garm-1", permanent=True)
     (progress,) = run(NEW, observed=with_current(old, instances=[busy], refusals=refused)).progress
-    assert "GARM refused once to remove runners" in progress.blocked
+    assert "GARM refused once to remove runner garm-1 of" in progress.blocked
 
 
 @pytest.mark.parametrize(
@@ -411,7 +439,9 @@ def test_a_spec_without_extra_specs_needs_none_noted():
 
 def test_a_retry_time_further_ahead_than_the_longest_back_off_is_not_believed():
     old = drained()
-    far = refusing(f"delete:{old.name.lower()}", retry_at=NOW + timedelta(days=3650))
+    far = refusing(
+        f"delete:{old.name.lower()}", cause=KEPT_CAUSE, retry_at=NOW + timedelta(days=3650)
+    )
     assert writes(run(NEW, observed=with_current(old, refusals=far))) == [
         DeleteScaleset(1, old.name)
     ]
@@ -423,7 +453,7 @@ def test_a_retry_time_further_ahead_than_the_longest_back_off_is_not_believed():
 def test_refused_force_removals_do_not_hold_back_the_delete_once_the_runners_are_gone():
     old = drained()
     refused = refusing(
-        f"remove:{old.name.lower()}", refusals=6, retry_at=NOW + timedelta(minutes=50)
+        f"remove:{old.name.lower()}:garm-1", refusals=6, retry_at=NOW + timedelta(minutes=50)
     )
     result = run(NEW, observed=with_current(old, refusals=refused))
     assert writes(result) == [DeleteScaleset(1, old.name)]
@@ -432,7 +462,7 @@ def test_refused_force_removals_do_not_hold_back_the_delete_once_the_runners_are
 
 def test_refusals_to_remove_failed_runners_say_so_not_to_raise_the_deadline():
     old = drained()
-    refused = refusing(f"remove:{old.name.lower()}", refusals=3, retry_at=NOW)
+    refused = refusing(f"remove:{old.name.lower()}:garm-1", refusals=3, retry_at=NOW)
     failed = runner("garm-1", old, status="error", runner_status="")
     (progress,) = run(
         NEW, observed=with_current(old, instances=[failed], refusals=refused)

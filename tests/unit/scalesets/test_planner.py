@@ -24,6 +24,7 @@ from scalesets.actions import (
     field_key,
     logical_name_of,
     shown_name,
+    write_keys,
 )
 from scalesets.naming import MAX_CANDIDATES
 from scalesets.notes import Notes, specs_digest
@@ -547,6 +548,22 @@ def test_a_flip_flop_re_enables_alone_first_whatever_else_changed():
     enabled_again = generation(make_spec(), 1, extended_state=enabled_stamp(NOW))
     (fields,) = writes(run(first, observed=observe(enabled_again, interim)))
     assert (fields.purpose, set(fields.changes)) == ("update", {"image", "runner_group"})
+
+
+def test_a_held_re_enable_is_not_told_as_creating_a_replacement():
+    # Nothing is created in a flip-flop: with its re-enable held back the interim
+    # generation keeps serving (handing over), and the held write is what is told.
+    old = retired(generation(make_spec(), 1))
+    interim = generation(make_spec(labels=("linux", "arm64")), 2)
+    (update,) = writes(run(make_spec(), observed=observe(old, interim)))
+    ((key, asked),) = write_keys(update)
+    refused = Refusals({key: first_refusal(asked, NOW, "database is locked", False)})
+    result = run(
+        make_spec(), observed=dataclasses.replace(observe(old, interim), refusals=refused)
+    )
+    assert writes(result) == []
+    assert [p.phase for p in result.progress] == [Phase.HANDING_OVER]
+    assert [h.write for h in result.held] == [f"re-enable scaleset ci ({old.name})"]
 
 
 def test_a_field_garm_refused_is_held_back_alone():

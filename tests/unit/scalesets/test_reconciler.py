@@ -163,7 +163,7 @@ def test_a_force_removal_github_refuses_backs_off_then_blocks(passes, garm, cloc
     outcome = Outcome()
     for refused in range(1, REFUSALS_BEFORE_BLOCKED + 1):
         outcome = passes.run(new_spec)
-        noted = passes.memory.refusals[f"remove:{old['name'].lower()}"]
+        noted = passes.memory.refusals[f"remove:{old['name'].lower()}:{busy}"]
         assert noted.refusals == refused
         assert noted.cause == "The runner cannot be removed while it is running a job."
         # GitHub's 400 says it will refuse again: the operator is told at once.
@@ -178,7 +178,7 @@ def test_a_force_removal_github_refuses_backs_off_then_blocks(passes, garm, cloc
     outcome = passes.run(new_spec)
     # Removed at last: the refusals in a row are over, and the block with them.
     assert [type(a) for a in outcome.done] == [RemoveInstance]
-    assert f"remove:{old['name'].lower()}" not in passes.memory.refusals
+    assert f"remove:{old['name'].lower()}:{busy}" not in passes.memory.refusals
     assert outcome.progress[0].blocked == ""
     passes.later(timedelta(seconds=5))
     assert passes.run(new_spec).progress == ()

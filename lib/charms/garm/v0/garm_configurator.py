@@ -13,7 +13,8 @@ too (LIBPATCH 2): a mirror, proxy or OTel endpoint must be an http(s) URL with a
 made of RFC 3986 characters without quotes, spaces or braces (the proxy without
 credentials); redirect ports are ``N`` or ascending ``N-M`` in 1-65535; exclusions are
 IPv4 addresses or CIDRs. These values end up in scripts on every runner. ``to_databag`` renders the
-same model, so a configurator can publish with it.
+same model, so a configurator can publish with it. ``pre_install_scripts`` nested too
+deep to parse is refused like any other bad value (LIBPATCH 4), never raised.
 
 **Garm to configurator** (LIBPATCH 3, an optional addition: a configurator that reads
 nothing from garm, as every one before it, is unaffected). The garm leader publishes,
@@ -80,7 +81,7 @@ from urllib.parse import urlsplit
 
 LIBID = "5c0a8f4e3b8d4f1e9a7c2d6b1e4f8a90"
 LIBAPI = 0
-LIBPATCH = 3
+LIBPATCH = 4
 
 MAX_RUNNERS_LIMIT = 1000
 MAX_LABELS = 32
@@ -195,6 +196,8 @@ def _scripts(data: Mapping[str, str]) -> dict[str, str]:
         scripts = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise DatabagError("pre_install_scripts", f"not valid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError):  # too long a number, nested too deep
+        raise DatabagError("pre_install_scripts", "not JSON this library can read") from None
     if not isinstance(scripts, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in scripts.items()
     ):
