@@ -1513,4 +1513,5 @@ def test_juju_lifecycles_keep_every_invariant(
     report = os.environ.get("GARM_SOAK_REPORT")
     if report:
         path = Path(report).with_name("soak-lifecycle-report.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(dict(sorted(COVERAGE.items())), indent=2) + "\n")

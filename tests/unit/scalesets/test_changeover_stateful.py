@@ -939,6 +939,7 @@ def test_changeovers_keep_every_invariant(garm: GarmDouble, clock: FakeClock):
     assert not missing, f"stories never reached {missing}: {dict(COVERAGE)}"
     report = os.environ.get("GARM_SOAK_REPORT")
     if report:
+        Path(report).parent.mkdir(parents=True, exist_ok=True)
         Path(report).write_text(json.dumps(dict(sorted(COVERAGE.items())), indent=2) + "\n")
 
 
