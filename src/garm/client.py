@@ -92,6 +92,9 @@ class GarmClient:
         self._password = password
         self._timeout = timeout
         self._session = session or requests.Session()
+        # GARM is reached on this machine: a proxy from the hook's environment
+        # (http_proxy without loopback in no_proxy) would only stand in the way.
+        self._session.trust_env = False
         self._token: str | None = None
 
     def close(self) -> None:

@@ -325,7 +325,7 @@ def read_database(config_toml: str) -> Database | None:
             database=settings["database"],
             sslmode=settings["sslmode"],
         )
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, RecursionError):
         return None
 
 

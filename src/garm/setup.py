@@ -407,9 +407,9 @@ def apply_setup(
                 done.append(text)
                 memory = memory.accepted(key)
                 if isinstance(action, _GITHUB_ACCESS):
-                    # What GitHub refused may have been refused for want of this access
-                    # (a key, an App's installation): those writes go again now.
-                    memory = memory.due_now(now, lambda k: k.partition(":")[0] not in _SETUP_KINDS)
+                    # A create or an update GitHub refused may have been refused for want
+                    # of this access (a key, an App's installation): it goes again now.
+                    memory = memory.due_now(now, lambda k: k.startswith(_GITHUB_WRITES))
                 continue
         held.append(Held(text, refusal))
         if isinstance(action, CreateCredential):
@@ -417,11 +417,11 @@ def apply_setup(
     return SetupOutcome(memory, tuple(done), tuple(held))
 
 
-# The setup writes that change how GARM reaches GitHub, and the kinds of setup keys.
-_GITHUB_ACCESS = (CreateCredential, UpdateCredential, CreateEntity, RebindEntity)
-_SETUP_KINDS = frozenset(
-    {"first-run", "controller", "credential", "credential-delete", "entity", "entity-delete"}
-)
+# The setup writes that change how GARM reaches GitHub, and the scaleset writes GitHub
+# may have refused for want of it (a runner's removal or a kept delete is refused for a
+# job still running or the App's rights, which no new key changes).
+_GITHUB_ACCESS = (CreateCredential, UpdateCredential, RebindEntity)
+_GITHUB_WRITES = ("create:", "update:")
 
 
 def setup_key(action: SetupAction) -> tuple[str, str]:

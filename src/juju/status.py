@@ -156,11 +156,16 @@ def _blocked(
     if blocking:
         return "Fix " + _join(blocking)
     # A changeover that is stuck says what to do about it, which the refusal holding it
-    # (told next, when nothing is stuck) does not.
-    stuck = [f"{p.logical_name or p.scaleset}: {p.blocked}" for p in outcome.progress if p.blocked]
+    # does not: it is told instead of that refusal, and before every other.
+    stuck = [p for p in outcome.progress if p.blocked]
+    refused = [
+        f"Fix {h.describe()}"
+        for h in outcome.held
+        if h.refusal.blocked and not any(p.scaleset in h.write for p in stuck)
+    ]
     if stuck:
-        return "Stuck: " + _join(stuck)
-    refused = [h.describe() for h in outcome.held if h.refusal.blocked]
+        told = [f"{p.logical_name or p.scaleset}: {p.blocked}" for p in stuck]
+        return "Stuck: " + _join(told + refused)
     if refused:
-        return "Fix " + _join(refused)
+        return _join(refused)
     return None

@@ -798,7 +798,9 @@ def _plan_retirement(
         if _plan_write(action, f"retire scaleset {shown_name(logical, scaleset.name)}", ctx):
             return Phase.RETIRING
         # Held back: nothing is retired; the status tells the held write.
-        return Phase.HANDING_OVER if scaleset.enabled else Phase.DRAINING
+        if scaleset.enabled:
+            return Phase.HANDING_OVER
+        return Phase.DRAINING if instances else Phase.AWAITING_DELETION
     return _plan_drain(scaleset, logical, notes, ctx)
 
 
@@ -876,7 +878,7 @@ def _plan_removals(
     sending, refused = False, None
     for instance in removing:
         removal = RemoveInstance(instance.name, scaleset.id, scaleset.name, logical)
-        if _plan_write(removal, f"force-remove runner {instance.name} of scaleset {shown}", ctx):
+        if _plan_write(removal, f"force-remove runner {instance.name} of {shown}", ctx):
             sending = True
         ((key, _),) = write_keys(removal)
         if refused is None and (refusal := refusals.get(key)) is not None and refusal.blocked:

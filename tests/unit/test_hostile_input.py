@@ -229,9 +229,10 @@ def test_any_debug_ssh_databag_is_read_or_refused(data: dict[str, str]):
 
 @HOSTILE
 @given(
-    st.text(max_size=200),
+    st.text(max_size=200) | DEEP.map(lambda deep: "x = " + deep),
     st.dictionaries(
-        st.sampled_from(["providers/p.toml", "providers/p-clouds.yaml"]), st.text(max_size=80)
+        st.sampled_from(["providers/p.toml", "providers/p-clouds.yaml"]),
+        st.text(max_size=80) | DEEP,
     ),
 )
 def test_any_file_the_charm_wrote_for_garm_reads_back_or_not_at_all(config, files):

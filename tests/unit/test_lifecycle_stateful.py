@@ -16,8 +16,10 @@ that plays GARM's real pace (listeners seconds after a create, consolidation eve
 
 After every hook the design's invariants are checked on the double's ground truth (no
 label gap, served meaning listening; no serving scaleset of a valid unit retired; no
-runner removed before its drain deadline; nothing refused re-sent before the retry-at
-noted on its scaleset; providers only as their unit published them; no write from a dying
+runner removed before its drain deadline; nothing refused re-sent before the retry time
+the peer data remembers, setup writes included (counted on the wire), and a setup write
+refused for good leaving the leader blocked; providers only as their unit published them;
+no write from a dying
 unit; the timer only on the live leader, there once GARM runs; a tick on a non-leader or
 dying unit changing nothing), and every story ends settled: all units joined, every job
 ended, then the leader's timer firing (GARM ticking between) until the leader shows the

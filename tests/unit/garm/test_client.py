@@ -189,6 +189,16 @@ def test_an_answer_that_cannot_be_heard_is_unreachable():
         server.server_close()
 
 
+def test_a_proxy_in_the_hooks_environment_is_not_used_for_garm(garm, client, monkeypatch):
+    # GARM is on this machine: an http_proxy without loopback in no_proxy must not stand
+    # between the charm and GARM (it did: every call "unreachable", a ProxyError).
+    monkeypatch.setenv("http_proxy", "http://proxy.invalid:3128")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    assert client.list_scalesets() == []
+
+
 def test_no_secret_reaches_logs_or_errors(garm, client, caplog):
     caplog.set_level(logging.DEBUG)
     client.list_scalesets()

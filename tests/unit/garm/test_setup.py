@@ -239,6 +239,27 @@ def test_a_new_key_is_sent_at_once_whatever_the_back_off(fresh: GarmDouble, cloc
     assert fixed.done == ("create GitHub credential app-123-456",)
 
 
+def test_a_new_key_makes_what_github_refused_due_again_and_nothing_else(
+    fresh: GarmDouble, clock: FakeClock
+):
+    # A create or an update GitHub refused may have been refused for the key: it goes
+    # again at once. A runner still running its job, or a template, is not the key's.
+    client = GarmClient(fresh.url, ADMIN.username, ADMIN.password)
+    so_far = _ensure(client, clock)
+    later = clock.now + timedelta(minutes=30)
+    memory = so_far.memory
+    for key in ("create:ci", "update:ci-1:image", "remove:ci-0:garm-1", "template:x"):
+        memory = memory.refused(key, "d", clock.now, "refused", permanent=True)
+    memory = dataclasses.replace(
+        memory,
+        refusals={k: dataclasses.replace(r, retry_at=later) for k, r in memory.refusals.items()},
+    )
+    done = apply_setup(client, [CreateCredential(APP)], SetupOutcome(memory), clock.now)
+    assert done.done == ("create GitHub credential app-123-456",)
+    due = {k for k in done.memory.refusals if done.memory.holding(k, "d", clock.now) is None}
+    assert due == {"create:ci", "update:ci-1:image"}
+
+
 def test_each_setup_write_has_a_key_of_its_own():
     org = Entity("organization", "o-1", "Example-Org", APP.name)
     actions = [

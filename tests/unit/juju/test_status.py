@@ -147,6 +147,28 @@ NOT_READY = Skipped("u/3", "y", "image_id not published yet")
                 "Stuck: ci: GARM kept it: act (Replacing scaleset ci (ci-1): awaiting deletion)",
             ),
         ),
+        # ... and any other refusal the operator must fix is still told, after it.
+        (
+            Outcome(
+                progress=(
+                    Progress("ci", "ci-1", Phase.AWAITING_DELETION, 0, "GARM kept it: act"),
+                ),
+                held=(
+                    Held("delete scaleset ci (ci-1)", first_refusal("", T0, "kept", True)),
+                    Held(
+                        "update the key of GitHub credential app-1-2",
+                        first_refusal("", T0, "bad key", True),
+                    ),
+                ),
+            ),
+            RELATED,
+            Summary(
+                "blocked",
+                "Stuck: ci: GARM kept it: act; Fix GARM refused to update the key of GitHub "
+                "credential app-1-2 (once): bad key "
+                "(Replacing scaleset ci (ci-1): awaiting deletion)",
+            ),
+        ),
         (
             Outcome(skipped=(NOT_READY,)),
             RelationState(True, Desired(held=(HeldSpec("u/3", "y", "", False),)), ("u/4",)),

@@ -209,7 +209,7 @@ def test_a_refused_force_removal_is_not_resent_until_the_back_off_ends():
     # Nothing is sent while it waits: the status says draining, not force-removing.
     assert result.progress[0].describe() == "draining 1 runner"
     (held,) = result.held
-    assert held.write == f"force-remove runner garm-1 of scaleset ci ({old.name})"
+    assert held.write == f"force-remove runner garm-1 of ci ({old.name})"
     later = run(
         NEW, observed=with_current(old, instances=[busy], refusals=refused), now=NOW + FIRST_RETRY
     )
@@ -229,9 +229,7 @@ def test_a_refused_removal_holds_back_no_other_runner():
     refused = refusing(f"remove:{old.name.lower()}:garm-1", permanent=True)
     result = run(NEW, observed=with_current(old, instances=[busy, broken], refusals=refused))
     assert writes(result) == [RemoveInstance("garm-2", 1, old.name)]
-    assert [h.write for h in result.held] == [
-        f"force-remove runner garm-1 of scaleset ci ({old.name})"
-    ]
+    assert [h.write for h in result.held] == [f"force-remove runner garm-1 of ci ({old.name})"]
 
 
 def test_removals_refused_again_and_again_block_with_what_to_do():
