@@ -59,11 +59,7 @@ class Notes:
     @classmethod
     def read(cls, extended_state: str) -> Notes:
         """Parse ``extended_state``; what cannot be read is left out."""
-        values: dict[str, str] = {}
-        for pair in extended_state.split(";"):
-            key, sep, value = pair.partition("=")
-            if sep:
-                values.setdefault(key.strip(), value.strip())
+        values = _pairs(extended_state)
         return cls(
             retired_at=_time(values.get("retired-at")),
             enabled_at=_time(values.get("enabled-at")),
@@ -142,12 +138,7 @@ def unread(extended_state: str) -> tuple[str, ...]:
     For a log line: such a note is ignored, and written afresh when the pass needs it.
     Keys this version does not know (an earlier version's) are not counted.
     """
-    notes = Notes.read(extended_state)
-    values: dict[str, str] = {}
-    for pair in extended_state.split(";"):
-        key, sep, value = pair.partition("=")
-        if sep:
-            values.setdefault(key.strip(), value.strip())
+    notes, values = Notes.read(extended_state), _pairs(extended_state)
     entries = [e for e in values.get("seen", "").split(",") if e.strip()]
     read = {
         "retired-at": notes.retired_at is not None,
@@ -156,6 +147,16 @@ def unread(extended_state: str) -> tuple[str, ...]:
         "seen": len(notes.seen) == len(entries),
     }
     return tuple(key for key, ok in read.items() if values.get(key) and not ok)
+
+
+def _pairs(extended_state: str) -> dict[str, str]:
+    """The ``key=value`` pairs of the notes; the first of a key repeated counts."""
+    values: dict[str, str] = {}
+    for pair in extended_state.split(";"):
+        key, sep, value = pair.partition("=")
+        if sep:
+            values.setdefault(key.strip(), value.strip())
+    return values
 
 
 def _seen(value: str) -> tuple[Seen, ...]:

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from garm.models import FORCE_REMOVED, Instance, ScaleSet
-from garm.refusals import Held, Refusal, digest, request_digest
+from garm.refusals import Held, Refusal
 from runners.templates import Choice, DeleteTemplate, Templates, template_name
 from scalesets.actions import (
     KEPT_CAUSE,
@@ -44,7 +44,6 @@ from scalesets.actions import (
     RemoveInstance,
     Skipped,
     UpdateScaleset,
-    field_key,
     logical_name_of,
     shown_name,
     write_keys,
@@ -564,20 +563,19 @@ def _plan_create(
         reason = "every candidate scaleset name is taken in GARM or on GitHub"
         ctx.draft.skipped.append(Skipped(spec.source, spec.name, reason, blocking=True))
         return ""
-    body = create_body(spec, name, key, template_id)
-    refusal = observed.refusals.holding(
-        f"create:{spec.name.lower()}", request_digest(body), ctx.now
-    )
-    if refusal is not None:
-        _report_refusal(spec, refusal, ctx.draft)
-        return ""
-    taken.add(name.lower())
     entity = next(
         e
         for e in observed.entities
         if e.kind == spec.entity_kind and e.name.lower() == spec.entity_name.lower()
     )
-    ctx.draft.actions.append(CreateScaleset(spec.name, entity, body))
+    create = CreateScaleset(spec.name, entity, create_body(spec, name, key, template_id))
+    ((write, asked),) = write_keys(create)
+    refusal = observed.refusals.holding(write, asked, ctx.now)
+    if refusal is not None:
+        _report_refusal(spec, refusal, ctx.draft)
+        return ""
+    taken.add(name.lower())
+    ctx.draft.actions.append(create)
     return name
 
 
@@ -660,14 +658,15 @@ def _plan_update(
         _plan_write(action, f"re-enable scaleset {shown}", ctx)
         return
     wanted = _field_changes(spec, current, notes) | template
-    fields: dict[str, Any] = {}
-    for name, value in wanted.items():
-        key = field_key(current.name, name)
-        refusal = ctx.observed.refusals.holding(key, digest(value), ctx.now)
-        if refusal is None:
-            fields[name] = value
-        else:
-            ctx.draft.held.append(Held(f"update {name} of scaleset {shown}", refusal))
+    fields = {
+        name: value
+        for name, value in wanted.items()
+        if not _held(
+            UpdateScaleset(current.id, current.name, {name: value}, "update", spec.name),
+            f"update {name} of scaleset {shown}",
+            ctx,
+        )
+    }
     if not fields:
         return
     # The digest of extra_specs is noted with the extra_specs it describes, never ahead.
@@ -686,13 +685,20 @@ def _plan_write(action: Action, write: str, ctx: _Context) -> bool:
 
     Whether it was planned; a write held back is told (``Held``) as ``write``.
     """
+    if _held(action, write, ctx):
+        return False
+    ctx.draft.actions.append(action)
+    return True
+
+
+def _held(action: Action, write: str, ctx: _Context) -> bool:
+    """Whether the memory of refusals holds ``action`` back now; if so it is told."""
     for key, asked in write_keys(action):
         refusal = ctx.observed.refusals.holding(key, asked, ctx.now)
         if refusal is not None:
             ctx.draft.held.append(Held(write, refusal))
-            return False
-    ctx.draft.actions.append(action)
-    return True
+            return True
+    return False
 
 
 def _field_changes(spec: ScalesetSpec, current: ScaleSet, notes: Notes) -> dict[str, Any]:
