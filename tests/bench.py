@@ -42,7 +42,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import requests
-from charms.garm.v0.garm_configurator import ConfiguratorUnitData
+from charms.garm_machine.v0.garm_configurator import ConfiguratorUnitData
 
 from garm.client import GarmClient
 from juju.relation import spec_from_unit
@@ -298,7 +298,7 @@ def changeover_latency(case: str, trigger: str, seed: int = 7) -> Latency:
         relation = testing.Relation(
             "garm-configurator", remote_app_name="garm-configurator", remote_units_data={0: unit}
         )
-        ctx = testing.Context(GarmCharm)
+        ctx = testing.Context(GarmCharm, app_name="garm")
         state = ctx.run(ctx.on.update_status(), charm_state(garm, root, relation))
         clock.advance(timedelta(minutes=10))  # long settled
         (old,) = garm.scalesets()
@@ -350,7 +350,7 @@ def hook_ms(n: int, repeats: int = 20) -> tuple[float, float]:
         relation = testing.Relation(
             "garm-configurator", remote_app_name="garm-configurator", remote_units_data=units
         )
-        ctx = testing.Context(GarmCharm)
+        ctx = testing.Context(GarmCharm, app_name="garm")
         state = ctx.run(ctx.on.update_status(), charm_state(garm, root, relation))  # converge
         wall = cpu = 0.0
         for _ in range(repeats):

@@ -94,7 +94,7 @@ class Story:
 
     def __init__(self, garm: GarmDouble, clock: FakeClock, state: testing.State):
         self.garm, self.clock, self.state = garm, clock, state
-        self.ctx = testing.Context(GarmCharm)
+        self.ctx = testing.Context(GarmCharm, app_name="garm")
         self.start = clock.now
         self.shown = ""
         self.published: dict[int, dict[str, str]] = {}

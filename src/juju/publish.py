@@ -3,7 +3,7 @@
 Pure: from what a pass already knows (the relation state it acted on, its outcome, and
 the GARM name of each logical scaleset's current generation) to the keys of garm's
 application databag on each garm-configurator relation. The format, and why it is so:
-the module docs of ``charms.garm.v0.garm_configurator`` (``GarmAppData``).
+the module docs of ``charms.garm_machine.v0.garm_configurator`` (``GarmAppData``).
 
 A unit's phase, from the most specific fact about it:
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
 
-from charms.garm.v0.garm_configurator import (
+from charms.garm_machine.v0.garm_configurator import (
     CREATING,
     HELD,
     REPLACING,

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
+from charms.garm_machine.v0.garm_configurator import ConfiguratorUnitData, DatabagError
 
 from garm.config import OpenstackProvider
 from garm.setup import AppCredential, EntitySpec

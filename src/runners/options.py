@@ -11,7 +11,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from charms.garm.v0.garm_configurator import ConfiguratorUnitData, parse_ports
+from charms.garm_machine.v0.garm_configurator import ConfiguratorUnitData, parse_ports
 
 # aproxy redirects these when the configurator names none (relation-contract.md §2).
 DEFAULT_REDIRECT_PORTS = ("80", "443")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import jubilant
 import pytest
-from charms.garm.v0.garm_configurator import GarmAppData
+from charms.garm_machine.v0.garm_configurator import GarmAppData
 
 from tests.databags import SECOND_UNIT
 

@@ -44,7 +44,7 @@ def machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, clock: FakeClock) -
 
 @pytest.fixture
 def ctx() -> testing.Context:
-    return testing.Context(GarmCharm)
+    return testing.Context(GarmCharm, app_name="garm")
 
 
 @pytest.fixture

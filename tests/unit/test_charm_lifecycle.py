@@ -501,7 +501,7 @@ def test_a_leader_change_on_postgresql_resumes_the_changeover_without_a_create(
     assert ["stop", "garm"] in machine.systemctl.calls
     # ... and garm/1, on its own machine with the same database, takes over.
     monkeypatch.setattr(GarmCharm, "paths", workload.Paths(tmp_path / "garm-1"))
-    other = testing.Context(GarmCharm, unit_id=1)
+    other = testing.Context(GarmCharm, app_name="garm", unit_id=1)
     second = make_state(world, resources, relation, database, leader=True)
     second = dataclasses.replace(second, secrets=[*second.secrets, *first.secrets])
     second = other.run(other.on.leader_elected(), second)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import ops
 import pytest
-from charms.garm.v0.garm_configurator import GarmAppData
+from charms.garm_machine.v0.garm_configurator import GarmAppData
 from ops import testing
 
 from garm.client import GarmClient

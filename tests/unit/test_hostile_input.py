@@ -22,7 +22,7 @@ from datetime import UTC, timedelta
 from pathlib import Path
 
 import pytest
-from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
+from charms.garm_machine.v0.garm_configurator import ConfiguratorUnitData, DatabagError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 import pytest
-from charms.garm.v0.garm_configurator import GarmAppData
+from charms.garm_machine.v0.garm_configurator import GarmAppData
 
 from juju.publish import published, unit_states, write
 from juju.relation import RelationState, relation_state

@@ -6,7 +6,7 @@ import base64
 import json
 
 import pytest
-from charms.garm.v0.garm_configurator import ConfiguratorUnitData, DatabagError
+from charms.garm_machine.v0.garm_configurator import ConfiguratorUnitData, DatabagError
 
 from juju.lifecycle import View
 from juju.relation import relation_state, spec_from_unit

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from charms.garm.v0 import garm_configurator as lib
-from charms.garm.v0.garm_configurator import (
+from charms.garm_machine.v0 import garm_configurator as lib
+from charms.garm_machine.v0.garm_configurator import (
     PHASES,
     ConfiguratorUnitData,
     GarmAppData,

@@ -12,7 +12,7 @@ import base64
 import dataclasses
 import re
 
-from charms.garm.v0.garm_configurator import ConfiguratorUnitData
+from charms.garm_machine.v0.garm_configurator import ConfiguratorUnitData
 
 from juju.relation import RelationState, spec_from_unit
 from juju.status import summarise

@@ -13,7 +13,7 @@ import dataclasses
 import logging
 
 import pytest
-from charms.garm.v0.garm_configurator import ConfiguratorUnitData
+from charms.garm_machine.v0.garm_configurator import ConfiguratorUnitData
 
 from garm.client import GarmApiError, GarmUnreachable
 from juju.relation import spec_from_unit
