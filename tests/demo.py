@@ -1,13 +1,16 @@
 """The main job, told as a story: the real charm against the embedded GARM (``tox -e demo``).
 
 Every hook runs the real charm code through ops.testing on a sandboxed machine, with
-GARM as the double over loopback HTTP. After each hook it prints a ``juju status``-like
-line (the unit's status), what the configurator changed, in words, and the scalesets
-GARM holds, each named as the status names it: its logical name, then GARM's (GARM
-names are opaque hashes). A status that names a scaleset GARM no longer holds is
-flagged. Exits 0 only if the story ends converged and the leaving unit deleted nothing.
-Until a Juju controller is at hand, this is how to watch a label change happen without
-a job lost.
+GARM as the double over loopback HTTP. It first prints a legend (``LEGEND``); then,
+after each hook that changes something, a ``juju status``-like line (the unit's
+status), what the configurator changed, in words, and the scalesets GARM holds, each
+named as the status names it: its logical name, then GARM's (GARM names are opaque
+hashes), with its state (``creating`` until GitHub has registered it), labels and
+runners. A status that names a scaleset GARM no longer holds is flagged. What happens
+outside the charm (a job starting, finishing) is told at the time it happens, and only
+once the table shows what it needs (a job starts on a runner the table shows). Exits 0
+only if the story ends converged and the leaving unit deleted nothing. Until a Juju
+controller is at hand, this is how to watch a label change happen without a job lost.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import logging
 import re
 import sys
 import warnings
+from collections.abc import Callable
 from datetime import timedelta
 
 from ops import testing
@@ -46,6 +50,25 @@ WORDS = {
     "pre_job_script": "pre-job script",
     "otel_collector_endpoint": "OpenTelemetry collector",
 }
+LEGEND = """\
+How to read this: a block is printed after each hook that changes something.
+  t=M:SS <hook>  garm/0 <status>: <message>
+      simulated time since the story began; the Juju hook the charm just ran; the
+      unit's status after it, as `juju status` shows it
+  what changed: ...   the configurator's change that the hook delivered, in words
+  then one row per scaleset GARM holds:
+  <name> (<GARM name>)   the configurator's scaleset name, then the GARM (and GitHub)
+                         name of this generation: each label change makes a new one
+  creating | enabled | retired
+                         creating: in GARM, not yet registered on GitHub (no jobs);
+                         enabled: registered, takes jobs; retired: disabled, its
+                         runners drain, then it is deleted
+  [labels]               the labels GitHub matches a job's runs-on against
+  runners=N busy=N       the runners GARM holds for it; of those, running a job
+  template=T             its runner install template, when not GARM's default
+  MISMATCH: ...          the status names a scaleset GARM does not hold (a bug)
+  t=M:SS (...)           something outside the charm happens then: a job, GitHub, ...
+"""
 # A GARM name in a status line: ``scaleset ci (ci-24ec4a)``, or an orphan's own name.
 NAMED = re.compile(r"scaleset (?:\S+ \((?P<garm>[^()\s]+)\)|(?P<alone>[^\s:()]+):)")
 
@@ -84,6 +107,13 @@ def garm_name(scaleset: dict) -> str:
     return shown_name(logical_name_of(ScaleSet.from_json(scaleset)), scaleset["name"])
 
 
+def state_of(scaleset: dict) -> str:
+    """``creating`` (not on GitHub yet), ``enabled`` or ``retired`` (disabled)."""
+    if not scaleset.get("enabled"):
+        return "retired"
+    return "enabled" if scaleset.get("scale_set_id") else "creating"
+
+
 class Story:
     """A garm unit, the configurator units related to it, and the GARM it runs.
 
@@ -100,6 +130,7 @@ class Story:
         self.published: dict[int, dict[str, str]] = {}
         self.changed: list[str] = []
         self.mismatches: list[str] = []
+        self.table: list[tuple[str, tuple[int, int]]] = []
 
     def units(self, note: str = "", /, **units: dict[str, str]) -> testing.Relation:
         """The configurator relation now holding exactly ``units`` (by unit number).
@@ -118,9 +149,19 @@ class Story:
         self.state = dataclasses.replace(self.state, relations=[new])
         return new
 
-    def say(self, text: str) -> None:
-        """A remark on the story, under the last hook."""
-        print(f"{'':>10}({text})")
+    def stamp(self) -> str:
+        """The simulated time since the story began, ``t= 2:30``."""
+        elapsed = int((self.clock.now - self.start).total_seconds())
+        return f"t={elapsed // 60:>2}:{elapsed % 60:02}"
+
+    def say(self, *lines: str) -> None:
+        """Something outside the charm happens now: told with the time."""
+        text = f"\n{'':>9}".join(lines)
+        print(f"{self.stamp()} ({text})")
+
+    def rows(self) -> dict[str, tuple[int, int]]:
+        """The last table printed, by scaleset (as named there): (runners, busy)."""
+        return dict(self.table)
 
     def run(self, name: str, event) -> None:
         """Run one hook and show what changed: in the configurator, status and GARM."""
@@ -130,25 +171,26 @@ class Story:
         held = self.garm.scalesets()
         lines += self._misnamed(status.message, {s["name"] for s in held})
         templates = {t["id"]: t["name"] for t in self.garm.templates()}
+        table: list[tuple[str, tuple[int, int]]] = []
         for scaleset in sorted(held, key=lambda s: s["id"]):
             runners = [i for i in self.garm.instances() if i["scale_set_id"] == scaleset["id"]]
             busy = sum(i.get("runner_status") == "active" for i in runners)
             labels = ",".join(sorted(t["name"] for t in scaleset.get("tags", [])))
-            state = "enabled " if scaleset.get("enabled") else "retired "
+            state = state_of(scaleset)
             template = templates.get(scaleset.get("template_id", 0), "")
             shown_template = "" if template == "github_linux" else f" template={template}"
             lines.append(
-                f"{'':>10}{garm_name(scaleset):<18}{state}[{labels}] "
+                f"{'':>10}{garm_name(scaleset):<18}{state:<9}[{labels}] "
                 f"runners={len(runners)} busy={busy}{shown_template}"
             )
+            table.append((garm_name(scaleset), (len(runners), busy)))
         shown = "\n".join(lines)
         said, self.changed = self.changed, []
         if shown != self.shown or said:
-            elapsed = int((self.clock.now - self.start).total_seconds())
-            print(f"t={elapsed // 60:>2}:{elapsed % 60:02} {name:<34} {lines[0]}")
+            print(f"{self.stamp()} {name:<34} {lines[0]}")
             for line in [f"{'':>10}what changed: {change}" for change in said] + lines[1:]:
                 print(line)
-            self.shown = shown
+            self.shown, self.table = shown, table
 
     def _misnamed(self, message: str, held: set[str]) -> list[str]:
         """Lines flagging a status that names a scaleset GARM does not hold after the hook."""
@@ -161,21 +203,55 @@ class Story:
         return flagged
 
     def wait(self, seconds: int) -> None:
-        """Let time pass: GARM works every 5 s, the timer dispatches every 30 s."""
+        """Let time pass: GARM works every 5 s, the timer dispatches every 30 s.
+
+        A scale set GARM created is registered on GitHub by the next 5 s step, not in
+        the hook that created it: until then it is ``creating``.
+        """
         for _ in range(seconds // 5):
             self.clock.advance(timedelta(seconds=5))
+            for scaleset in self.garm.scalesets():
+                if not scaleset.get("scale_set_id"):
+                    self.garm.register(scaleset["id"])
             self.garm.tick()
             if int((self.clock.now - self.start).total_seconds()) % 30 == 0:
                 self.run("reconcile-tick (timer)", reconcile_tick())
 
+    def wait_until(self, done: Callable[[], bool], longest: int) -> bool:
+        """Let time pass, 5 s at a time, until ``done()`` (or ``longest`` seconds)."""
+        for _ in range(longest // 5):
+            if done():
+                return True
+            self.wait(5)
+        return done()
+
 
 def main() -> int:
-    """Tell the story; exit 0 only if it ends converged."""
-    warnings.filterwarnings("ignore", message=".*has no effect in the context it was used")
-    # ops.testing warns on every event Juju does not define; reconcile-tick is the charm's.
-    _consistency_checker.logger.setLevel(logging.ERROR)
+    """Tell the story; exit 0 only if it ends converged.
+
+    The warnings and log level it quiets are put back after, so that it can run in a
+    test's process.
+    """
+    checker = _consistency_checker.logger
+    level = checker.level
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*has no effect in the context it was used")
+        # ops.testing warns on every event Juju does not define; reconcile-tick is the charm's.
+        checker.setLevel(logging.ERROR)
+        try:
+            return tell()
+        finally:
+            checker.setLevel(level)
+
+
+def tell() -> int:
+    """The story itself: what ``main`` returns."""
     clock = FakeClock()
+    print(LEGEND)
     with sandboxed_machine(clock) as root, GarmDouble(clock=clock) as garm:
+        # GitHub registers a new scale set a moment after GARM creates it (Story.wait),
+        # so that the status shows it being created, as juju status does.
+        garm.register_on_create = False
         garm.add_org("example-org")
         garm.add_provider("garm-configurator-0")
         garm.add_provider("garm-configurator-1")
@@ -191,8 +267,28 @@ def main() -> int:
         story.wait(120)
 
         ci = next(s for s in garm.scalesets() if "ci" in [t["name"] for t in s["tags"]])
-        job = garm.add_runner(ci["id"], runner_status="active")
-        story.say(f"a job starts on {job}, a runner of {garm_name(ci)}")
+        story.say(
+            f"a workflow job asks for runs-on ci; GitHub assigns it to {garm_name(ci)},",
+            "and GARM starts a runner for it",
+        )
+        garm.assign_jobs(ci["id"], 1)
+
+        def idle_runners() -> list[str]:
+            return [
+                i["name"]
+                for i in garm.instances()
+                if i["scale_set_id"] == ci["id"] and i.get("runner_status") == "idle"
+            ]
+
+        # The job starts once its runner is up and the table shows it there.
+        if not story.wait_until(
+            lambda: bool(idle_runners()) and story.rows()[garm_name(ci)][0] > 0, 120
+        ):
+            print("NOT converged: GARM started no runner for the job")
+            return 1
+        job = idle_runners()[0]
+        garm.start_job(job)
+        story.say(f"the job starts on {job}, the runner GARM started on {garm_name(ci)}")
         relation = story.units(u0={**CI, "labels": "linux,arm64"}, u1=BIG)
         story.run(
             "config-changed on the configurator",
@@ -201,8 +297,8 @@ def main() -> int:
         story.wait(60)
         garm.finish_job(job)
         story.say(
-            f"the job on {job} finishes; {garm_name(ci)} is retired, so GARM hears of it"
-            "\n           at its next check against GitHub, every 5 minutes"
+            f"the job on {job} finishes; {garm_name(ci)} is retired, so GARM hears of it",
+            "at its next check against GitHub, every 5 minutes",
         )
         story.wait(360)
 

@@ -4,14 +4,14 @@ The rules (``src/prometheus_alert_rules``) are static files that the charm hands
 Here every rule is read through cosl as the charm's COS relation reads it, every alert
 is held to the runbook it names in ``docs/reference/alerts.md``, and promtool (from
 Debian's and Ubuntu's ``prometheus`` package) checks the files and runs the unit tests
-in ``tests/unit/observe/alert_rules_tests``: a firing and a quiet case for every alert. Without
-promtool on ``PATH`` those tests skip and say why; ``.ci/run`` installs it where it can.
+in ``tests/unit/observe/alert_rules_tests``: a firing and a quiet case for every alert.
+promtool is looked for on ``PATH``, then beside the tests' Python, where ``tox -e unit``
+fetches it (``tests/promtool.py``); without it those tests skip and say why.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,8 @@ import pytest
 import yaml
 from cosl import JujuTopology
 from cosl.rules import Rules
+
+from tests import promtool
 
 ROOT = Path(__file__).resolve().parents[3]
 RULES_DIR = ROOT / "src" / "prometheus_alert_rules"
@@ -42,15 +44,10 @@ ALERTS = {
     "GarmReconcileStalled",
 }
 
-PROMTOOL = shutil.which("promtool")
+PROMTOOL = promtool.find()
 needs_promtool = pytest.mark.skipif(
     PROMTOOL is None,
-    reason=(
-        "promtool is not on PATH, so the alert rules are neither checked nor unit-tested: "
-        "install it with Debian's or Ubuntu's `prometheus` package "
-        "(sudo apt-get install --no-install-recommends prometheus); .ci/run does so "
-        "where it runs as root or with passwordless sudo"
-    ),
+    reason=promtool.missing("the alert rules are neither checked nor unit-tested"),
 )
 
 TOPOLOGY = JujuTopology(

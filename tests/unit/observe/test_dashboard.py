@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import shutil
 import subprocess
 import textwrap
 from collections.abc import Callable, Iterator
@@ -22,6 +21,9 @@ from typing import Any
 
 import pytest
 from cosl import DashboardPath40UID, LZMABase64
+
+from tests.promtool import find as find_promtool
+from tests.promtool import missing as promtool_missing
 
 ROOT = Path(__file__).resolve().parents[3]
 DASHBOARDS = ROOT / "src" / "grafana_dashboards"
@@ -608,14 +610,18 @@ def all_expressions() -> list[str]:
     ]
 
 
-needs_promtool = pytest.mark.skipif(not shutil.which("promtool"), reason="promtool not found")
+PROMTOOL = find_promtool()
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None, reason=promtool_missing("the dashboard's queries are not checked")
+)
 
 
 def promtool(tmp_path: Path, command: str, document: dict[str, Any]) -> None:
+    assert PROMTOOL is not None
     path = tmp_path / "rules.json"
     path.write_text(json.dumps(document))
     result = subprocess.run(
-        ["promtool", *command.split(), str(path)], capture_output=True, text=True, cwd=tmp_path
+        [PROMTOOL, *command.split(), str(path)], capture_output=True, text=True, cwd=tmp_path
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
