@@ -3,7 +3,9 @@
 PASSWORD_SECRET_URI = "secret://3f9c6d2e-1b7a-4c55-8a0e-2f1d9b7c6e40/d0hq2ap5ihkc77rs9m3g"
 KEY_SECRET_URI = "secret://3f9c6d2e-1b7a-4c55-8a0e-2f1d9b7c6e40/d0hq2bp5ihkc77rs9m40"
 
-# The contract's example databag (relation-contract.md §5), as the configurator writes it.
+# A configurator leader's unit databag once its image is known, as garm-configurator writes
+# it (canonical/github-runner-operators charms/garm-configurator/src/charm.py,
+# _configure_garm_relation; the keys: docs/reference/relations.md).
 EXAMPLE_UNIT = {
     "name": "lg-x64",
     "provider_name": "garm-configurator-0",
@@ -53,7 +55,7 @@ SOLE_UNIT = {**SECOND_UNIT, "provider_name": "garm-configurator-0"}
 
 def follower(unit: str, data: dict[str, str], *, image: bool = True) -> dict[str, str]:
     """What a configurator unit that does not lead publishes: Phase A only, under its
-    own provider (relation-contract.md §1)."""
+    own provider, named after the unit (garm-configurator src/charm_state.py)."""
     keys = {k: v for k, v in data.items() if not k.startswith(("openstack_", "github_"))}
     if not image:
         keys.pop("image_id")

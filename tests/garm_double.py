@@ -4,8 +4,8 @@ Why a real HTTP server rather than a mocked client: the bugs a GARM client has l
 wire format — keys Go's ``omitempty`` leaves out, ``null`` where a list was expected, status
 codes that differ from route to route, gates answered before authentication. So this double
 reproduces GARM's bytes (key order of the Go structs, compacted ``extra_specs``, HTML-escaped
-strings, RFC 3339 times, a trailing newline) and its status codes, as documented in
-``shared/garm-api.md`` and checked against GARM's Go source. Every request is recorded and
+strings, RFC 3339 times, a trailing newline) and its status codes, as read in GARM's Go
+source and written down in ``docs/reference/garm-api.md``. Every request is recorded and
 faults can be injected so tests can assert on what the client sent and how it copes; what
 GARM keeps but never returns (credential secrets, webhook secrets, stored controller
 settings) is readable through ``credentials()``, ``entities()`` and ``controller()``.
@@ -21,7 +21,7 @@ a short Prometheus text only to a request bearing a valid one (401 otherwise, as
 metrics middleware does). ``set_jwt_secret`` plays GARM restarted with a new secret.
 
 Beyond the wire, the double plays the timing a client meets on a real GARM (observed on
-GARM afda4e76, garm-api.md section 8), on the double's clock (``clock=``) and its ``tick``:
+GARM afda4e76, docs/reference/garm-api.md §8), on the double's clock (``clock=``) and its ``tick``:
 
 - a scale set's GitHub listener (message session) opens ``LISTENER_DELAY`` (4.5 s) after
   the create or re-enable returns; a disabled scale set has none. GitHub's job messages
@@ -100,8 +100,8 @@ _JOB_STILL_RUNNING = (
     '"errorCode":0,"eventId":3000}'
 )
 
-# Timings observed on a running GARM (garm-api.md section 8); the double plays them on its
-# clock so tests can step over them deterministically.
+# Timings observed on a running GARM (docs/reference/garm-api.md §8); the double plays
+# them on its clock so tests can step over them deterministically.
 LISTENER_DELAY = timedelta(seconds=4.5)  # create / re-enable -> GitHub message session open
 CONSOLIDATION_INTERVAL = timedelta(minutes=5)  # GARM's periodic check against GitHub
 POOL_MANAGER_STARTUP = timedelta(seconds=5)  # "pool manager is starting up" window
@@ -112,7 +112,7 @@ DELETE_RETRY_FIRST = timedelta(seconds=10)
 DELETE_RETRY_FACTOR = 1.5
 DELETE_RETRY_LONGEST = timedelta(minutes=5)
 
-# Runner install templates (garm-api.md section 4). GARM embeds long install scripts; the
+# Runner install templates (docs/reference/garm-api.md §4). GARM embeds long scripts; the
 # double keeps short stand-ins of its own that have the same shape and use the same Go
 # template fields, so a client that edits or renders a template meets the same structure.
 GITHUB_LINUX_TEMPLATE = r"""#!/bin/bash

@@ -2,14 +2,15 @@
 
 ops.testing names the departing unit of a ``-departed`` hook after the *remote*
 application, so it cannot say what Juju says on a unit being removed: that the departing
-unit is this unit itself (``JUJU_DEPARTING_UNIT`` = the local unit, juju-lifecycle.md §2).
-``self_departing`` sets exactly that variable, and nothing else, for the hooks run inside
-it; the charm then reads it through ops as it would under Juju. Nor does it offer
-``leader-settings-changed`` (deprecated in ops, still what Juju 3.6 runs on a deposed
-leader, juju-lifecycle.md §3): ``leader_settings_changed`` builds that hook. Nor can it
-dispatch what the reconcile timer dispatches through juju-exec
-(``JUJU_DISPATCH_PATH=hooks/reconcile-tick``): ``reconcile_tick`` does, so ops finds the
-charm's event by that path exactly as under Juju.
+unit is this unit itself (``JUJU_DEPARTING_UNIT`` = the local unit,
+docs/explanation/juju-lifecycle.md §2). ``self_departing`` sets exactly that variable,
+and nothing else, for the hooks run inside it; the charm then reads it through ops as it
+would under Juju. Nor does it offer ``leader-settings-changed`` (deprecated in ops,
+still what Juju 3.6 runs on a deposed leader, docs/explanation/juju-lifecycle.md §3):
+``leader_settings_changed`` builds that hook. Nor can it dispatch what the reconcile
+timer dispatches through juju-exec (``JUJU_DISPATCH_PATH=hooks/reconcile-tick``):
+``reconcile_tick`` does, so ops finds the charm's event by that path exactly as under
+Juju.
 """
 
 from __future__ import annotations

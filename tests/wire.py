@@ -14,7 +14,7 @@ from typing import Any
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
-# Keys of GARM's ScaleSet that carry omitempty (garm-api.md §2.2).
+# Keys of GARM's ScaleSet that carry omitempty (docs/reference/garm-api.md §2.2).
 _SCALESET_OMITEMPTY = {
     "id",
     "scale_set_id",
@@ -122,7 +122,7 @@ def instance_json(
     runner_status: str = "idle",
     created_at: datetime = T0,
 ) -> dict[str, Any]:
-    """One runner as ``GET /instances`` lists it (garm-api.md §3)."""
+    """One runner as ``GET /instances`` lists it (docs/reference/garm-api.md §3)."""
     data: dict[str, Any] = {
         "id": f"uuid-{name}",
         "name": name,

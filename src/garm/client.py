@@ -245,7 +245,8 @@ class GarmClient:
         """Ask GARM to delete a scale set.
 
         A 200 only means *requested*: GARM answers 200 and keeps the record when GitHub's
-        delete fails (garm-api.md §2.6), so the caller confirms by observing it gone.
+        delete fails (docs/reference/garm-api.md §2.6), so the caller confirms by
+        observing it gone.
         """
         self._send("DELETE", f"/scalesets/{scaleset_id}")
 

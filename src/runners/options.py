@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from charms.garm_machine.v0.garm_configurator import ConfiguratorUnitData, parse_ports
 
-# aproxy redirects these when the configurator names none (relation-contract.md §2).
+# aproxy redirects these when the configurator names none (docs/reference/runner-options.md),
+# as the Kubernetes garm charm does (canonical/github-runner-operators, at 86ffffaa,
+# charms/garm/src/runner_template.py).
 DEFAULT_REDIRECT_PORTS = ("80", "443")
 # Always left out of the redirect: the runner's own loopback traffic.
 LOOPBACK = "127.0.0.0/8"

@@ -1,9 +1,10 @@
 """What the charm remembers about a scaleset, kept on the scaleset in GARM.
 
-GARM never writes a scale set's ``extended_state`` itself (garm-api.md §2.7), so it is
-where the charm keeps what a changeover needs to know across passes and across leaders:
-when the drain clock started, when a generation was enabled again, which ``extra_specs``
-the charm last set, and when it first saw each runner that should be on its way out.
+GARM never writes a scale set's ``extended_state`` itself (docs/reference/garm-api.md
+§2.7), so it is where the charm keeps what a changeover needs to know across passes and
+across leaders: when the drain clock started, when a generation was enabled again, which
+``extra_specs`` the charm last set, and when it first saw each runner that should be on
+its way out.
 Nothing of it lives on the unit, so a new leader carries on exactly where the old one
 stopped (``docs/adr/0003``). What GARM refused is not noted here but in the one memory
 of refusals (``garm.refusals``), whatever the write.
@@ -36,7 +37,7 @@ def specs_digest(extra_specs: Any) -> str:
     """A short digest of an ``extra_specs`` document, equal for equal documents.
 
     Kept in the notes so a pass can tell whether a scaleset holds what the charm last
-    set when GARM's list leaves ``extra_specs`` out (garm-api.md §2.5).
+    set when GARM's list leaves ``extra_specs`` out (docs/reference/garm-api.md §2.5).
     """
     text = json.dumps(extra_specs or {}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -4,7 +4,7 @@ Everything the reconciler decides is decided here, without I/O, clock or logging
 can be tested exhaustively. A plan holds only the steps whose preconditions are already
 observed; the reconciler folds each write's answer back into the observation and plans
 again, so one pass still does create, hand-over, retire and delete when nothing waits on
-runners (design.md, "Converges").
+runners.
 
 A changeover, per logical scaleset:
 
@@ -61,7 +61,7 @@ from scalesets.naming import (
 from scalesets.notes import Notes, specs_digest
 from scalesets.spec import Desired, ScalesetSpec, Settings, application_of, unit_order
 
-# GARM accepts a client delete only from these statuses (garm-api.md §3); the others
+# GARM accepts a client delete only from these statuses (docs/reference/garm-api.md §3); the others
 # are either already going away or cannot be removed yet.
 _REMOVABLE_STATUSES = frozenset({"running", "error", "pending_delete"})
 # A runner in pending_delete is on GARM's own way out, which a failing provider retries
@@ -69,10 +69,10 @@ _REMOVABLE_STATUSES = frozenset({"running", "error", "pending_delete"})
 # GARM keeps putting back is not re-sent on every pass.
 PENDING_DELETE_GRACE = timedelta(minutes=5)
 # GARM opens a new (or re-enabled) scale set's GitHub listener 4-4.5 s after the call
-# returns (garm-api.md §8); before that no job for its labels is acquired by anyone.
+# returns (docs/reference/garm-api.md §8); before that no job for its labels is acquired by anyone.
 LISTENER_STARTUP = timedelta(seconds=10)
 # A scale set deleted before GARM started its worker for it is re-created on GitHub by
-# that late worker and left there (garm-api.md §8); see ADR 0003 for the figure.
+# that late worker and left there (docs/reference/garm-api.md §8); see ADR 0003 for the figure.
 YOUNGEST_DELETE = timedelta(seconds=30)
 # A runner of a retired scaleset in a status GARM will not remove, unchanged this long
 # past the drain deadline, is named to the operator: GARM's own bootstrap timeout
@@ -590,9 +590,9 @@ def create_body(
 ) -> dict[str, Any]:
     """The create request: every field of the spec, enabled, labels including the name.
 
-    GARM creates scale sets disabled unless told otherwise (garm-api.md §2.3), and the
-    runner group key is hyphenated on create only. Zero values are left out, as Go would:
-    without a template id GARM picks its system template.
+    GARM creates scale sets disabled unless told otherwise (docs/reference/garm-api.md
+    §2.3), and the runner group key is hyphenated on create only. Zero values are left
+    out, as Go would: without a template id GARM picks its system template.
     """
     body: dict[str, Any] = {
         "name": name,
@@ -709,9 +709,9 @@ def _field_changes(spec: ScalesetSpec, current: ScaleSet, notes: Notes) -> dict[
     ``runner_group`` on update (the hyphenated key is ignored there).
 
     ``extra_specs`` absent from GARM's list is unknown, not empty: GARM means to leave
-    it out of lists and only a gorm quirk puts it in (garm-api.md §2.5). The digest of
-    what the charm last set, kept in the notes, stands in for it then, so a GARM that
-    fixes the quirk costs no PUT per pass (and no outdated runners).
+    it out of lists and only a gorm quirk puts it in (docs/reference/garm-api.md §2.5).
+    The digest of what the charm last set, kept in the notes, stands in for it then, so a
+    GARM that fixes the quirk costs no PUT per pass (and no outdated runners).
     """
     wanted: dict[str, Any] = {
         "image": spec.image,
@@ -895,8 +895,9 @@ def _plan_removals(
 def _plan_delete(scaleset: ScaleSet, logical: str | None, ctx: _Context) -> Phase:
     """Delete a retired scaleset with no runner left, unless a kept delete backs off.
 
-    GARM answers a delete GitHub refused with 200 and keeps the scaleset (garm-api.md
-    §2.6): the reconciler notes that as a refusal, so it waits out its back-off too.
+    GARM answers a delete GitHub refused with 200 and keeps the scaleset
+    (docs/reference/garm-api.md §2.6): the reconciler notes that as a refusal, so it
+    waits out its back-off too.
     """
     kept = ctx.observed.refusals.refusals.get(f"delete:{scaleset.name.lower()}")
     if kept is not None and kept.cause == KEPT_CAUSE and kept.blocked:

@@ -8,9 +8,9 @@ reads go to GARM, and each write is answered as GARM would answer it, from what 
 and what was "written" before, without sending anything.
 
 What GARM would answer cannot always be known here. A delete GitHub refuses is answered
-200 by GARM, which keeps the scale set (garm-api.md §2.6): the preview says it is gone.
-Likewise a create or a force-removal GitHub refuses is predicted to succeed. The preview
-is the pass as it goes when GARM and GitHub accept every write.
+200 by GARM, which keeps the scale set (docs/reference/garm-api.md §2.6): the preview
+says it is gone. Likewise a create or a force-removal GitHub refuses is predicted to
+succeed. The preview is the pass as it goes when GARM and GitHub accept every write.
 
 GARM's setup is rehearsed on it too (controller URLs, GitHub credentials, organisations
 and repositories), so the scalesets an org registered in the same pass unlocks are

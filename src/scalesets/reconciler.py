@@ -3,8 +3,8 @@
 The imperative shell around the pure planner. Observation is a constant number of list
 calls whatever the number of scalesets. Each write's answer is folded back into the
 observation and the planner is asked again, so a pass goes as far as GARM's answers
-allow. Failures are contained as design.md says: an API error is kept against its
-scaleset and the pass goes on; an unreachable GARM ends the pass at once.
+allow. Failures are contained: an API error is kept against its scaleset and the pass
+goes on; an unreachable GARM ends the pass at once.
 
 Some answers are facts the planner acts on rather than errors: a delete answered 200
 is confirmed with one read, and a scaleset GARM kept is noted on it; a force-removal
@@ -518,8 +518,9 @@ def _apply(
         )
         return dataclasses.replace(observed, instances=instances)
     client.delete_scaleset(action.scaleset_id)
-    # GARM answers 200 and keeps the scale set when GitHub refuses (garm-api.md §2.6): it
-    # stays in the observation, and the ledger notes the refusal.
+    # GARM answers 200 and keeps the scale set when GitHub refuses
+    # (docs/reference/garm-api.md §2.6): it stays in the observation, and the ledger notes
+    # the refusal.
     if client.get_scaleset(action.scaleset_id) is not None:
         return observed
     return dataclasses.replace(

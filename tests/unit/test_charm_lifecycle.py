@@ -1,9 +1,9 @@
 """Juju's lifecycle through the real charm: hook sequences as Juju runs them.
 
-Each test replays one sequence from ``shared/juju-lifecycle.md`` (a dying leader, a
-relation whose units have not joined, a suspended relation, a multi-unit configurator
-and its leader change, a foreign provider, one GARM per sqlite) with goal-state answered
-as the controller would, against the GARM double over HTTP.
+Each test replays one sequence of ``docs/explanation/juju-lifecycle.md`` (a dying
+leader, a relation whose units have not joined, a suspended relation, a multi-unit
+configurator and its leader change, a foreign provider, one GARM per sqlite) with
+goal-state answered as the controller would, against the GARM double over HTTP.
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ def test_removing_the_leader_unit_deletes_nothing_and_cleans_the_machine(
     writes = len(world.writes())
 
     # juju remove-unit garm/0: still leader, one -departed per remote unit naming itself,
-    # each seeing one unit fewer, then -broken, stop, remove (juju-lifecycle.md §2).
+    # each seeing one unit fewer, then -broken, stop, remove
+    # (docs/explanation/juju-lifecycle.md §2).
     # goal-state is left saying "active" so that the hook alone must be enough.
     with self_departing("garm/0"):
         state, relation = with_units(state, relation, {1: second})

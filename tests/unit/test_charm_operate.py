@@ -1,9 +1,9 @@
 """Operating the charm as a new operator would: its port, its actions, anywhere (#11).
 
-Hook sequences as Juju runs them (juju-lifecycle.md): the leader that runs GARM opens its
-API port so that ``juju expose garm`` works, and closes it when leadership moves on or
-the unit is being removed; every action fails with a message, never a traceback, where
-it cannot run.
+Hook sequences as Juju runs them (docs/explanation/juju-lifecycle.md): the leader that
+runs GARM opens its API port so that ``juju expose garm`` works, and closes it when
+leadership moves on or the unit is being removed; every action fails with a message,
+never a traceback, where it cannot run.
 """
 
 from __future__ import annotations

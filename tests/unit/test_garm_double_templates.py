@@ -1,4 +1,4 @@
-"""Pin the GARM double's runner install templates to shared/garm-api.md section 4.
+"""Pin the GARM double's runner install templates to docs/reference/garm-api.md §4.
 
 Templates are state in the double, as in GARM: the four built-in system templates exist
 from the start, clients create, edit, delete and restore them, and scale sets name one.

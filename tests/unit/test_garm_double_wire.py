@@ -1,9 +1,11 @@
-"""Pin the GARM double's wire format and status codes to shared/garm-api.md.
+"""Pin the GARM double's wire format and status codes to GARM's, as written down in
+docs/reference/garm-api.md (read in GARM's source at afda4e76).
 
-Each test names the section of garm-api.md it holds the double to. The double is only
-useful while it answers like GARM, so these tests talk to it over real HTTP and look at
-the raw bytes where Go's encoder leaves its marks (absent omitempty keys, ``null``,
-compacted and HTML-escaped ``extra_specs``, trailing newlines).
+Each test names the section of docs/reference/garm-api.md it holds the double to (a bare
+``§2.6`` is a section of that page). The double is only useful while it answers like
+GARM, so these tests talk to it over real HTTP and look at the raw bytes where Go's
+encoder leaves its marks (absent omitempty keys, ``null``, compacted and HTML-escaped
+``extra_specs``, trailing newlines).
 """
 
 from __future__ import annotations
