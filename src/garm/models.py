@@ -3,7 +3,8 @@
 GARM encodes with Go's ``encoding/json``: a field tagged ``omitempty`` is *absent* when it
 holds its zero value (``enabled: false``, ``max_runners: 0``, ``""``, empty lists). Every
 ``from_json`` here therefore gives an absent key the Go zero value, so the planner compares
-values and never key presence (garm-api.md §0.1). Only the fields the charm uses are kept.
+values and never key presence (docs/reference/garm-api.md §0.1). Only the fields the
+charm uses are kept.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ _RFC3339 = re.compile(
 )
 
 EntityKind = Literal["organization", "repository", "enterprise"]
-# The status GARM sets on a runner it was told to force-remove (garm-api.md §3): the
+# The status GARM sets on a runner it was told to force-remove (docs/reference/garm-api.md §3): the
 # row goes once GARM's worker gets to it, whatever its provider answers.
 FORCE_REMOVED = "pending_force_delete"
 
@@ -78,7 +79,7 @@ def _bool(data: dict[str, Any], key: str) -> bool:
 
 @dataclass(frozen=True)
 class ScaleSet:
-    """A GARM scale set as ``GET /scalesets`` returns it (garm-api.md §2.2).
+    """A GARM scale set as ``GET /scalesets`` returns it (docs/reference/garm-api.md §2.2).
 
     ``id`` is GARM's own integer id; ``scale_set_id`` is GitHub's, 0 until registered.
     ``extra_specs`` is held as the decoded JSON value so that equal documents compare
@@ -160,7 +161,7 @@ class ScaleSet:
 
 @dataclass(frozen=True)
 class Template:
-    """A runner install template (garm-api.md §4).
+    """A runner install template (docs/reference/garm-api.md §4).
 
     ``owner_id`` is a username, or ``system`` for GARM's built-in templates. ``data`` is
     the decoded body, None when GARM did not send it: its list leaves every body out.
@@ -198,7 +199,7 @@ class Template:
 
 @dataclass(frozen=True)
 class Instance:
-    """A runner instance from ``GET /instances`` (garm-api.md §3).
+    """A runner instance from ``GET /instances`` (docs/reference/garm-api.md §3).
 
     ``scale_set_id`` here is the GARM scale set ``id`` (not GitHub's), 0 for pool runners.
     """
@@ -245,7 +246,7 @@ class Entity:
 
     @classmethod
     def organization_from_json(cls, data: dict[str, Any]) -> Entity:
-        """Build from an ``Organization`` object (garm-api.md §5.2)."""
+        """Build from an ``Organization`` object (docs/reference/garm-api.md §5.2)."""
         return cls(
             kind="organization",
             id=_str(data, "id"),
@@ -274,7 +275,7 @@ class Credential:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Credential:
-        """Build from a ``ForgeCredentials`` object (garm-api.md §5.3)."""
+        """Build from a ``ForgeCredentials`` object (docs/reference/garm-api.md §5.3)."""
         return cls(
             id=_int(data, "id"), name=_str(data, "name"), description=_str(data, "description")
         )
@@ -282,11 +283,14 @@ class Credential:
 
 @dataclass(frozen=True)
 class ControllerInfo:
-    """The controller URLs runners and GitHub use to reach GARM (garm-api.md §1.3)."""
+    """The URLs runners and GitHub use to reach GARM (docs/reference/garm-api.md §1.3)."""
 
     metadata_url: str = ""
     callback_url: str = ""
     webhook_url: str = ""
+    # Whether GARM downloads garm-agent releases into its object store (hourly), for
+    # entities in agent mode: the charm uses no agent, so it keeps this off.
+    agent_tools_sync: bool = False
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ControllerInfo:
@@ -295,4 +299,5 @@ class ControllerInfo:
             metadata_url=_str(data, "metadata_url"),
             callback_url=_str(data, "callback_url"),
             webhook_url=_str(data, "webhook_url"),
+            agent_tools_sync=data.get("enable_agent_tools_sync") is True,
         )

@@ -55,7 +55,7 @@ class ControllerUrls:
 
     @classmethod
     def from_base(cls, base: str) -> ControllerUrls:
-        """The URLs ``garm-cli init`` would set for this base URL (garm-api.md §1.4)."""
+        """The URLs ``garm-cli init`` sets for this base (docs/reference/garm-api.md §1.4)."""
         base = base.rstrip("/")
         return cls(f"{base}/api/v1/metadata", f"{base}/api/v1/callbacks", f"{base}/webhooks")
 
@@ -114,9 +114,9 @@ class CreateAdmin:
 
 @dataclass(frozen=True)
 class SetControllerUrls:
-    """Set the controller URLs that differ from those asked for."""
+    """Set the controller URLs that differ from those asked for (and agent tools sync off)."""
 
-    changes: dict[str, str]
+    changes: dict[str, str | bool]
 
 
 @dataclass(frozen=True)
@@ -309,12 +309,14 @@ def plan_controller(
 ) -> list[SetupAction]:
     """First run when GARM has no admin (``have`` None), else the URLs that differ.
 
-    After a first run the controller is read again and planned again: a settled GARM
-    costs one read here and gets no write.
+    Agent tools sync is turned off if it is on (GARM's default is off; an operator or
+    another tool may have turned it on): the charm runs no garm-agent, and the sync
+    downloads every new release into GARM's database. After a first run the controller
+    is read again and planned again: a settled GARM costs one read here and gets no write.
     """
     if have is None:
         return [CreateAdmin(admin)]
-    changes = {
+    changes: dict[str, str | bool] = {
         key: value
         for key, value in (
             ("metadata_url", urls.metadata_url),
@@ -323,6 +325,8 @@ def plan_controller(
         )
         if getattr(have, key) != value
     }
+    if have.agent_tools_sync:
+        changes["enable_agent_tools_sync"] = False
     return [SetControllerUrls(changes)] if changes else []
 
 
@@ -354,8 +358,8 @@ def ensure_controller(
     """First run and controller URLs, each only when needed, through the one memory.
 
     GARM answers ``urls_required`` to every other call until the metadata and callback
-    URLs are set (garm-api.md §1.4): while their write is held, nothing else is ready. A
-    change of URLs it already has that it refuses holds nothing else.
+    URLs are set (docs/reference/garm-api.md §1.4): while their write is held, nothing
+    else is ready. A change of URLs it already has that it refuses holds nothing else.
     """
     have = read_controller(client)
     if have is None:

@@ -147,6 +147,23 @@ def test_first_run_then_urls_then_nothing(fresh: GarmDouble, clock: FakeClock):
     assert fresh.writes()[writes:] == []
 
 
+def test_agent_tools_sync_turned_on_by_hand_is_turned_off_once(
+    fresh: GarmDouble, clock: FakeClock
+):
+    """GARM's first run leaves it off (``InitController`` in cloudbase/garm
+    database/sql/controller.go); ``garm-cli controller update --enable-tools-sync`` turns
+    it on, and GARM then downloads every garm-agent release, which this charm never uses."""
+    client = GarmClient(fresh.url, ADMIN.username, ADMIN.password)
+    _ensure(client, clock)
+    assert fresh.controller()["enable_agent_tools_sync"] is False
+    client.update_controller({"enable_agent_tools_sync": True})  # an operator, by hand
+    assert _ensure(client, clock).done == ("set GARM's controller URLs (enable_agent_tools_sync)",)
+    assert fresh.controller()["enable_agent_tools_sync"] is False
+    writes = len(fresh.writes())
+    assert _ensure(client, clock).done == ()
+    assert fresh.writes()[writes:] == []
+
+
 def test_urls_required_until_the_urls_are_set(fresh: GarmDouble):
     client = GarmClient(fresh.url, ADMIN.username, ADMIN.password)
     client.first_run(ADMIN.username, ADMIN.email, ADMIN.password)
