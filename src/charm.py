@@ -74,7 +74,9 @@ class GarmCharm(ops.CharmBase):
         super().__init__(framework)
         self._summary: Summary | None = None
         self.view = JujuView(self, CONFIGURATOR)
-        self.peers = Peers(self, self.view.alive, self.paths)
+        self.peers = Peers(
+            self, self.view.alive, self.paths, lambda: self.view.configurators(None)
+        )
         # Writes the database request and tracks the provider's answer; the events it
         # would add all come inside hooks observed below, so none is observed twice.
         self.database = GarmDatabase(self, POSTGRESQL)
@@ -154,7 +156,7 @@ class GarmCharm(ops.CharmBase):
             self.unit.set_workload_version(result.workload_version)
         if result.ports is not None:
             self.unit.set_ports(*result.ports)
-        self.peers.keep(result.sqlite_home, result.memory)
+        self.peers.keep(result.sqlite_home, result.memory, result.chosen)
         self.view.tell(result.publish_back)
         if result.publish_telemetry:
             telemetry.publish(self, CHARM_ROOT, self.now(), result.garm_here)

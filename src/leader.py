@@ -61,6 +61,7 @@ from garm.setup import (
     plan_setup,
 )
 from garm.setup import logger as setup_logger
+from juju import entities
 from juju.config import FIRST_UNPRIVILEGED_PORT, CharmConfig, ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, sqlite_tenancy
 from juju.publish import published
@@ -174,8 +175,9 @@ class PassResult:
     ``outcome`` is the scaleset pass's, None when the pass stopped before it. ``ports``
     are the ports to open and ``workload_version`` GARM's version to show, None to leave
     either as it is. ``publish_back`` is what to write in garm's application databag per
-    configurator relation, None to leave it. ``sqlite_home`` and ``memory`` go to the peer
-    relation (None: unchanged). ``make_secrets`` asks for the charm's own secrets.
+    configurator relation, None to leave it. ``sqlite_home``, ``memory`` and ``chosen``
+    (which of org and repo each configurator unit means) go to the peer relation (None:
+    unchanged). ``make_secrets`` asks for the charm's own secrets.
     ``publish_telemetry`` False leaves the cos-agent data as it was; ``garm_here`` is
     the leader's GARM for the collector to scrape (None: no GARM runs here).
     ``next_due`` is about when the reconcile timer this pass kept runs the next pass at
@@ -190,6 +192,7 @@ class PassResult:
     publish_back: Mapping[int, Mapping[str, str]] | None = None
     sqlite_home: HomeChange = None
     memory: Refusals | None = None
+    chosen: entities.Memory | None = None
     make_secrets: bool = False
     publish_telemetry: bool = True
     garm_here: LeaderGarm | None = None
@@ -379,6 +382,7 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
         running.stopped or Summary("active", ""),
         workload_version=running.version,
         sqlite_home=running.sqlite_home,
+        chosen=_chosen(state, leader.peers),
         garm_here=_garm_here(leader),
     )
     if running.stopped is not None:
@@ -426,6 +430,15 @@ def _changed(memory: Refusals, peers: PeerRecords) -> Refusals | None:
     return None if memory == peers.memory and peers.memory_whole else memory
 
 
+def _chosen(state: RelationState, peers: PeerRecords) -> entities.Memory | None:
+    """Which of org and repo each unit means, to write to the peer relation; None: as is.
+
+    Kept however the pass ends, so that the next one compares with what this one read.
+    """
+    same = dict(state.chosen) == dict(peers.entities) and peers.entities_whole
+    return None if same else state.chosen
+
+
 def _usable(leader: LeaderInputs | None) -> CharmConfig | None:
     return None if leader is None or isinstance(leader.config, ConfigError) else leader.config
 
@@ -453,7 +466,7 @@ def _relation_state(leader: LeaderInputs, config: CharmConfig) -> RelationState:
     seen = leader.configurators
     host = urlsplit(_base_url(config, leader)).hostname or ""
     runner = dataclasses.replace(seen.runner, garm_host=host)
-    return relation_state(seen.related, seen.units, seen.view, runner)
+    return relation_state(seen.related, seen.units, seen.view, runner, leader.peers.entities)
 
 
 def _base_url(config: CharmConfig, leader: LeaderInputs) -> str:

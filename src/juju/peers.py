@@ -8,7 +8,9 @@ leader elected before the first record was made still finds the data's unit. The
 ``start-empty-garm`` action is the operator's way out once that unit is gone for good.
 
 The application's databag also keeps what GARM refused (``garm.refusals``), so that a
-new leader goes on with the same back-off.
+new leader goes on with the same back-off, and which of ``org`` and ``repo`` each
+configurator unit means (``juju.entities``), with the ``choose-entity`` action that
+says so where the data cannot.
 
 The leader's pass reads all of it as ``records.PeerRecords`` and says what to change in a
 ``HomeChange``; this module alone reads and writes the relation.
@@ -17,7 +19,7 @@ The leader's pass reads all of it as ``records.PeerRecords`` and says what to ch
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import ops
 
@@ -26,8 +28,8 @@ from garm.config import SqliteDatabase
 from garm.refusals import KEY as MEMORY_KEY
 from garm.refusals import OLD_KEY as OLD_MEMORY_KEY
 from garm.refusals import Refusals
-from juju import lifecycle
-from juju.records import HomeChange, PeerRecords
+from juju import entities, lifecycle
+from juju.records import Configurators, HomeChange, PeerRecords
 
 logger = logging.getLogger(__name__)
 
@@ -39,11 +41,19 @@ DATA_KEY = "sqlite-data"
 class Peers(ops.Object):
     """The peer relation's records, and the action that gives up GARM's sqlite data."""
 
-    def __init__(self, charm: ops.CharmBase, alive: lifecycle.Alive, paths: workload.Paths):
+    def __init__(
+        self,
+        charm: ops.CharmBase,
+        alive: lifecycle.Alive,
+        paths: workload.Paths,
+        configurators: Callable[[], Configurators],
+    ):
         super().__init__(charm, PEERS)
         self._alive = alive
         self._paths = paths
+        self._configurators = configurators
         charm.framework.observe(charm.on.start_empty_garm_action, self._on_start_empty_garm)
+        charm.framework.observe(charm.on.choose_entity_action, self._on_choose_entity)
 
     def note_data(self) -> None:
         """Say in this unit's peer data whether its machine holds GARM's sqlite data.
@@ -75,22 +85,35 @@ class Peers(ops.Object):
         whole = not text or Refusals.read(text).text() == text
         if not whole:
             logger.warning("ignored what could not be read of the peer data's %s", MEMORY_KEY)
+        chosen, chosen_whole = entities.read(bag.get(entities.KEY))
+        if not chosen_whole:
+            logger.warning("ignored what could not be read of the peer data's %s", entities.KEY)
         return PeerRecords(
             self._home(),
             frozenset(u.name for u in relation.units if relation.data[u].get(DATA_KEY)),
             Refusals.read(text, bag.get(OLD_MEMORY_KEY)),
             whole,
+            chosen,
+            chosen_whole,
         )
 
-    def keep(self, home: HomeChange, memory: Refusals | None) -> None:
-        """Write what a leader's pass decided: the sqlite home record, the create memory.
+    def keep(
+        self, home: HomeChange, memory: Refusals | None, chosen: entities.Memory | None = None
+    ) -> None:
+        """Write what a leader's pass decided: the sqlite home record and its memories.
 
-        ``memory`` None leaves the memory as it is (the pass did not change it).
+        ``memory`` (what GARM refused) and ``chosen`` (which of org and repo each
+        configurator unit means) None leave each as it is (the pass did not change it).
         """
         relation = self.model.get_relation(PEERS)
         if relation is None:
             return
         bag = relation.data[self.model.app]
+        if chosen is not None:
+            if chosen:
+                bag[entities.KEY] = entities.render(chosen)
+            else:
+                bag.pop(entities.KEY, None)
         if home == "claim":
             bag[HOME_KEY] = self.model.unit.name
         elif home == "forget":
@@ -121,4 +144,32 @@ class Peers(ops.Object):
             logger.warning("GARM's sqlite data on %s given up; %s starts GARM", home, unit.name)
             event.set_results(
                 {"previous-home": home, "home": unit.name, "next": "GARM starts at the next hook"}
+            )
+
+    def _on_choose_entity(self, event: ops.ActionEvent) -> None:
+        unit, use = str(event.params.get("unit", "")), event.params.get("use")
+        relation = self.model.get_relation(PEERS)
+        data = dict(self._configurators().units).get(unit)
+        seen = entities.published(data) if data is not None else None
+        if not self.model.unit.is_leader():
+            event.fail("Run this on the leader unit: juju run garm/leader choose-entity")
+        elif relation is None:
+            event.fail("The peer relation is not there yet: try again after the next hook")
+        elif seen is None:
+            event.fail(f"No related garm-configurator unit is named {unit!r}")
+        elif use not in entities.KINDS or seen.org is None or seen.repo is None:
+            event.fail(f"Nothing to choose: {unit} publishes only its {seen.use or 'nothing'}")
+        else:
+            kind, other = ("org", "repo") if use == "org" else ("repo", "org")
+            chosen, _ = entities.read(relation.data[self.model.app].get(entities.KEY))
+            chosen[unit] = entities.Seen(seen.org, seen.repo, kind)
+            relation.data[self.model.app][entities.KEY] = entities.render(chosen)
+            logger.warning("%s: the operator chose its %s %s", unit, kind, seen.value(kind))
+            event.set_results(
+                {
+                    "unit": unit,
+                    "serves": f"{kind} {seen.value(kind)}",
+                    "ignored": f"{other} {seen.value(other)}",
+                    "next": "the next pass acts on it (now: juju run garm/leader reconcile)",
+                }
             )

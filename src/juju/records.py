@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from garm.refusals import Refusals
+from juju import entities
 from juju.lifecycle import WHOLE, View
 from runners.options import NO_CONTEXT, RunnerContext
 
@@ -58,10 +59,14 @@ class PeerRecords:
     ``home`` is the application's ``sqlite-home`` record; ``holders`` the units whose own
     data says their machine has GARM's sqlite file; ``memory`` what GARM refused, as any
     leader left it (``garm.refusals``); ``memory_whole`` False when some of it did not
-    read (a hand edit), so the next pass writes it over.
+    read (a hand edit), so the next pass writes it over. ``entities`` is which of ``org``
+    and ``repo`` each configurator unit meant when last read (``juju.entities``), read
+    whole or not as ``entities_whole`` says.
     """
 
     home: str | None = None
     holders: frozenset[str] = frozenset()
     memory: Refusals = field(default_factory=Refusals)
     memory_whole: bool = True
+    entities: entities.Memory = field(default_factory=dict)
+    entities_whole: bool = True

@@ -17,6 +17,7 @@ from charms.garm_machine.v0.garm_configurator import ConfiguratorUnitData, Datab
 
 from garm.config import OpenstackProvider
 from garm.setup import AppCredential, EntitySpec
+from juju import entities
 from juju.lifecycle import WHOLE, View
 from runners.options import NO_CONTEXT, RunnerContext, runner_options
 from runners.proxy import PRE_INSTALL_NAME, aproxy_script
@@ -36,6 +37,7 @@ class RelationState:
     can exist in GARM, so they hold nothing back, but the operator may want to know.
     ``units`` keeps every unit whose data parsed, for what GARM itself needs of them.
     ``unseen`` names what an incomplete view waits for (``desired.complete`` False).
+    ``chosen`` is which of ``org`` and ``repo`` each unit means, to remember.
     """
 
     related: bool
@@ -43,6 +45,7 @@ class RelationState:
     silent: tuple[str, ...] = ()
     units: tuple[tuple[str, ConfiguratorUnitData], ...] = ()
     unseen: str = ""
+    chosen: entities.Memory = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ def relation_state(
     units: Iterable[tuple[str, Mapping[str, str]]],
     view: View = WHOLE,
     runner: RunnerContext = NO_CONTEXT,
+    remembered: entities.Memory | None = None,
 ) -> RelationState:
     """Parse every configurator unit's databag into a spec, a held spec, or nothing yet.
 
@@ -81,7 +85,9 @@ def relation_state(
     contract, or names another unit's provider, is held (blocking) so its live scaleset
     is left serving; one whose image is not known yet is held (waiting) for the same
     reason. ``view`` says whether this unit sees every related unit (``lifecycle``);
-    ``runner`` is what every runner is set up with besides its unit's options.
+    ``runner`` is what every runner is set up with besides its unit's options;
+    ``remembered`` which of ``org`` and ``repo`` each unit meant before (``entities``):
+    a unit publishing both whose choice is not known is held (blocking).
     """
     specs: list[ScalesetSpec] = []
     held: list[HeldSpec] = []
@@ -91,16 +97,21 @@ def relation_state(
     unsettled: set[str] = set()
     units = list(units)
     others = {own_provider(unit) for unit, _ in units}
+    choices = entities.choose(units, remembered or {}, view.complete)
     for unit, data in units:
         if application_of(unit) in view.partial:
             unsettled.add(_raw_name(data).lower())
         if not ConfiguratorUnitData.has_scaleset(data):
             silent.append(unit)
             continue
+        if unit in choices.unknown:
+            logger.error("garm-configurator unit %s publishes both org and repo", unit)
+            held.append(HeldSpec(unit, _raw_name(data), _both(unit, choices.unknown[unit])))
+            continue
         try:
             parsed = _owned(
                 unit,
-                ConfiguratorUnitData.from_databag(data),
+                ConfiguratorUnitData.from_databag(data, choices.uses.get(unit)),
                 others,
                 application_of(unit) in view.cross_model,
             )
@@ -137,6 +148,15 @@ def relation_state(
         tuple(silent),
         tuple(parsed_units),
         view.missing,
+        choices.memory,
+    )
+
+
+def _both(unit: str, seen: entities.Seen) -> str:
+    """Why a unit publishing both ``org`` and ``repo`` is held, and the way out."""
+    return (
+        f"publishes both org {seen.org!r} and repo {seen.repo!r} and which is current "
+        f"is not known: juju run garm/leader choose-entity unit={unit} use=org (or use=repo)"
     )
 
 
@@ -210,12 +230,12 @@ def spec_from_unit(
     """The scaleset a valid, complete unit asks for.
 
     Pre-install scripts reach GARM's providers as ``extra_specs.pre_install_scripts``,
-    a JSON object of name to base64 script (garm-api.md §2.5), run as root in name order
-    before anything else on the runner. A proxy adds the charm's aproxy script, named to
-    run first, and turns off the OS update at boot (``disable_updates``), which would
-    otherwise run before the proxy is set up. What the runner install template must add
-    is rendered here too, so that the planner can tell from it alone whether the
-    template GARM holds is current.
+    a JSON object of name to base64 script (docs/reference/garm-api.md §2.5), run as
+    root in name order before anything else on the runner. A proxy adds the charm's
+    aproxy script, named to run first, and turns off the OS update at boot
+    (``disable_updates``), which would otherwise run before the proxy is set up. What
+    the runner install template must add is rendered here too, so that the planner can
+    tell from it alone whether the template GARM holds is current.
     """
     options = runner_options(data)
     scripts = dict(data.pre_install_scripts or {})

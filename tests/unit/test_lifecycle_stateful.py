@@ -1,12 +1,13 @@
 """Juju's event sequences through the real charm: two garm units, one GARM, random stories.
 
-Hypothesis tells stories the way a Juju model lives them (juju-lifecycle.md §1-§3):
-configurator applications integrated before their units join, units added, removed and
-scaled to zero, relations removed, configurator leaders changing, configs renamed and
-relabelled, the garm leader removed (its self-departing hooks, broken, stop, remove, then
-the other unit elected) or simply losing its lease, runners taking and finishing jobs
-(some only past the drain deadline, which GitHub then refuses to cut short), GARM's
-workers ticking, time passing from seconds to hours (every hook takes a moment too), and
+Hypothesis tells stories the way a Juju model lives them
+(docs/explanation/juju-lifecycle.md §1-§3): configurator applications integrated
+before their units join, units added, removed and scaled to zero, relations removed,
+configurator leaders changing, configs renamed and relabelled, the garm leader removed
+(its self-departing hooks, broken, stop, remove, then the other unit elected) or simply
+losing its lease, runners taking and finishing jobs (some only past the drain deadline,
+which GitHub then refuses to cut short), GARM's workers ticking, time passing from
+seconds to hours (every hook takes a moment too), and
 the leader's reconcile timer dispatching ``reconcile-tick`` through juju-exec: as a rule
 of its own and between any two hooks of the others, on the leader, on a unit that lost
 the lease, or on a dying one. Every hook runs the real ``GarmCharm`` through
@@ -50,6 +51,7 @@ from typing import Any
 import ops
 import pytest
 from charmlibs import passwd
+from charms.garm_machine.v0.garm_configurator import GarmAppData
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -97,6 +99,10 @@ CONFIGURATOR = "garm-configurator"
 PEERS = "garm-peers"
 PEER_ID = 1
 ORG = "example-org"
+# Where a configurator's runners register: ``juju config cfg-x org=… repo=`` or the
+# reverse. The configurator never removes the key it stops using.
+Entity = tuple[str, str]  # ("org", name) or ("repo", "owner/name")
+ENTITIES = (("org", ORG), ("org", "other-org"), ("repo", f"{ORG}/ci"), ("repo", f"{ORG}/web"))
 # Each configurator app's own pool of logical names, so two apps never publish one name.
 NAMES = {"cfg-a": ("ci-a", "ci-a2"), "cfg-b": ("ci-b", "ci-b2")}
 LABEL_SETS = (("linux",), ("linux", "x64"), ("linux", "arm64"), ("self-hosted", "linux", "x64"))
@@ -129,7 +135,12 @@ ROTATED_KEY = FAKE_APP_KEY.replace(
 # they write: the GitHub credentials, the organisations, the controller's URLs.
 SETUP_ROUTES = {
     "credential": (("POST", r"/github/credentials/?"), ("PUT", r"/github/credentials/\d+/?")),
-    "entity": (("POST", r"/organizations/?"), ("PUT", r"/organizations/[^/]+/?")),
+    "entity": (
+        ("POST", r"/organizations/?"),
+        ("PUT", r"/organizations/[^/]+/?"),
+        ("POST", r"/repositories/?"),
+        ("PUT", r"/repositories/[^/]+/?"),
+    ),
     "controller": (("PUT", r"/controller/?"),),
 }
 # What the stories must reach, or they prove nothing.
@@ -165,6 +176,9 @@ KINDS = (
     "setup-refused(controller)",
     "setup-refusal-blocked",
     "setup-retried-after-backoff",
+    "entity-moved",
+    "both-org-and-repo",
+    "entity-chosen-by-the-operator",
 )
 # What the stories exercised, summed over all examples; the test asserts each happened.
 COVERAGE: Counter[str] = Counter()
@@ -194,6 +208,10 @@ class CfgApp:
     emptied: bool = False  # scaled to 0 while integrated
     impostor: int | None = None  # a unit whose data names another unit's provider
     key_uri: str = KEY_SECRET_URI  # the GitHub App key its leader publishes
+    entity: tuple[str, str] = ("org", ORG)  # its org or repo option
+    # Units whose move back to the value their data still held changed nothing in it:
+    # garm cannot see the move, so the operator says it (``choose-entity``).
+    unseen_moves: set[int] = dataclasses.field(default_factory=set)
 
     def provider(self, n: int) -> str:
         return f"{self.name}-{n}"
@@ -207,7 +225,7 @@ class CfgApp:
             "max_runner": "2",
             "min_idle_runner": self.min_idle,
             "labels": ",".join(self.labels),
-            "org": ORG,
+            self.entity[0]: self.entity[1],
             "image_id": f"image-of-{self.name}",
             "ingress-address": f"10.1.2.{n + 10}",
         }
@@ -338,9 +356,10 @@ class Lifecycle(RuleBasedStateMachine):
         self.db_answer: tuple[dict[str, str], list[testing.Secret]] | None = None
         # Invariant bookkeeping.
         self.published: dict[str, set[tuple[str, str]]] = {}
-        self.guaranteed: set[str] = set()
-        self.together: dict[str, frozenset[str]] = {}
-        self.whole: set[tuple[str, frozenset[str]]] = set()
+        # What jobs were served and must stay so: (their org or repo, a label).
+        self.guaranteed: set[tuple[Entity, str]] = set()
+        self.together: dict[str, tuple[Entity, frozenset[str]]] = {}
+        self.whole: set[tuple[str, tuple[Entity, frozenset[str]]]] = set()
         self.checked_removals = 0
         self.trail: list[str] = []
         self.healthy = True
@@ -569,6 +588,7 @@ class Lifecycle(RuleBasedStateMachine):
         rotate=st.booleans(),
         new_key=st.booleans(),
         slow_github=st.booleans(),
+        move=st.one_of(st.none(), st.none(), st.sampled_from(ENTITIES)),
     )
     def configurator_config_changes(
         self,
@@ -578,12 +598,14 @@ class Lifecycle(RuleBasedStateMachine):
         rotate: bool,
         new_key: bool,
         slow_github: bool,
+        move: tuple[str, str] | None,
     ):
         """``juju config cfg-x``: every unit republishes; relation-changed per unit.
 
         With ``slow_github`` the replacement it may need is registered on GitHub only at
         GARM's next tick, so what leaves must wait for it. ``rotate`` changes the
-        OpenStack settings, ``new_key`` the GitHub App key (its credential is updated).
+        OpenStack settings, ``new_key`` the GitHub App key (its credential is updated),
+        ``move`` the org or repo (the key it no longer uses stays in each unit's data).
         """
         app = self._pick(self._apps(lambda a: bool(a.units)), pick)
         app.labels = labels
@@ -597,10 +619,65 @@ class Lifecycle(RuleBasedStateMachine):
         if new_key:
             app.key_uri = ROTATED_KEY_URI if app.key_uri == KEY_SECRET_URI else KEY_SECRET_URI
             COVERAGE["key-rotated"] += 1
+        moved = move is not None and move != app.entity
+        if move is not None and moved:
+            app.entity = move
+            COVERAGE["entity-moved"] += 1
         for n in sorted(app.units):
+            before = dict(app.units[n])
             self._publish(app, n)
+            if moved and app.units[n] == before:
+                app.unseen_moves.add(n)
+            if "org" in app.units[n] and "repo" in app.units[n]:
+                COVERAGE["both-org-and-repo"] += 1
         for n in sorted(app.units):
             self._changed_everywhere(app, n)
+
+    @precondition(lambda self: self._undecided())
+    @between_hooks(pick=st.integers(0, 9))
+    def operator_chooses_entity(self, pick: int):
+        """The operator says which of org and repo a unit means, where garm cannot tell.
+
+        What they see: the unit held with "publishes both" (``juju status``, and garm's
+        answer on the relation), or a move of theirs garm could not see.
+        """
+        app, n = self._pick(self._undecided(), pick)
+        self._choose_entity(app, n)
+
+    def _choose_entity(self, app: CfgApp, n: int) -> None:
+        unit, kind = self.leader(), app.entity[0]
+        params = {"unit": f"{app.name}/{n}", "use": kind}
+        self.hook(
+            unit, f"choose-entity {params}", lambda _: ON.action("choose-entity", params=params)
+        )
+        app.unseen_moves.discard(n)
+        COVERAGE["entity-chosen-by-the-operator"] += 1
+
+    def _undecided(self) -> list[tuple[CfgApp, int]]:
+        """Units the operator must speak for: a move garm cannot see, or held for both keys."""
+        if len([u for u in self.alive() if u.state.leader]) != 1:
+            return []
+        out = []
+        for app in self.apps.values():
+            told = self._told(app)
+            for n in sorted(app.units):
+                data = app.units[n]
+                if "org" not in data or "repo" not in data or app.relation_id is None:
+                    continue
+                if n in app.unseen_moves or "publishes both" in told.get(f"{app.name}/{n}", ""):
+                    out.append((app, n))
+        return out
+
+    def _told(self, app: CfgApp) -> dict[str, str]:
+        """What garm's leader last told ``app``'s units (held units: why)."""
+        if app.relation_id is None:
+            return {}
+        try:
+            relation = self.leader().state.get_relation(app.relation_id)
+        except (KeyError, ValueError):
+            return {}
+        said = GarmAppData.from_databag(relation.local_app_data)
+        return {unit: state.message or "" for unit, state in said.scalesets.items()}
 
     @precondition(lambda self: self._apps(lambda a: a.relation_id is not None))
     @between_hooks(pick=st.integers(0, 9))
@@ -872,46 +949,54 @@ class Lifecycle(RuleBasedStateMachine):
         """Once a valid spec's labels were all served, each one still asked for stays so.
 
         A label drops out of the guarantee only when no current valid spec asks for it
-        (a rename, a relabel, a departure); a new label set is guaranteed once served.
-        Served means by a scaleset that can take jobs (enabled and registered on GitHub),
-        and, since a job needs one runner with all its labels, what an application was
-        served and still asks for must stay together on one such scaleset.
+        in that org or repo (a rename, a relabel, a move to another org or repo, a
+        departure); a new label set is guaranteed once served. Served means by a
+        scaleset that can take jobs (enabled and registered on GitHub) of that org or
+        repo: GitHub gives a repository's jobs to its own scale sets and to its owner
+        organisation's. Since a job needs one runner with all its labels, what an
+        application was served and still asks for must stay together on one such scaleset.
         """
         asked = self._asked()
-        serving = [_tags(s) for s in self.garm.scalesets() if self.serves(s)]
-        self.guaranteed &= set().union(*asked.values()) if asked else set()
-        lost = self.guaranteed - set().union(*serving)
+        serving = [(_entity(s), _tags(s)) for s in self.garm.scalesets() if self.serves(s)]
+
+        def served(jobs: Entity, labels: frozenset[str]) -> bool:
+            return any(_takes(runners, jobs) and labels <= tags for runners, tags in serving)
+
+        self.guaranteed &= {(e, label) for e, wanted in asked.values() for label in wanted}
+        lost = {(e, label) for e, label in self.guaranteed if not served(e, frozenset({label}))}
         assert not lost, self._explain(f"labels {sorted(lost)} no longer served")
         self.together = {
-            app: kept & asked[app]
-            for app, kept in self.together.items()
-            if app in asked and kept & asked[app]
+            app: (e, kept & asked[app][1])
+            for app, (e, kept) in self.together.items()
+            if app in asked and asked[app][0] == e and kept & asked[app][1]
         }
-        for app, kept in self.together.items():
-            assert any(kept <= tags for tags in serving), self._explain(
-                f"{app}'s labels {sorted(kept)} no longer on one serving scaleset"
+        for app, (e, kept) in self.together.items():
+            assert served(e, kept), self._explain(
+                f"{app}'s labels {sorted(kept)} no longer on one scaleset serving {e}"
             )
-        for app, wanted in asked.items():
-            if any(wanted <= tags for tags in serving):
-                self.guaranteed |= wanted
-                self.together[app] = wanted
+        for app, (e, wanted) in asked.items():
+            if served(e, wanted):
+                self.guaranteed |= {(e, label) for label in wanted}
+                self.together[app] = (e, wanted)
 
     def no_valid_scaleset_retired(self) -> None:
         """A valid, unchanged spec whose exact scaleset served keeps an enabled one.
 
-        Retiring is only right for a changeover (its labels, name or provider changed,
-        and then a replacement with the same labels serves first) or when the spec is no
-        longer valid (related, with a leader publishing Phase B).
+        Retiring is only right for a changeover (its labels, name, provider, org or repo
+        changed, and then a replacement with the same labels serves first) or when the
+        spec is no longer valid (related, with a leader publishing Phase B).
         """
         asked = self._asked()
-        self.whole = {(app, wanted) for app, wanted in self.whole if asked.get(app) == wanted}
+        self.whole = {(app, want) for app, want in self.whole if asked.get(app) == want}
         live = self.garm.scalesets()
-        for app, wanted in asked.items():
-            exact = [s for s in live if self.serves(s) and _tags(s) == wanted]
-            if (app, wanted) in self.whole:
+        for app, (entity, wanted) in asked.items():
+            exact = [
+                s for s in live if self.serves(s) and _tags(s) == wanted and _entity(s) == entity
+            ]
+            if (app, (entity, wanted)) in self.whole:
                 assert exact, self._explain(f"{app}'s scaleset {sorted(wanted)} retired")
             elif exact:
-                self.whole.add((app, wanted))
+                self.whole.add((app, (entity, wanted)))
 
     def no_runner_removed_before_its_deadline(self) -> None:
         """Every runner removal waits out the drain deadline since its scaleset's retirement.
@@ -952,15 +1037,7 @@ class Lifecycle(RuleBasedStateMachine):
             shutil.rmtree(self.root, ignore_errors=True)
 
     def settle(self) -> None:
-        self.setup_refused.clear()
-        for app in self._apps(lambda a: a.impostor is not None):
-            self._correct(app)
-        for app, n in self._quiet():
-            self._publish(app, n)
-            self._changed_everywhere(app, n)
-        for app, n in self._pending():
-            self._join(app, n)
-        self._github_catches_up()
+        self._every_cause_goes()
         # Every job ends at last. GitHub refuses to remove a runner while its job runs,
         # so a job past the drain deadline is what held its scaleset; once it ends,
         # GARM's consolidation (a retired scaleset hears nothing) reaps the runner.
@@ -984,14 +1061,34 @@ class Lifecycle(RuleBasedStateMachine):
             else:
                 self.hook(leader, "update_status", lambda _: _Event("update_status"))
             wrote = len(self.garm.writes()) > writes
+            for app, n in self._undecided():  # held for both keys since it joined late
+                self._choose_entity(app, n)
             settled = not wrote and leader.state.unit_status == expected
             quiet = quiet + 1 if settled else 0
             wait = TIMER_INTERVAL if wrote or settled else min(wait * 2, LONGEST_WAIT)
+        self._each_app_served()
+
+    def _every_cause_goes(self) -> None:
+        """What keeps a story from settling is put right, as an operator would."""
+        self.setup_refused.clear()
+        for app in self._apps(lambda a: a.impostor is not None):
+            self._correct(app)
+        for app, n in self._quiet():
+            self._publish(app, n)
+            self._changed_everywhere(app, n)
+        for app, n in self._pending():
+            self._join(app, n)
+        for app, n in self._undecided():
+            self._choose_entity(app, n)
+        self._github_catches_up()
+
+    def _each_app_served(self) -> None:
         for app in self.apps.values():
             if app.valid:
                 assert any(
-                    self.serves(s) and _tags(s) == app.wanted() for s in self.garm.scalesets()
-                ), self._explain(f"{app.name} settled without its scaleset")
+                    self.serves(s) and _tags(s) == app.wanted() and _entity(s) == app.entity
+                    for s in self.garm.scalesets()
+                ), self._explain(f"{app.name} settled without its scaleset in {app.entity}")
 
     # --- running hooks ------------------------------------------------------------------
 
@@ -1398,8 +1495,9 @@ class Lifecycle(RuleBasedStateMachine):
                     out.append((app, n))
         return out
 
-    def _asked(self) -> dict[str, frozenset[str]]:
-        return {a.name: a.wanted() for a in self.apps.values() if a.valid}
+    def _asked(self) -> dict[str, tuple[Entity, frozenset[str]]]:
+        """Each valid application's org or repo, and the labels its jobs use."""
+        return {a.name: (a.entity, a.wanted()) for a in self.apps.values() if a.valid}
 
     def _expected_status(self) -> ops.StatusBase:
         if not self._apps(lambda a: a.relation_id is not None):
@@ -1435,6 +1533,21 @@ class Lifecycle(RuleBasedStateMachine):
 
 
 ON = testing.CharmEvents()
+
+
+def _entity(scaleset: dict[str, Any]) -> Entity:
+    """The org or repo a scaleset of GARM's registers its runners at."""
+    if scaleset.get("org_name"):
+        return ("org", scaleset["org_name"])
+    return ("repo", scaleset.get("repo_name", ""))
+
+
+def _takes(runners: Entity, jobs: Entity) -> bool:
+    """Whether GitHub gives jobs of ``jobs`` to runners registered at ``runners``: its
+    own, and a repository's to its owner organisation's too."""
+    if runners == jobs:
+        return True
+    return runners[0] == "org" and jobs[0] == "repo" and jobs[1].split("/")[0] == runners[1]
 
 
 def _created(state: testing.State, rid: int) -> Any:

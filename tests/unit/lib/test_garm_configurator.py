@@ -16,6 +16,7 @@ from charms.garm_machine.v0 import garm_configurator as lib
 from charms.garm_machine.v0.garm_configurator import (
     PHASES,
     ConfiguratorUnitData,
+    DatabagError,
     GarmAppData,
     ScalesetState,
 )
@@ -37,7 +38,7 @@ PUBLISHED = GarmAppData(
 
 
 def test_the_library_is_the_same_library_one_patch_on():
-    assert (lib.LIBID, lib.LIBAPI, lib.LIBPATCH) == ("5c0a8f4e3b8d4f1e9a7c2d6b1e4f8a90", 0, 4)
+    assert (lib.LIBID, lib.LIBAPI, lib.LIBPATCH) == ("5c0a8f4e3b8d4f1e9a7c2d6b1e4f8a90", 0, 5)
     assert PHASES == ("creating", "serving", "replacing", "removing", "waiting", "held")
 
 
@@ -228,3 +229,40 @@ def test_a_unit_across_models_finds_its_entry_by_its_number():
     assert data.for_unit("garm-configurator/1") == ScalesetState("held")
     assert data.for_unit("ci-offer/0") == ScalesetState("serving")
     assert data.for_unit("garm-configurator/2") is None
+
+
+# --- org and repo, as the real configurator leaves them (LIBPATCH 5) ----------------------
+
+# garm-configurator writes with update() and never removes a key: switched from an org to
+# a repo, it publishes both (charms/garm-configurator/src/charm.py, _configure_garm_relation
+# in canonical/github-runner-operators). Key order in a databag means nothing.
+SWITCHED = [
+    {**EXAMPLE_UNIT, "org": "example-org", "repo": "example-org/ci"},
+    {**{k: v for k, v in EXAMPLE_UNIT.items() if k != "org"}, "repo": "example-org/ci"}
+    | {"org": "example-org"},
+]
+
+
+@pytest.mark.parametrize("data", SWITCHED)
+def test_both_keys_read_as_the_reader_says(data):
+    as_repo = ConfiguratorUnitData.from_databag(data, use="repo")
+    as_org = ConfiguratorUnitData.from_databag(data, use="org")
+    assert (as_repo.org, as_repo.repo) == (None, "example-org/ci")
+    assert (as_org.org, as_org.repo) == ("example-org", None)
+
+
+@pytest.mark.parametrize("data", SWITCHED)
+def test_both_keys_without_a_say_are_refused_naming_them(data):
+    with pytest.raises(DatabagError, match="org and repo are mutually exclusive"):
+        ConfiguratorUnitData.from_databag(data)
+
+
+def test_use_names_a_key_only_where_both_are_published():
+    # One key: use changes nothing (it is no way to read an absent key).
+    only_org = ConfiguratorUnitData.from_databag(EXAMPLE_UNIT, use="repo")
+    assert (only_org.org, only_org.repo) == ("example-org", None)
+    # The one used is still checked.
+    bad = {**EXAMPLE_UNIT, "repo": "not a repo"}
+    with pytest.raises(DatabagError, match="repo"):
+        ConfiguratorUnitData.from_databag(bad, use="repo")
+    assert ConfiguratorUnitData.from_databag(bad, use="org").org == "example-org"

@@ -16,6 +16,13 @@ IPv4 addresses or CIDRs. These values end up in scripts on every runner. ``to_da
 same model, so a configurator can publish with it. ``pre_install_scripts`` nested too
 deep to parse is refused like any other bad value (LIBPATCH 4), never raised.
 
+``org`` and ``repo`` name what the scaleset serves, one of them. garm-configurator
+allows only one of its ``org`` and ``repo`` options but never removes a key from its
+databag, so a unit switched from one to the other publishes both, one of them left
+behind. The databag alone cannot say which: a reader that knows (from what the unit
+published before) says so with ``from_databag(data, use="org")`` or ``use="repo"``, and
+the other key is ignored (LIBPATCH 5); without ``use``, both is an error.
+
 **Garm to configurator** (LIBPATCH 3, an optional addition: a configurator that reads
 nothing from garm, as every one before it, is unaffected). The garm leader publishes,
 in garm's *application* databag on each garm-configurator relation, what became of each
@@ -77,11 +84,12 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from typing import Literal
 from urllib.parse import urlsplit
 
 LIBID = "5c0a8f4e3b8d4f1e9a7c2d6b1e4f8a90"
 LIBAPI = 0
-LIBPATCH = 4
+LIBPATCH = 5
 
 MAX_RUNNERS_LIMIT = 1000
 MAX_LABELS = 32
@@ -322,10 +330,17 @@ class ConfiguratorUnitData:
         return _matching({"name": name}, "name", _NAME, "a scaleset name (letters, digits, . _ -)")
 
     @classmethod
-    def from_databag(cls, data: Mapping[str, str]) -> ConfiguratorUnitData:
-        """Parse and validate; raises ``DatabagError`` on the first broken rule."""
+    def from_databag(
+        cls, data: Mapping[str, str], use: Literal["org", "repo"] | None = None
+    ) -> ConfiguratorUnitData:
+        """Parse and validate; raises ``DatabagError`` on the first broken rule.
+
+        ``use`` names the one of ``org`` and ``repo`` to read when both are published.
+        """
         name = cls.check_name(data.get("name", ""))
         org, repo = _text(data, "org"), _text(data, "repo")
+        if org and repo and use is not None:
+            org, repo = (org, None) if use == "org" else (None, repo)
         if org and repo:
             raise DatabagError("org", "org and repo are mutually exclusive")
         if not org and not repo:

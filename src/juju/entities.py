@@ -1,0 +1,149 @@
+"""Which of ``org`` and ``repo`` a configurator unit means when it publishes both.
+
+garm-configurator allows exactly one of its ``org`` and ``repo`` options, but writes its
+unit databag with ``update`` and never removes a key (canonical/github-runner-operators,
+``charms/garm-configurator/src/charm.py``, ``_configure_garm_relation``): a unit switched
+from an org to a repo, or back, publishes both, the one it left unchanged. What it means
+is the key it changed last, and only a reader that remembers can tell which that is. So
+the leader remembers, per unit, the two values it last read and the one it took (the
+peer relation's ``entities`` record), and takes the key whose value changed since.
+
+When that cannot tell — both first read together (no memory: a unit switched before
+garm first read it, or an upgrade from a revision that kept none) or both changed
+between two reads — the unit is held, its live scaleset left serving as it is, until
+the operator says which with the ``choose-entity`` action. One switch no reader can
+see: back to the very value left behind, which leaves the databag as it was; the choice
+then stays as it was, and ``choose-entity`` is the way to say it. Pure: databags in,
+choices out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+logger = logging.getLogger(__name__)
+
+Kind = Literal["org", "repo"]
+KINDS: tuple[Kind, ...] = ("org", "repo")
+# The peer relation's application-databag key the memory is kept under.
+KEY = "entities"
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What one unit published last time it was read, and which of the two it means.
+
+    ``use`` None: it publishes both and which is current is not known.
+    """
+
+    org: str | None = None
+    repo: str | None = None
+    use: Kind | None = None
+
+    def value(self, kind: Kind) -> str | None:
+        """The published org or repo."""
+        return self.org if kind == "org" else self.repo
+
+
+Memory = Mapping[str, Seen]
+
+
+@dataclass(frozen=True)
+class Choices:
+    """A pass's reading of every unit's ``org`` and ``repo``.
+
+    ``uses`` says which key to read for each unit publishing both whose choice is known;
+    ``unknown`` the units publishing both whose choice is not; ``memory`` what to
+    remember for the next pass.
+    """
+
+    uses: Mapping[str, Kind]
+    unknown: Mapping[str, Seen]
+    memory: Memory
+
+
+def published(data: Mapping[str, str]) -> Seen:
+    """The unit's ``org`` and ``repo`` as published (trimmed; blank is absent)."""
+    org, repo = (_value(data.get(kind)) for kind in KINDS)
+    if org and repo:
+        return Seen(org, repo)
+    return Seen(org, repo, "org" if org else "repo" if repo else None)
+
+
+def choose(units: Iterable[tuple[str, Mapping[str, str]]], memory: Memory, whole: bool) -> Choices:
+    """Which key each unit means, from what it publishes and what it published before.
+
+    ``whole`` False (this hook may not see every unit): what is remembered of a unit
+    not seen is kept, since it may only be hidden.
+    """
+    uses: dict[str, Kind] = {}
+    unknown: dict[str, Seen] = {}
+    kept: dict[str, Seen] = {} if whole else dict(memory)
+    for unit, data in units:
+        now = _take(published(data), memory.get(unit))
+        if now.org is None and now.repo is None:
+            kept.pop(unit, None)
+            continue
+        kept[unit] = now
+        if now.org and now.repo:
+            if now.use is None:
+                unknown[unit] = now
+            else:
+                uses[unit] = now.use
+    return Choices(uses, unknown, kept)
+
+
+def _take(now: Seen, before: Seen | None) -> Seen:
+    """The key a unit publishing both means: the one whose value changed since ``before``."""
+    if now.use is not None or not (now.org and now.repo) or before is None:
+        return now
+    changed: list[Kind] = [kind for kind in KINDS if now.value(kind) != before.value(kind)]
+    if not changed:
+        return Seen(now.org, now.repo, before.use)
+    return Seen(now.org, now.repo, changed[0] if len(changed) == 1 else None)
+
+
+def read(text: str | None) -> tuple[dict[str, Seen], bool]:
+    """The memory as the peer data holds it, and whether all of it read (never raises)."""
+    if not text:
+        return {}, True
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}, False
+    if not isinstance(raw, dict):
+        return {}, False
+    memory: dict[str, Seen] = {}
+    for unit, entry in raw.items():
+        seen = _entry(entry)
+        if seen is not None:
+            memory[unit] = seen
+    return memory, render(memory) == text
+
+
+def render(memory: Memory) -> str:
+    """The memory as the peer data keeps it: JSON, keys sorted, unset values absent."""
+    entries = {
+        unit: {k: v for k, v in (("org", s.org), ("repo", s.repo), ("use", s.use)) if v}
+        for unit, s in sorted(memory.items())
+    }
+    return json.dumps(entries, sort_keys=True, separators=(",", ":"))
+
+
+def _entry(entry: object) -> Seen | None:
+    if not isinstance(entry, dict):
+        return None
+    org, repo, use = (entry.get(k) for k in ("org", "repo", "use"))
+    if not all(v is None or isinstance(v, str) for v in (org, repo, use)):
+        return None
+    if use is not None and use not in KINDS:
+        return None
+    return Seen(org or None, repo or None, "org" if use == "org" else "repo" if use else None)
+
+
+def _value(value: object) -> str | None:
+    return value.strip() or None if isinstance(value, str) else None
