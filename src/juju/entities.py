@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -74,17 +74,28 @@ def published(data: Mapping[str, str]) -> Seen:
     return Seen(org, repo, "org" if org else "repo" if repo else None)
 
 
-def choose(units: Iterable[tuple[str, Mapping[str, str]]], memory: Memory, whole: bool) -> Choices:
+def choose(
+    units: Iterable[tuple[str, Mapping[str, str]]],
+    memory: Memory,
+    whole: bool,
+    hidden: Collection[str] = (),
+) -> Choices:
     """Which key each unit means, from what it publishes and what it published before.
 
-    ``whole`` False (this hook may not see every unit): what is remembered of a unit
-    not seen is kept, since it may only be hidden.
+    What is remembered of a unit not seen is forgotten only when this hook sees every
+    unit (``whole``) of its application: not when the application is one of ``hidden``,
+    whose units this hook may not all see (another model's, or not all joined yet).
     """
     uses: dict[str, Kind] = {}
     unknown: dict[str, Seen] = {}
-    kept: dict[str, Seen] = {} if whole else dict(memory)
+    kept = {
+        unit: seen
+        for unit, seen in memory.items()
+        if not whole or unit.rpartition("/")[0] in hidden
+    }
     for unit, data in units:
-        now = _take(published(data), memory.get(unit))
+        before = memory.get(unit)
+        now = _take(published(data), before)
         if now.org is None and now.repo is None:
             kept.pop(unit, None)
             continue
@@ -94,6 +105,15 @@ def choose(units: Iterable[tuple[str, Mapping[str, str]]], memory: Memory, whole
                 unknown[unit] = now
             else:
                 uses[unit] = now.use
+            if now.use is not None and before is not None and now.use != before.use:
+                # A move the charm infers: said, for the operator who meant otherwise.
+                logger.warning(
+                    "%s publishes both org and repo; following its %s %s, the one it "
+                    "changed (juju run garm/leader choose-entity to say otherwise)",
+                    unit,
+                    now.use,
+                    now.value(now.use),
+                )
     return Choices(uses, unknown, kept)
 
 

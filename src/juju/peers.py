@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable, Collection
 
 import ops
+from charms.garm_machine.v0.garm_configurator import ConfiguratorUnitData, DatabagError
 
 from garm import workload
 from garm.config import SqliteDatabase
@@ -147,6 +148,10 @@ class Peers(ops.Object):
             )
 
     def _on_choose_entity(self, event: ops.ActionEvent) -> None:
+        """Record which of ``org`` and ``repo`` a unit means (``juju.entities``).
+
+        Both values are checked as the pass checks them before any is written or shown.
+        """
         unit, use = str(event.params.get("unit", "")), event.params.get("use")
         relation = self.model.get_relation(PEERS)
         data = dict(self._configurators().units).get(unit)
@@ -157,8 +162,14 @@ class Peers(ops.Object):
             event.fail("The peer relation is not there yet: try again after the next hook")
         elif seen is None:
             event.fail(f"No related garm-configurator unit is named {unit!r}")
-        elif use not in entities.KINDS or seen.org is None or seen.repo is None:
-            event.fail(f"Nothing to choose: {unit} publishes only its {seen.use or 'nothing'}")
+        elif use not in entities.KINDS:
+            event.fail("use must be org or repo")
+        elif seen.use is not None:
+            event.fail(f"Nothing to choose: {unit} publishes only its {seen.use}")
+        elif seen.org is None or seen.repo is None:
+            event.fail(f"Nothing to choose: {unit} publishes neither org nor repo")
+        elif (refused := _refused(data or {})) is not None:
+            event.fail(f"{unit}'s data is refused, whichever it means: invalid {refused}")
         else:
             kind, other = ("org", "repo") if use == "org" else ("repo", "org")
             chosen, _ = entities.read(relation.data[self.model.app].get(entities.KEY))
@@ -173,3 +184,13 @@ class Peers(ops.Object):
                     "next": "the next pass acts on it (now: juju run garm/leader reconcile)",
                 }
             )
+
+
+def _refused(data: dict[str, str]) -> DatabagError | None:
+    """Why the unit's data is refused read either way, or None."""
+    try:
+        for kind in entities.KINDS:
+            ConfiguratorUnitData.from_databag(data, kind)
+    except DatabagError as exc:
+        return exc
+    return None

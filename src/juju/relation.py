@@ -97,18 +97,23 @@ def relation_state(
     unsettled: set[str] = set()
     units = list(units)
     others = {own_provider(unit) for unit, _ in units}
-    choices = entities.choose(units, remembered or {}, view.complete)
+    choices = entities.choose(
+        units, remembered or {}, view.complete, view.partial | view.cross_model
+    )
     for unit, data in units:
         if application_of(unit) in view.partial:
             unsettled.add(_raw_name(data).lower())
         if not ConfiguratorUnitData.has_scaleset(data):
             silent.append(unit)
             continue
-        if unit in choices.unknown:
-            logger.error("garm-configurator unit %s publishes both org and repo", unit)
-            held.append(HeldSpec(unit, _raw_name(data), _both(unit, choices.unknown[unit])))
-            continue
         try:
+            if unit in choices.unknown:
+                # Both read as the other rules want first: only checked values are quoted.
+                for kind in entities.KINDS:
+                    ConfiguratorUnitData.from_databag(data, kind)
+                logger.error("garm-configurator unit %s publishes both org and repo", unit)
+                held.append(HeldSpec(unit, _raw_name(data), _both(unit, choices.unknown[unit])))
+                continue
             parsed = _owned(
                 unit,
                 ConfiguratorUnitData.from_databag(data, choices.uses.get(unit)),

@@ -20,7 +20,7 @@ from charm import GarmCharm
 from juju import entities
 from juju.peers import PEERS
 from tests.charm_states import configurator, make_state, relate_postgresql
-from tests.databags import KEY_SECRET_URI, PASSWORD_SECRET_URI
+from tests.databags import EXAMPLE_UNIT
 
 pytestmark = pytest.mark.usefixtures("machine")
 
@@ -48,19 +48,8 @@ def real_configurator(**entity: str) -> dict[str, str]:
         "pre_job_script": "",
         **entity,
     }
-    phase_b = {
-        "openstack_auth_url": "https://keystone.internal:5000/v3",
-        "openstack_username": "ci-runners",
-        "openstack_password_secret_uri": PASSWORD_SECRET_URI,
-        "openstack_project_name": "ci-runners",
-        "openstack_user_domain_name": "Default",
-        "openstack_project_domain_name": "Default",
-        "openstack_region_name": "RegionOne",
-        "openstack_network": "ci-runners-net",
-        "github_app_id": "123456",
-        "github_installation_id": "78901234",
-        "github_private_key_secret_uri": KEY_SECRET_URI,
-    }
+    # Phase B, as the configurator's leader adds it once the image is known.
+    phase_b = {k: v for k, v in EXAMPLE_UNIT.items() if k.startswith(("openstack_", "github_"))}
     return {**phase_a, **phase_b}
 
 
@@ -131,7 +120,8 @@ def test_both_at_first_sight_block_naming_the_unit_and_leave_the_scaleset(
     before = world.scalesets()
     peer = state.get_relations(PEERS)[0]
     assert isinstance(peer, testing.PeerRelation)
-    forgotten = dataclasses.replace(peer, local_app_data={})
+    kept = {k: v for k, v in peer.local_app_data.items() if k != entities.KEY}
+    forgotten = dataclasses.replace(peer, local_app_data=kept)
     state = dataclasses.replace(
         state, relations=[r for r in state.relations if r.id != peer.id] + [forgotten]
     )
@@ -213,3 +203,18 @@ def test_choose_entity_on_a_non_leader_says_where_to_run_it(ctx, world, resource
             dataclasses.replace(state, leader=False),
         )
     assert "juju run garm/leader choose-entity" in failed.value.message
+
+
+def test_a_huge_value_published_beside_the_other_is_refused_not_quoted(ctx, world, resources):
+    # Relation data is hostile: a status carries only values the contract allows.
+    huge = real_configurator(org="example-org", repo="example-org/" + "x" * 200_000)
+    state = make_state(world, resources, configurator(huge), testing.PeerRelation(PEERS, id=9))
+    state = ctx.run(ctx.on.install(), state)
+    assert state.unit_status == ops.BlockedStatus(
+        f"Fix {CFG0}: invalid repo: longer than 255 characters"
+    )
+    with pytest.raises(testing.ActionFailed) as failed:
+        ctx.run(ctx.on.action("choose-entity", params={"unit": CFG0, "use": "org"}), state)
+    assert failed.value.message == (
+        f"{CFG0}'s data is refused, whichever it means: invalid repo: longer than 255 characters"
+    )

@@ -360,6 +360,9 @@ class Lifecycle(RuleBasedStateMachine):
         self.guaranteed: set[tuple[Entity, str]] = set()
         self.together: dict[str, tuple[Entity, frozenset[str]]] = {}
         self.whole: set[tuple[str, tuple[Entity, frozenset[str]]]] = set()
+        # Configurator units a leader's pass read publishing only one of org and repo:
+        # garm remembers which they mean, so it must never ask the operator (app, unit).
+        self.read_single: set[tuple[str, int]] = set()
         self.checked_removals = 0
         self.trail: list[str] = []
         self.healthy = True
@@ -559,6 +562,7 @@ class Lifecycle(RuleBasedStateMachine):
         units = [(a, n) for a in self._apps(lambda a: bool(a.units)) for n in sorted(a.units)]
         app, n = self._pick(units, pick)
         del app.units[n]
+        self.read_single.discard((app.name, n))
         if app.impostor == n:
             app.impostor = None
         for unit in self.alive():
@@ -624,10 +628,10 @@ class Lifecycle(RuleBasedStateMachine):
             app.entity = move
             COVERAGE["entity-moved"] += 1
         for n in sorted(app.units):
-            before = dict(app.units[n])
+            before = [app.units[n].get(key) for key in ("org", "repo")]
             self._publish(app, n)
-            if moved and app.units[n] == before:
-                app.unseen_moves.add(n)
+            if moved and [app.units[n].get(key) for key in ("org", "repo")] == before:
+                app.unseen_moves.add(n)  # back to the value its data still held
             if "org" in app.units[n] and "repo" in app.units[n]:
                 COVERAGE["both-org-and-repo"] += 1
         for n in sorted(app.units):
@@ -688,6 +692,7 @@ class Lifecycle(RuleBasedStateMachine):
         assert rid is not None
         app.relation_id = None  # the controller's goal: no such relation any more
         app.emptied = False
+        self.read_single -= {(app.name, n) for n in app.units}
         for unit in self.alive():
             for n in sorted(unit.view.get(rid, ())):
                 self._depart(unit, rid, n)
@@ -944,6 +949,19 @@ class Lifecycle(RuleBasedStateMachine):
         self.no_valid_scaleset_retired()
         self.no_runner_removed_before_its_deadline()
         self.providers_only_as_their_unit_published()
+        self.no_needless_choice()
+
+    def no_needless_choice(self) -> None:
+        """The operator is asked which of org and repo a unit means only where garm
+        cannot know: never for a unit a leader read publishing one of them, since every
+        change after that was read too (a move back to the value left behind asks
+        nothing: the charm cannot see it)."""
+        for app in self.apps.values():
+            for unit, message in self._told(app).items():
+                n = int(unit.rpartition("/")[2])
+                assert "publishes both" not in message or (app.name, n) not in self.read_single, (
+                    self._explain(f"{unit} held for both org and repo, though garm read it")
+                )
 
     def no_label_gap(self) -> None:
         """Once a valid spec's labels were all served, each one still asked for stays so.
@@ -962,13 +980,19 @@ class Lifecycle(RuleBasedStateMachine):
         def served(jobs: Entity, labels: frozenset[str]) -> bool:
             return any(_takes(runners, jobs) and labels <= tags for runners, tags in serving)
 
-        self.guaranteed &= {(e, label) for e, wanted in asked.values() for label in wanted}
+        # Jobs stay guaranteed while an application still asks for their labels at an org
+        # or repo whose runners take them (a repo moving to its owner org keeps its own).
+        self.guaranteed = {
+            (e, label)
+            for e, label in self.guaranteed
+            if any(_takes(at, e) and label in wanted for at, wanted in asked.values())
+        }
         lost = {(e, label) for e, label in self.guaranteed if not served(e, frozenset({label}))}
         assert not lost, self._explain(f"labels {sorted(lost)} no longer served")
         self.together = {
             app: (e, kept & asked[app][1])
             for app, (e, kept) in self.together.items()
-            if app in asked and asked[app][0] == e and kept & asked[app][1]
+            if app in asked and _takes(asked[app][0], e) and kept & asked[app][1]
         }
         for app, (e, kept) in self.together.items():
             assert served(e, kept), self._explain(
@@ -1135,6 +1159,7 @@ class Lifecycle(RuleBasedStateMachine):
         self.setup_waits_out_its_backoff(unit, self.garm.requests[requests:], now, what)
         self._share_app_data(unit)
         self.timer_only_on_the_leader(unit)
+        self._note_single_reads(unit)
         self.check()
         self.healthy = True
 
@@ -1350,6 +1375,16 @@ class Lifecycle(RuleBasedStateMachine):
         units = {u.name: goal("dying" if u.dying else "active") for u in self.alive()}
         return {"units": units, "relations": relations}
 
+    def _note_single_reads(self, unit: GarmUnit) -> None:
+        """Which units a leader's pass just read publishing one of org and repo."""
+        if not unit.state.leader or unit.dying:
+            return
+        for app in self.apps.values():
+            for n in unit.view.get(app.relation_id, ()) if app.relation_id is not None else ():
+                data = app.units.get(n, {})
+                if ("org" in data) != ("repo" in data):
+                    self.read_single.add((app.name, n))
+
     def _share_app_data(self, unit: GarmUnit) -> None:
         """Juju propagates app data from the leader, and unit data to the peers."""
         for other in self.alive():
@@ -1375,6 +1410,12 @@ class Lifecycle(RuleBasedStateMachine):
     # --- relation verbs, one hook each --------------------------------------------------
 
     def _integrate(self, app: CfgApp) -> None:
+        # A new relation's databags start empty, and the configurator writes to none
+        # while it has no relation: what its units publish is what they use now.
+        unused = "repo" if app.entity[0] == "org" else "org"
+        for data in app.units.values():
+            data.pop(unused, None)
+        app.unseen_moves.clear()
         rid = app.relation_id = self.next_relation
         self.next_relation += 1
         self.relation_app[rid] = app
@@ -1496,8 +1537,17 @@ class Lifecycle(RuleBasedStateMachine):
         return out
 
     def _asked(self) -> dict[str, tuple[Entity, frozenset[str]]]:
-        """Each valid application's org or repo, and the labels its jobs use."""
-        return {a.name: (a.entity, a.wanted()) for a in self.apps.values() if a.valid}
+        """Each valid application's org or repo, and the labels its jobs use.
+
+        Not while garm asks the operator which of org and repo one of its units means:
+        garm cannot serve what it cannot know (``no_needless_choice`` holds it to asking
+        only then).
+        """
+        return {
+            a.name: (a.entity, a.wanted())
+            for a in self.apps.values()
+            if a.valid and not any("publishes both" in m for m in self._told(a).values())
+        }
 
     def _expected_status(self) -> ops.StatusBase:
         if not self._apps(lambda a: a.relation_id is not None):
@@ -1515,7 +1565,7 @@ class Lifecycle(RuleBasedStateMachine):
         hooks = "\n  ".join(self.trail[-25:])
         live = "\n  ".join(
             f"{s['id']}: {s['name']} enabled={s.get('enabled', False)} "
-            f"provider={s['provider_name']} "
+            f"provider={s['provider_name']} in={'/'.join(_entity(s))} "
             f"tags={sorted(_tags(s))} state={s.get('extended_state', '')!r}"
             for s in self.garm.scalesets()
         )

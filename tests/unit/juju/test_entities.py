@@ -111,6 +111,27 @@ def test_a_partial_view_keeps_what_it_cannot_see_and_a_whole_one_forgets_the_gon
     assert U1 not in choose([(U0, {"org": "acme"})], memory, True).memory
 
 
+def test_units_of_an_application_not_all_seen_are_remembered_in_a_whole_view():
+    # Another model's units: goal-state lists none of them, so the view is called whole
+    # once one is seen; the others may only be out of sight.
+    memory = {"remote-abc/1": Seen("acme", "acme/ci", "repo")}
+    seen = [("remote-abc/0", {"org": "acme"})]
+    kept = choose(seen, memory, True, hidden={"remote-abc"}).memory
+    assert kept["remote-abc/1"] == memory["remote-abc/1"]
+    assert "remote-abc/1" not in choose(seen, memory, True, hidden={"other"}).memory
+
+
+def test_a_move_the_charm_infers_is_logged(caplog):
+    memory = {U0: Seen("acme", None, "org")}
+    with caplog.at_level("WARNING", logger="juju.entities"):
+        choose([(U0, {"org": "acme", "repo": "acme/ci"})], memory, True)
+    assert "following its repo acme/ci" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="juju.entities"):
+        choose([(U0, {"org": "acme"})], memory, True)  # nothing to infer
+    assert not caplog.text
+
+
 def test_the_memory_reads_back_what_it_wrote_and_never_raises():
     memory = {U0: Seen("acme", "acme/ci", "repo"), U1: Seen("beta", None, "org")}
     text = entities.render(memory)
