@@ -179,6 +179,7 @@ KINDS = (
     "entity-moved",
     "both-org-and-repo",
     "entity-chosen-by-the-operator",
+    "settled-following-a-move-it-read",
 )
 # What the stories exercised, summed over all examples; the test asserts each happened.
 COVERAGE: Counter[str] = Counter()
@@ -623,6 +624,16 @@ class Lifecycle(RuleBasedStateMachine):
         if new_key:
             app.key_uri = ROTATED_KEY_URI if app.key_uri == KEY_SECRET_URI else KEY_SECRET_URI
             COVERAGE["key-rotated"] += 1
+        self._republish(app, move)
+
+    @precondition(lambda self: self._apps(lambda a: bool(a.units)))
+    @between_hooks(pick=st.integers(0, 9), to=st.sampled_from(ENTITIES))
+    def configurator_moves(self, pick: int, to: tuple[str, str]):
+        """``juju config cfg-x org= repo=…`` (or the reverse): only the org or repo."""
+        self._republish(self._pick(self._apps(lambda a: bool(a.units)), pick), to)
+
+    def _republish(self, app: CfgApp, move: tuple[str, str] | None) -> None:
+        """Every unit publishes its config again; relation-changed per unit."""
         moved = move is not None and move != app.entity
         if move is not None and moved:
             app.entity = move
@@ -1109,6 +1120,10 @@ class Lifecycle(RuleBasedStateMachine):
     def _each_app_served(self) -> None:
         for app in self.apps.values():
             if app.valid:
+                COVERAGE["settled-following-a-move-it-read"] += any(
+                    "org" in data and "repo" in data and (app.name, n) in self.read_single
+                    for n, data in app.units.items()
+                )
                 assert any(
                     self.serves(s) and _tags(s) == app.wanted() and _entity(s) == app.entity
                     for s in self.garm.scalesets()
@@ -1245,7 +1260,8 @@ class Lifecycle(RuleBasedStateMachine):
     def _setup_write_of(self, request: Recorded) -> tuple[str, str] | None:
         """What a setup request writes, as the memory of refusals keys it, and a digest
         of what it asks: a credential's description (the key's fingerprint), an
-        organisation's credential, the controller's URLs. None for any other request."""
+        organisation's or repository's credential, the controller's URLs. None for any
+        other request."""
         path = request.path.rstrip("/")
         body = request.body if isinstance(request.body, dict) else {}
         if request.method == "PUT" and path == "/controller":
@@ -1263,6 +1279,13 @@ class Lifecycle(RuleBasedStateMachine):
             names = {e["id"]: e["name"] for e in self.garm.entities()}
             name = names.get(found[1], "").lower()
             return f"entity:organization:{name}", digest(body.get("credentials_name", ""))
+        if path == "/repositories" and request.method == "POST":
+            name = f"{body.get('owner', '')}/{body.get('name', '')}".lower()
+            return f"entity:repository:{name}", digest(body.get("credentials_name", ""))
+        if (found := re.fullmatch(r"/repositories/([^/]+)", path)) and request.method == "PUT":
+            repos = {e["id"]: f"{e['owner']}/{e['name']}" for e in self.garm.entities()}
+            name = repos.get(found[1], "").lower()
+            return f"entity:repository:{name}", digest(body.get("credentials_name", ""))
         return None
 
     def _timer_between_hooks(self) -> None:
