@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Collection
 
 import ops
-from charms.garm_machine.v0.garm_configurator import ConfiguratorUnitData, DatabagError
+from charms.garm_machine.v0.garm_configurator import DatabagError
 
 from garm import workload
 from garm.config import SqliteDatabase
@@ -31,6 +31,7 @@ from garm.refusals import OLD_KEY as OLD_MEMORY_KEY
 from garm.refusals import Refusals
 from juju import entities, lifecycle
 from juju.records import Configurators, HomeChange, PeerRecords
+from juju.relation import check_either_reading
 
 logger = logging.getLogger(__name__)
 
@@ -187,10 +188,9 @@ class Peers(ops.Object):
 
 
 def _refused(data: dict[str, str]) -> DatabagError | None:
-    """Why the unit's data is refused read either way, or None."""
+    """Why the unit's data is refused read either way (as the pass reads it), or None."""
     try:
-        for kind in entities.KINDS:
-            ConfiguratorUnitData.from_databag(data, kind)
+        check_either_reading(data)
     except DatabagError as exc:
         return exc
     return None

@@ -108,9 +108,7 @@ def relation_state(
             continue
         try:
             if unit in choices.unknown:
-                # Both read as the other rules want first: only checked values are quoted.
-                for kind in entities.KINDS:
-                    ConfiguratorUnitData.from_databag(data, kind)
+                check_either_reading(data)  # only checked values are quoted
                 logger.error("garm-configurator unit %s publishes both org and repo", unit)
                 held.append(HeldSpec(unit, _raw_name(data), _both(unit, choices.unknown[unit])))
                 continue
@@ -155,6 +153,16 @@ def relation_state(
         view.missing,
         choices.memory,
     )
+
+
+def check_either_reading(data: Mapping[str, str]) -> None:
+    """Raise ``DatabagError`` unless the unit's data keeps the contract read either way.
+
+    For a unit publishing both ``org`` and ``repo`` whose choice is not known: both values
+    are checked before either is quoted (in a status, or an action's answer).
+    """
+    for kind in entities.KINDS:
+        ConfiguratorUnitData.from_databag(data, kind)
 
 
 def _both(unit: str, seen: entities.Seen) -> str:

@@ -19,7 +19,7 @@ from ops import testing
 from charm import GarmCharm
 from juju import entities
 from juju.peers import PEERS
-from tests.charm_states import configurator, make_state, relate_postgresql
+from tests.charm_states import configurator, make_state, publish, relate_postgresql
 from tests.databags import EXAMPLE_UNIT
 
 pytestmark = pytest.mark.usefixtures("machine")
@@ -65,9 +65,7 @@ def served(world) -> list[str]:
 def changed(ctx, state: testing.State, data: dict[str, str]) -> testing.State:
     """The configurator unit published ``data``: garm's leader runs relation-changed."""
     relation = next(r for r in state.relations if r.endpoint == "garm-configurator")
-    relation = dataclasses.replace(relation, remote_units_data={0: data})
-    others = [r for r in state.relations if r.id != relation.id]
-    state = dataclasses.replace(state, relations=[*others, relation])
+    state, relation = publish(state, relation.id, 0, data)
     return ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
 
 
