@@ -74,9 +74,7 @@ class GarmCharm(ops.CharmBase):
         super().__init__(framework)
         self._summary: Summary | None = None
         self.view = JujuView(self, CONFIGURATOR)
-        self.peers = Peers(
-            self, self.view.alive, self.paths, lambda: self.view.configurators(None)
-        )
+        self.peers = Peers(self, self.view, self.paths)
         # Writes the database request and tracks the provider's answer; the events it
         # would add all come inside hooks observed below, so none is observed twice.
         self.database = GarmDatabase(self, POSTGRESQL)

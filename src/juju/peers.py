@@ -19,7 +19,7 @@ The leader's pass reads all of it as ``records.PeerRecords`` and says what to ch
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 
 import ops
 from charms.garm_machine.v0.garm_configurator import DatabagError
@@ -29,9 +29,10 @@ from garm.config import SqliteDatabase
 from garm.refusals import KEY as MEMORY_KEY
 from garm.refusals import OLD_KEY as OLD_MEMORY_KEY
 from garm.refusals import Refusals
-from juju import entities, lifecycle
-from juju.records import Configurators, HomeChange, PeerRecords
+from juju import entities
+from juju.records import HomeChange, PeerRecords
 from juju.relation import check_either_reading
+from juju.view import JujuView
 
 logger = logging.getLogger(__name__)
 
@@ -43,17 +44,10 @@ DATA_KEY = "sqlite-data"
 class Peers(ops.Object):
     """The peer relation's records, and the action that gives up GARM's sqlite data."""
 
-    def __init__(
-        self,
-        charm: ops.CharmBase,
-        alive: lifecycle.Alive,
-        paths: workload.Paths,
-        configurators: Callable[[], Configurators],
-    ):
+    def __init__(self, charm: ops.CharmBase, view: JujuView, paths: workload.Paths):
         super().__init__(charm, PEERS)
-        self._alive = alive
+        self._view = view
         self._paths = paths
-        self._configurators = configurators
         charm.framework.observe(charm.on.start_empty_garm_action, self._on_start_empty_garm)
         charm.framework.observe(charm.on.choose_entity_action, self._on_choose_entity)
 
@@ -134,7 +128,7 @@ class Peers(ops.Object):
 
     def _on_start_empty_garm(self, event: ops.ActionEvent) -> None:
         relation, home, unit = self.model.get_relation(PEERS), self._home(), self.model.unit
-        alive: Collection[str] = self._alive() or ()
+        alive: Collection[str] = self._view.alive() or ()
         if not unit.is_leader():
             event.fail("Run this on the leader unit: juju run garm/leader start-empty-garm")
         elif relation is None or home in (None, unit.name):
@@ -155,7 +149,7 @@ class Peers(ops.Object):
         """
         unit, use = str(event.params.get("unit", "")), event.params.get("use")
         relation = self.model.get_relation(PEERS)
-        data = dict(self._configurators().units).get(unit)
+        data = dict(self._view.configurators(None).units).get(unit)
         seen = entities.published(data) if data is not None else None
         if not self.model.unit.is_leader():
             event.fail("Run this on the leader unit: juju run garm/leader choose-entity")
