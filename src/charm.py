@@ -10,7 +10,6 @@ one hook through it: ``docs/explanation/architecture.md``.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +18,7 @@ import ops
 
 import leader
 from garm import workload
-from juju import secrets, telemetry
+from juju import secrets, telemetry, unit
 from juju.inputs import LeaderReads
 from juju.peers import PEERS, Peers
 from juju.postgresql import GarmDatabase
@@ -40,12 +39,6 @@ RELATION_CHANGES = {
     PEERS: ("changed", "departed"),
     DEBUG_SSH: ("changed", "departed", "broken"),
     COS_AGENT: ("created", "joined", "changed"),
-}
-_STATUS = {
-    "active": ops.ActiveStatus,
-    "maintenance": ops.MaintenanceStatus,
-    "waiting": ops.WaitingStatus,
-    "blocked": ops.BlockedStatus,
 }
 
 
@@ -75,6 +68,7 @@ class GarmCharm(ops.CharmBase):
         self._summary: Summary | None = None
         self.view = JujuView(self, CONFIGURATOR)
         self.peers = Peers(self, self.view, self.paths)
+        self.admin_login = secrets.AdminLoginAction(self)
         # Writes the database request and tracks the provider's answer; the events it
         # would add all come inside hooks observed below, so none is observed twice.
         self.database = GarmDatabase(self, POSTGRESQL)
@@ -86,9 +80,9 @@ class GarmCharm(ops.CharmBase):
         framework.observe(self.on.stop, self._on_stop)
         framework.observe(self.on.remove, self._on_remove)
         framework.observe(self.on.collect_unit_status, self._on_collect_status)
-        framework.observe(self.on.get_credentials_action, self._on_get_credentials)
         framework.observe(self.on.plan_action, self._on_plan)
         framework.observe(self.on.reconcile_action, self._on_reconcile)
+        framework.observe(self.on.adopt_garm_action, self._on_adopt_garm)
 
     def _on_change(self, event: ops.EventBase) -> None:
         self.view.note(event)
@@ -97,8 +91,9 @@ class GarmCharm(ops.CharmBase):
 
     def _on_stop(self, event: ops.StopEvent) -> None:
         self.view.note(event)
+        record = leader.stop(self.paths)  # GARM first: nothing else may keep it running
         self.unit.set_ports()
-        leader.stop(self.paths)
+        self.peers.record(record)
         self._summary = Summary("maintenance", leader.BEING_REMOVED)
 
     def _on_remove(self, _: ops.RemoveEvent) -> None:
@@ -106,15 +101,7 @@ class GarmCharm(ops.CharmBase):
 
     def _on_collect_status(self, event: ops.CollectStatusEvent) -> None:
         if self._summary is not None:  # else an action that changed nothing: it holds
-            event.add_status(_STATUS[self._summary.kind](self._summary.message))
-
-    def _on_get_credentials(self, event: ops.ActionEvent) -> None:
-        if not self.unit.is_leader():
-            event.fail("Run this on the leader unit: juju run garm/leader get-credentials")
-        elif (admin := secrets.read_admin(self.model)) is None:
-            event.fail(leader.NO_ADMIN_YET)
-        else:
-            event.set_results(dataclasses.asdict(admin))
+            event.add_status(unit.status(self._summary))
 
     def _on_plan(self, event: ops.ActionEvent) -> None:
         answer = leader.plan(self._inputs(None))
@@ -130,15 +117,24 @@ class GarmCharm(ops.CharmBase):
             return
         event.set_results(leader.reconciled(self._run(inputs)))
 
+    def _on_adopt_garm(self, event: ops.ActionEvent) -> None:
+        answer, change = leader.adopt(self._inputs(None), str(event.params["controller-id"]))
+        if answer.failure:
+            event.fail(answer.failure)
+            return
+        self.peers.keep_identity(change)
+        event.set_results(dict(answer.results))
+
     def _inputs(self, event: ops.EventBase | None) -> leader.Inputs:
         """What Juju tells this hook, as the pass takes it: the leader's, read on first use."""
-        lead = None
-        if self.unit.is_leader():
+        lead, asked = None, self.now()  # before is-leader: GARM's lease counts from it
+        if unit.leads(self.unit):
             lead = LeaderReads(self, self.view, self.peers, self.database, event)
         return leader.Inputs(
             unit=self.unit.name,
             machine=leader.Machine(self.paths, self.service_user),
             now=self.now,
+            asked=asked,
             dying=self.view.dying(),
             alive=self.view.alive(),
             postgresql_related=self.model.get_relation(POSTGRESQL) is not None,
@@ -155,6 +151,9 @@ class GarmCharm(ops.CharmBase):
         if result.ports is not None:
             self.unit.set_ports(*result.ports)
         self.peers.keep(result.sqlite_home, result.memory, result.chosen)
+        secrets.keep_providers(self.model, result.provider_record)
+        self.peers.record(result.garm_record)
+        self.peers.keep_identity(result.garm_identity)
         self.view.tell(result.publish_back)
         if result.publish_telemetry:
             telemetry.publish(self, CHARM_ROOT, self.now(), result.garm_here)

@@ -12,7 +12,8 @@ What a unit does depends on what it is (``run``):
      installed, its database chosen (``garm.database``), its providers kept
      (``garm.providers``), its files rendered, restarted when any changed, answering;
   4. the reconcile timer, and GARM's API port to open;
-  5. GARM's setup (``_ensure_setup``): admin, URLs, GitHub credentials, orgs and repos;
+  5. GARM's setup (``_ensure_setup``): admin, URLs, GitHub credentials, orgs and repos,
+     only on the GARM the charm set up (``garm.identity``);
   6. the scalesets reconciled (``scalesets.reconciler``);
   7. what it comes to: the status line, what each configurator is told, the metrics.
 
@@ -48,10 +49,12 @@ from garm.config import (
     render_unit,
 )
 from garm.database import choose_database, moving_to_postgresql
+from garm.identity import Identity, adoption, refusal, to_record, where
 from garm.models import ScaleSet
-from garm.providers import kept_providers
+from garm.providers import KeptProviders, Recorded, kept_providers
 from garm.refusals import Refusals
 from garm.setup import (
+    NO_ADMIN_YET,
     AdminLogin,
     ControllerUrls,
     Log,
@@ -59,13 +62,21 @@ from garm.setup import (
     apply_setup,
     ensure_controller,
     plan_setup,
+    read_controller,
 )
 from garm.setup import logger as setup_logger
-from juju import entities
+from juju import entities, fence, owners, tenancy
 from juju.config import FIRST_UNPRIVILEGED_PORT, CharmConfig, ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, sqlite_tenancy
 from juju.publish import published
-from juju.records import Configurators, HomeChange, InternalSecrets, PeerRecords
+from juju.records import (
+    Configurators,
+    HomeChange,
+    IdentityChange,
+    InternalSecrets,
+    PeerRecords,
+    RecordChange,
+)
 from juju.relation import GarmInputs, RelationState, UnitProblem, garm_inputs, relation_state
 from juju.status import Summary, describe_progress, summarise
 from observe import endpoint
@@ -83,7 +94,6 @@ START_TIMEOUT_SECONDS = 30.0
 RUNNING_TIMEOUT_SECONDS = 5.0
 STANDING_BY = "Standing by: the leader unit runs GARM"
 BEING_REMOVED = "Being removed: this unit changes no scaleset any more"
-NO_ADMIN_YET = "GARM's admin login is not made yet; try again after the next hook"
 
 
 @dataclass(frozen=True)
@@ -149,12 +159,19 @@ class LeaderInputs(Protocol):
         """A configurator's secret's value by URI; None when not granted (yet)."""
         ...
 
+    @property
+    def provider_record(self) -> tuple[Recorded, ...] | None:
+        """The providers a leader last configured GARM with; None before any did."""
+        ...
+
 
 @dataclass(frozen=True)
 class Inputs:
     """What one hook tells this unit: who it is, what its machine is, what Juju says.
 
-    ``now`` reads the clock. ``dying``: this unit's removal has begun. ``alive`` are
+    ``now`` reads the clock; ``asked`` is when the hook asked Juju whether this unit
+    leads (``juju.tenancy`` counts GARM's lease from it). ``dying``: this unit's removal
+    has begun. ``alive`` are
     this application's units whose removal has not begun, per goal-state (None:
     unknown). ``leader`` is None on a unit that does not lead.
     """
@@ -162,6 +179,7 @@ class Inputs:
     unit: str
     machine: Machine
     now: Callable[[], datetime]
+    asked: datetime
     dying: bool
     alive: frozenset[str] | None
     postgresql_related: bool
@@ -182,7 +200,11 @@ class PassResult:
     the leader's GARM for the collector to scrape (None: no GARM runs here).
     ``next_due`` is about when the reconcile timer this pass kept runs the next pass at
     the latest: its interval after this pass ended (sooner if a hook comes first); None
-    when this pass kept no timer.
+    when this pass kept no timer. ``garm_record`` is what to do with this unit's own
+    ``garm-running`` record (``juju.fence``). ``provider_record`` is the providers GARM
+    is now configured with, for the charm's secret that the next leader reads (None:
+    unchanged). ``garm_identity`` is the GARM to record in the peer relation as the one
+    the charm set up (``garm.identity``; None: unchanged).
     """
 
     summary: Summary
@@ -197,6 +219,9 @@ class PassResult:
     publish_telemetry: bool = True
     garm_here: LeaderGarm | None = None
     next_due: datetime | None = None
+    garm_record: RecordChange = None
+    provider_record: tuple[Recorded, ...] | None = None
+    garm_identity: Identity | None = None
 
 
 @dataclass(frozen=True)
@@ -211,6 +236,9 @@ def run(inputs: Inputs) -> PassResult:
     """One hook's pass on this unit: stand down, stand by, or lead."""
     paths = inputs.machine.paths
     if inputs.dying:
+        # A dying leader serves until its stop hook (no other unit can lead meanwhile);
+        # a dying unit that does not lead keeps no GARM either.
+        record = tenancy.release(paths, "being removed") if inputs.leader is None else None
         stand_down(paths)
         # A leader whose config cannot be read leaves what it told the collector before.
         unreadable = inputs.leader is not None and _usable(inputs.leader) is None
@@ -219,6 +247,7 @@ def run(inputs: Inputs) -> PassResult:
             ports=(),
             publish_telemetry=not unreadable,
             garm_here=_garm_here(inputs.leader),
+            garm_record=record,
         )
     if inputs.leader is None:
         return _stand_by(inputs)
@@ -248,19 +277,18 @@ def stand_down(paths: workload.Paths) -> None:
     endpoint.remove(paths)
 
 
-def stop(paths: workload.Paths) -> None:
+def stop(paths: workload.Paths) -> RecordChange:
     """The unit is going: GARM stops with it (relations were torn down before)."""
+    record = tenancy.release(paths, "unit stopping")
     stand_down(paths)
-    if workload.stop(paths.unit_file):
-        logger.info("unit stopping: GARM stopped")
+    return record
 
 
 def remove(paths: workload.Paths) -> None:
     """Take GARM's configuration, secrets and data off the machine."""
+    tenancy.release(paths, "unit removed")
     stand_down(paths)
-    workload.stop(paths.unit_file)
     workload.remove(paths)
-    logger.info("GARM's files removed from this machine")
 
 
 def plan(inputs: Inputs) -> ActionAnswer:
@@ -291,6 +319,8 @@ def plan(inputs: Inputs) -> ActionAnswer:
                 state,
                 SetupOutcome(leader.peers.memory),
                 now,
+                leader.peers.identity,
+                _where(inputs),
                 rehearsal,
             )
             if setup.stopped is not None:
@@ -328,6 +358,42 @@ def plan(inputs: Inputs) -> ActionAnswer:
     )
 
 
+def adopt(inputs: Inputs, asked: str) -> tuple[ActionAnswer, IdentityChange]:
+    """The ``adopt-garm`` action: GARM as it answers now is the charm's (``garm.identity``).
+
+    GARM is read as the pass reads it, so that only the id it answers at this moment is
+    taken, and ``new`` only while it is empty. Nothing is written to GARM: the next pass
+    sets it up. What to record goes back with the answer, for the charm to write.
+    """
+    refused = refuse_action(inputs, "adopt-garm")
+    if refused or inputs.leader is None:
+        return ActionAnswer(failure=refused), None
+    leader = inputs.leader
+    config, admin = leader.config, leader.admin
+    if isinstance(config, ConfigError):
+        return ActionAnswer(failure=f"Invalid config: {config}"), None
+    if admin is None:
+        return ActionAnswer(failure=NO_ADMIN_YET), None
+    try:
+        with contextlib.closing(_client(config, admin)) as client:
+            have = read_controller(client)
+    except GarmUnreachable as exc:
+        return ActionAnswer(failure=f"Could not read GARM: {exc}"), None
+    except GarmApiError as exc:
+        return ActionAnswer(failure=f"Could not read GARM: {exc.cause}"), None
+    here, recorded = _where(inputs), leader.peers.identity
+    taken = adoption(asked, have.controller_id if have else None, here)
+    if taken.refused:
+        return ActionAnswer(failure=taken.refused), None
+    new = taken.record
+    results = {
+        "previous": recorded.describe() if recorded else "none",
+        "adopted": new.describe() if new else f"a new, empty GARM in {here}",
+        "next": "the next pass sets it up (now: juju run garm/leader reconcile)",
+    }
+    return ActionAnswer(results), new or "forget"
+
+
 def refuse_action(inputs: Inputs, action: str) -> str:
     """Why a leader's action cannot run on this unit now; "" when it can."""
     if inputs.leader is None:
@@ -350,15 +416,14 @@ def reconciled(result: PassResult) -> dict[str, str]:
 def _stand_by(inputs: Inputs) -> PassResult:
     """A unit that does not lead: no GARM here, and say if sqlite is being shared."""
     paths = inputs.machine.paths
+    record = tenancy.release(paths, "not the leader")
     stand_down(paths)
-    if workload.stop(paths.unit_file):
-        logger.info("not the leader any more: GARM stopped on this unit")
     on_postgresql = inputs.postgresql_related or isinstance(
         workload.configured_database(paths.config_file), PostgresqlDatabase
     )
     crowded = not on_postgresql and inputs.alive is not None and len(inputs.alive) > 1
     summary = Summary("blocked", SQLITE_MULTI_UNIT) if crowded else Summary("active", STANDING_BY)
-    return PassResult(summary, ports=(), workload_version="")
+    return PassResult(summary, ports=(), workload_version="", garm_record=record)
 
 
 # --- leading --------------------------------------------------------------------------
@@ -366,17 +431,33 @@ def _stand_by(inputs: Inputs) -> PassResult:
 
 def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
     """The leader's steps, in order; each one that cannot go on ends the pass."""
+    fenced = _fence(inputs, leader)
     config = leader.config
     if isinstance(config, ConfigError):
         logger.error("invalid config: %s", config)
-        return PassResult(Summary("blocked", f"Invalid config: {config}"), publish_telemetry=False)
+        summary = Summary("blocked", f"Invalid config: {config}")
+        return PassResult(summary, publish_telemetry=False, garm_record=fenced.record)
+    if not fenced.may_run:
+        # The timer goes on, so that the wait ends at a pass of its own.
+        timer.keep(inputs.machine.paths, inputs.unit, _timer_interval(config, fenced))
+        state = _relation_state(leader, config)
+        summary = Summary("waiting", fenced.waiting)
+        return PassResult(
+            summary, ports=(), chosen=_chosen(state, leader.peers), garm_record=fenced.record
+        )
     admin, internal = leader.admin, leader.internal
     if admin is None or internal is None:
         summary = Summary("waiting", "Secrets created; GARM is set up on the next hook")
-        return PassResult(summary, make_secrets=True, garm_here=LeaderGarm(config.api_port))
+        return PassResult(
+            summary,
+            make_secrets=True,
+            garm_here=LeaderGarm(config.api_port),
+            garm_record=fenced.record,
+        )
     state = _relation_state(leader, config)
     wanted = garm_inputs(state.units, leader.read_secret)
     running = _ensure_running(inputs, leader, config, admin, internal, wanted)
+    state, reused = owners.left_out(state, running.kept, leader.configurators)
     # What the pass has come to so far; each step that stops it gives the summary.
     so_far = PassResult(
         running.stopped or Summary("active", ""),
@@ -384,18 +465,31 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
         sqlite_home=running.sqlite_home,
         chosen=_chosen(state, leader.peers),
         garm_here=_garm_here(leader),
+        garm_record=fenced.record,
+        provider_record=running.record,
     )
     if running.stopped is not None:
         return so_far
     # GARM runs on this leader now: so does the timer that reconciles it, and its API
     # port is open (``juju expose`` then lets runners reach it).
-    timer.keep(inputs.machine.paths, inputs.unit, config.reconcile_interval)
+    timer.keep(inputs.machine.paths, inputs.unit, _timer_interval(config, fenced))
     so_far = dataclasses.replace(so_far, ports=(config.api_port,))
     now, earlier = inputs.now(), leader.peers.memory
     with contextlib.closing(_client(config, admin)) as client:
         base_url = _base_url(config, leader)
-        setup = _ensure_setup(client, admin, base_url, wanted, state, SetupOutcome(earlier), now)
+        setup = _ensure_setup(
+            client,
+            admin,
+            base_url,
+            wanted,
+            state,
+            SetupOutcome(earlier),
+            now,
+            leader.peers.identity,
+            _where(inputs),
+        )
         memory = setup.outcome.memory
+        so_far = dataclasses.replace(so_far, garm_identity=setup.identity)
         if setup.stopped is not None:
             return dataclasses.replace(
                 so_far, summary=setup.stopped, memory=_changed(memory, leader.peers)
@@ -411,15 +505,58 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
         )
     # What setup holds back is told with what the scalesets hold back: one rule.
     outcome = dataclasses.replace(outcome, held=(*setup.outcome.held, *outcome.held))
+    # So is what a reused provider name left out of the pass, with what it skipped.
+    outcome = dataclasses.replace(outcome, skipped=(*outcome.skipped, *reused))
     memory = outcome.memory if outcome.memory is not None else memory
     return dataclasses.replace(
         so_far,
-        summary=summarise(outcome, state, [*running.problems, *wanted.problems]),
+        summary=summarise(
+            outcome, state, [*running.problems, *wanted.problems, *_address(inputs, config)]
+        ),
         outcome=outcome,
         publish_back=published(state, outcome, dict(outcome.current), leader.configurators.apps),
         memory=_changed(memory, leader.peers),
         garm_here=_garm_here(leader, answered=True),
     )
+
+
+def _fence(inputs: Inputs, leader: LeaderInputs) -> fence.Fence:
+    """Whether this leader may run GARM now, first of all its steps (``juju.tenancy``).
+
+    Only on a shared database (PostgreSQL, related or configured): on sqlite no other
+    unit can run GARM on this data. The config is not needed to decide: with one that
+    does not read, the lease already recorded is renewed, so that a typo does not stop
+    GARM.
+    """
+    paths = inputs.machine.paths
+    shared = inputs.postgresql_related or isinstance(
+        workload.configured_database(paths.config_file), PostgresqlDatabase
+    )
+    if not shared:
+        tenancy.unfenced(paths)
+        return fence.Fence(True)
+    peers, config = leader.peers, _usable(leader)
+    unseen = set(inputs.alive or ()) - peers.joined - {inputs.unit}
+    return tenancy.hold(
+        paths,
+        inputs.unit,
+        peers.running,
+        unseen,
+        config.reconcile_interval if config else None,
+        inputs.asked,
+        inputs.now(),
+    )
+
+
+def _timer_interval(config: CharmConfig, fenced: fence.Fence) -> int:
+    """The reconcile timer's interval: with ``reconcile-interval`` 0, the lease's pace.
+
+    The timer is what renews GARM's lease between hooks; without it a lease would lapse
+    whenever update-status comes less often than the lease lasts. Without a lease (on
+    sqlite) 0 removes the timer.
+    """
+    leased = fenced.lease or not fenced.may_run
+    return config.reconcile_interval or (fence.PACE_WITHOUT_TIMER if leased else 0)
 
 
 def _changed(memory: Refusals, peers: PeerRecords) -> Refusals | None:
@@ -469,11 +606,36 @@ def _relation_state(leader: LeaderInputs, config: CharmConfig) -> RelationState:
     return relation_state(seen.related, seen.units, seen.view, runner, leader.peers.entities)
 
 
+def _address(inputs: Inputs, config: CharmConfig) -> tuple[UnitProblem, ...]:
+    """With 2+ units, runners need an address that follows the leader: ``external-url``.
+
+    GARM stamps its callback and metadata URLs on each runner when it creates it, so a
+    runner made while GARM ran on one unit's address cannot finish installing, nor say
+    it is done, once another unit leads. Only an address the operator moves with the
+    leader (a virtual IP, a DNS name, a load balancer in front) survives a failover. On
+    sqlite no other unit may lead (``juju.lifecycle.sqlite_tenancy``): no failover.
+    """
+    units = len(inputs.alive or ())
+    if config.external_url or units < 2 or not inputs.postgresql_related:
+        return ()
+    reason = (
+        f"with {units} garm units, set it to an address that follows the leader "
+        "(a virtual IP or DNS name), or runners lose GARM at a failover"
+    )
+    return (UnitProblem("external-url", reason, True),)
+
+
 def _base_url(config: CharmConfig, leader: LeaderInputs) -> str:
     """The URL runners reach GARM at: configured, or this unit's address."""
     if config.external_url:
         return config.external_url
     return f"http://{leader.address or '127.0.0.1'}:{config.api_port}"
+
+
+def _where(inputs: Inputs) -> str:
+    """Where GARM's data is, as its configuration on this machine names it."""
+    database = workload.configured_database(inputs.machine.paths.config_file)
+    return where(database, inputs.unit)
 
 
 def _api_url(config: CharmConfig) -> str:
@@ -489,12 +651,18 @@ def _client(config: CharmConfig, admin: AdminLogin) -> GarmClient:
 
 @dataclass(frozen=True)
 class _OnMachine:
-    """What making GARM run here did; ``stopped`` says why the pass cannot go on."""
+    """What making GARM run here did; ``stopped`` says why the pass cannot go on.
+
+    ``kept`` is the providers GARM was configured with (None: it was not, this pass);
+    ``record`` the same to write to the charm's record, None when it is what was read.
+    """
 
     version: str | None = None
     sqlite_home: HomeChange = None
     problems: tuple[UnitProblem, ...] = ()
     stopped: Summary | None = None
+    kept: KeptProviders | None = None
+    record: tuple[Recorded, ...] | None = None
 
 
 def _ensure_running(
@@ -519,7 +687,10 @@ def _ensure_running(
     placed = _place_data(inputs, leader, current, live)
     if placed.stopped is not None or placed.database is None:
         return _OnMachine(version, placed.sqlite_home, stopped=placed.stopped)
-    kept = kept_providers(wanted.providers, files, lambda: _providers_of(live()))
+    # What the last leader recorded wins over this machine's files (``garm.providers``).
+    recorded = leader.provider_record
+    owned = owners.published(wanted.providers, leader.configurators)
+    kept = kept_providers(owned, recorded, files, lambda: _providers_of(live()))
     for name in kept.dropped:
         logger.info("provider %s is no longer used: removed from GARM", name)
     garm_config = GarmConfig(
@@ -534,7 +705,9 @@ def _ensure_running(
     )
     changed |= _configure(machine, garm_config)
     answering = _start(config, changed)
-    return _OnMachine(version, placed.sqlite_home, placed.problems, answering)
+    return _OnMachine(
+        version, placed.sqlite_home, placed.problems, answering, kept, kept.to_write(recorded)
+    )
 
 
 def _install(
@@ -601,13 +774,13 @@ def _place_data(
     on_sqlite = isinstance(choice.database, SqliteDatabase)
     home: HomeChange = None
     if on_sqlite or not paths.config_file.exists():
-        tenancy = sqlite_tenancy(peers.home, inputs.unit, peers.holders, inputs.alive)
-        if on_sqlite and tenancy.claim:
+        sqlite = sqlite_tenancy(peers.home, inputs.unit, peers.holders, inputs.alive)
+        if on_sqlite and sqlite.claim:
             home = "claim"
-        if not tenancy.may_run:
-            return _Placement(sqlite_home=home, stopped=Summary("blocked", tenancy.problem))
-        if on_sqlite and tenancy.problem:
-            problems.append(UnitProblem(inputs.unit, tenancy.problem, True))
+        if not sqlite.may_run:
+            return _Placement(sqlite_home=home, stopped=Summary("blocked", sqlite.problem))
+        if on_sqlite and sqlite.problem:
+            problems.append(UnitProblem(inputs.unit, sqlite.problem, True))
     if not on_sqlite and peers.home == inputs.unit:
         home = "forget"
     return _Placement(choice.database, home, tuple(problems))
@@ -623,6 +796,12 @@ def _configure(machine: Machine, garm_config: GarmConfig) -> bool:
         str(paths.data_dir),
         machine.user,
         privileged_port=garm_config.port < FIRST_UNPRIVILEGED_PORT,
+        # On a shared database GARM may start only while its lease holds (juju.tenancy).
+        lease_check=(
+            str(paths.lease_script)
+            if isinstance(garm_config.database, PostgresqlDatabase)
+            else None
+        ),
     )
     return workload.ensure_service(paths.unit_file, unit) or changed
 
@@ -664,11 +843,13 @@ class _Setup:
     refused, no admin or URLs yet); otherwise ``observed`` is GARM as it then stands,
     which the scaleset pass reuses so a pass reads each list once. ``outcome`` holds the
     memory of refusals and the writes held back, told with the scalesets' own.
+    ``identity`` is the GARM to record as the charm's, stopped or not (None: as it is).
     """
 
     outcome: SetupOutcome
     observed: Observed | None = None
     stopped: Summary | None = None
+    identity: Identity | None = None
 
 
 def _ensure_setup(
@@ -679,14 +860,28 @@ def _ensure_setup(
     state: RelationState,
     so_far: SetupOutcome,
     now: datetime,
+    recorded: Identity | None,
+    here: str,
     log: Log = setup_logger,
 ) -> _Setup:
-    """Admin, controller URLs, credentials and orgs/repos, each write through the memory."""
+    """Admin, controller URLs, credentials and orgs/repos, each write through the memory.
+
+    Only on the GARM the charm set up (``recorded``; ``here`` is where GARM's database is
+    now): another one, or an empty one where one was recorded, gets no write at all, its
+    first run included, until the operator adopts it (``garm.identity``).
+    """
     urls = ControllerUrls.from_base(base_url)
+    found: Identity | None = None
     try:
-        so_far = ensure_controller(client, admin, urls, so_far, now, log)
+        have = read_controller(client)
+        refused = refusal(recorded, have.controller_id if have else None, here)
+        if refused:
+            log.warning("%s", refused)
+            return _Setup(so_far, stopped=Summary("blocked", refused))
+        so_far, have = ensure_controller(client, have, admin, urls, so_far, now, log)
+        found = to_record(recorded, have.controller_id, here) if have else None
         if so_far.unreachable is not None or not so_far.ready:
-            return _Setup(so_far, stopped=_setup_stopped(so_far, state))
+            return _Setup(so_far, stopped=_setup_stopped(so_far, state), identity=found)
         observed = observe(client)
         actions = plan_setup(
             wanted.credentials,
@@ -700,22 +895,23 @@ def _ensure_setup(
         before = len(so_far.done)
         so_far = apply_setup(client, actions, so_far, now, log)
         if so_far.unreachable is not None:
-            return _Setup(so_far, stopped=_setup_stopped(so_far, state))
+            return _Setup(so_far, stopped=_setup_stopped(so_far, state), identity=found)
         if len(so_far.done) > before:
             observed = dataclasses.replace(
                 observed,
                 entities=(*client.list_organizations(), *client.list_repositories()),
             )
     except GarmUnreachable as exc:
-        return _Setup(so_far, stopped=Summary("waiting", f"GARM unreachable, will retry: {exc}"))
+        summary = Summary("waiting", f"GARM unreachable, will retry: {exc}")
+        return _Setup(so_far, stopped=summary, identity=found)
     except GarmApiError as exc:
         if exc.status == 401:
             summary = Summary("blocked", "GARM refused the admin login kept by the charm")
-            return _Setup(so_far, stopped=summary)
+            return _Setup(so_far, stopped=summary, identity=found)
         log.error("GARM setup failed: %s", exc)
         summary = Summary("waiting", f"GARM setup failed, will retry: {exc.cause}")
-        return _Setup(so_far, stopped=summary)
-    return _Setup(so_far, observed)
+        return _Setup(so_far, stopped=summary, identity=found)
+    return _Setup(so_far, observed, identity=found)
 
 
 def _setup_stopped(setup: SetupOutcome, state: RelationState) -> Summary:

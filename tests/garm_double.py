@@ -38,6 +38,22 @@ GARM afda4e76, docs/reference/garm-api.md §8), on the double's clock (``clock=`
 - scale-set ``tags`` come back in a seeded random order (``seed=``), since GARM's order
   is not stable.
 
+Two GARM processes on one database (``add_process``, §8.1): the double's state is the
+database; each process (``GarmProcess``) has its own memory of it, as each GARM does
+(its database watcher is in-process): the scale sets it runs workers for, with the
+worker's own copy of their settings, and a runner cache filled when it starts and by its
+own writes only (its creates, the reports its callback URL takes, the job messages its
+session hears, the deletes its port takes). ``tick`` runs each running process's workers
+from that memory. So a process scales a scale set with runners the other does not know;
+every ``CONSOLIDATION_INTERVAL`` after its start each one deletes the provider VMs it
+does not know, a busy one included (``provider_deletions``, ``lost_jobs``), leaving the
+rows as ghosts (``ghosts``) that only a process knowing them marks; GitHub grants one
+message session per scale set and the other process's listener retries every
+``LISTENER_RETRY``, one registration-token call each
+(``GarmProcess.registration_token_calls``). A process (re)started alone loads every row
+and converges. Each serves the API on its own port (``GarmProcess.url``). With one
+process, the default, nothing of this shows.
+
 Run it standalone with ``python -m tests.garm_double --port 9997 --seed``.
 """
 
@@ -111,6 +127,13 @@ POOL_MANAGER_STARTUP = timedelta(seconds=5)  # "pool manager is starting up" win
 DELETE_RETRY_FIRST = timedelta(seconds=10)
 DELETE_RETRY_FACTOR = 1.5
 DELETE_RETRY_LONGEST = timedelta(minutes=5)
+# GARM processes on one database (``add_process``). A process that starts opens the GitHub
+# sessions of the scale sets it loaded about 2 s later (seen, §8.1). A listener whose
+# session GitHub refuses (another process holds it) is started again 2 s later, for ever
+# (workers/scaleset/scaleset.go keepListenerAlive sleeps 2 s after a failed Start).
+STARTUP_LISTENER_DELAY = timedelta(seconds=2)
+LISTENER_RETRY = timedelta(seconds=2)
+FIRST_PROCESS = "first"  # the name of the GARM process the double has always played
 
 # Runner install templates (docs/reference/garm-api.md §4). GARM embeds long scripts; the
 # double keeps short stand-ins of its own that have the same shape and use the same Go
@@ -664,7 +687,8 @@ class Recorded:
     ``query`` holds the first value of each parameter (as Go's ``Query().Get`` reads it),
     ``body`` the parsed JSON (the raw text when it is not JSON, None when empty) and
     ``status`` the status the double produced — None when the request was dropped before
-    processing (a ``drop_after`` fault keeps the status of the processing it did).
+    processing (a ``drop_after`` fault keeps the status of the processing it did), and
+    ``process`` the GARM process (``add_process``) whose port took it.
     """
 
     method: str
@@ -672,6 +696,7 @@ class Recorded:
     query: dict[str, str]
     body: object | None
     status: int | None = None
+    process: str = FIRST_PROCESS  # the GARM process whose HTTP port took the request
 
 
 @dataclass
@@ -827,6 +852,58 @@ class _Instance:
     created_at: datetime
     updated_at: datetime
     provider_id: str = ""
+
+
+@dataclass
+class _View:
+    """What one GARM process's scale set worker holds of its scale set.
+
+    The worker works from its own copy of the row (``w.scaleSet`` in
+    workers/scaleset/scaleset.go), taken when the worker starts and replaced only by
+    update events of its own process's database watcher (``handleScaleSetEvent``). The
+    watcher is in-process (database/watcher): another GARM's writes to the same database
+    never reach it, so this copy goes stale when they write."""
+
+    enabled: bool
+    scale_set_id: int
+    min_idle_runners: int
+    max_runners: int
+    desired_runner_count: int
+
+    @classmethod
+    def of(cls, scaleset: _ScaleSet) -> _View:
+        return cls(
+            scaleset.enabled,
+            scaleset.scale_set_id,
+            scaleset.min_idle_runners,
+            scaleset.max_runners,
+            scaleset.desired_runner_count,
+        )
+
+
+@dataclass
+class _Proc:
+    """One GARM process on the double's database: what it holds in memory.
+
+    ``views``: the scale sets it runs a worker for, with the worker's copy of each.
+    ``runners``: its runner cache, name -> scale set id. It stands for both the scale set
+    workers' ``w.runners`` (workers/scaleset/scaleset.go) and the provider worker's
+    instance managers (workers/provider/provider.go): filled when the process starts
+    (from the database) and by the process's own writes (its watcher's events), never by
+    the other process's. A name whose row another process reaped stays here (stale) until
+    this process's next consolidation finds the row gone.
+    ``listener_from``: per scale set, when its listener next tries to open a session.
+    ``token_calls``: per scale set, the listener starts it made, each one GitHub
+    registration-token call (kept across restarts)."""
+
+    name: str
+    running: bool
+    started_at: datetime
+    last_consolidation: datetime
+    views: dict[int, _View]
+    runners: dict[str, int]
+    listener_from: dict[int, datetime]
+    token_calls: dict[int, int]
 
 
 @dataclass
@@ -998,34 +1075,31 @@ class GarmDouble:
         self._initial = (username, password, initialised, urls_set)
         self._seed = seed
         self._lock = threading.RLock()
-        self._server = _Server(("127.0.0.1", port), self)
-        self._thread: threading.Thread | None = None
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._controller_id = str(uuid.uuid4())
+        self._serve_http = False
+        self._http: dict[str, _Http] = {FIRST_PROCESS: _Http(self, FIRST_PROCESS, port)}
+        self.url = self._http[FIRST_PROCESS].url
         self.reset()
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> GarmDouble:
-        """Serve in a background thread; returns self so ``GarmDouble().start()`` chains."""
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._server.serve_forever,
-                kwargs={"poll_interval": 0.02},  # how long stop() waits for the loop
-                name="garm-double",
-                daemon=True,
-            )
-            self._thread.start()
+        """Serve in a background thread; returns self so ``GarmDouble().start()`` chains.
+
+        Every running GARM process (``add_process``) serves on its own port from now on."""
+        with self._lock:
+            self._serve_http = True
+            serving = [self._http[name] for name, proc in self._procs.items() if proc.running]
+        for http in serving:
+            http.serve()
         return self
 
     def stop(self) -> None:
-        """Stop serving, drop open keep-alive connections and free the port."""
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._server.close_connections()
-        self._server.server_close()
+        """Stop serving, drop open keep-alive connections and free the ports."""
+        with self._lock:
+            self._serve_http = False
+            servers = list(self._http.values())
+        for http in servers:
+            http.close()
 
     def __enter__(self) -> GarmDouble:
         return self.start()
@@ -1037,8 +1111,14 @@ class GarmDouble:
         """Return to the constructor's state (same server and port): no data, no records,
         no faults, no tokens, default switches, the tag shuffle re-seeded. GARM counts as
         (re)started now: the first consolidation against GitHub is due
-        ``CONSOLIDATION_INTERVAL`` later."""
+        ``CONSOLIDATION_INTERVAL`` later. Processes added with ``add_process`` are stopped
+        and forgotten; the first one runs (and serves, if the double does) again. The
+        data being new, so is the ``controller_id``: GARM makes one per database, at its
+        first run (``InitController`` in database/sql/controller.go)."""
         with self._lock:
+            self._controller_id = str(uuid.uuid4())
+            closing = [http for name, http in self._http.items() if name != FIRST_PROCESS]
+            self._http = {FIRST_PROCESS: self._http[FIRST_PROCESS]}
             username, password, initialised, urls_set = self._initial
             now = self._now()
             self.username = username
@@ -1049,12 +1129,21 @@ class GarmDouble:
             # GitHub's runner groups besides Default; None: whatever GARM is asked for.
             self.runner_groups: set[str] | None = None
             self._random = random.Random(self._seed)
-            self._started_at = now
-            self._last_consolidation = now
-            # GitHub-side facts GARM has not (yet) heard: scale set id -> listener start,
-            # scale set id -> assigned-job total waiting for a listener, and runners whose
-            # job ended while no listener was there to read it.
-            self._listener_from: dict[int, datetime] = {}
+            # The GARM processes on this database, in start order (``add_process``), the
+            # one whose port is serving the request at hand, and GitHub's one message
+            # session per scale set: scale set id -> the process holding it.
+            self._procs: dict[str, _Proc] = {FIRST_PROCESS: self._new_proc(FIRST_PROCESS, now)}
+            self._serving = FIRST_PROCESS
+            self._sessions: dict[int, str] = {}
+            # Which process the controller's callback URL reaches (None: the one whose
+            # own URL begins it, else the first); what consolidations did to VMs.
+            self.callbacks_to: str | None = None
+            self.provider_deletions: list[tuple[str, str, datetime, bool]] = []
+            self.lost_jobs: list[tuple[str, str, datetime]] = []
+            self._vm_gone: set[str] = set()
+            # GitHub-side facts GARM has not (yet) heard: scale set id -> assigned-job
+            # total waiting for a listener, and runners whose job ended while no listener
+            # was there to read it.
             self._queued_jobs: dict[int, int] = {}
             self._finished_unseen: set[str] = set()
             # Runners whose VM their provider cannot delete: name -> (next retry, back-off).
@@ -1122,6 +1211,12 @@ class GarmDouble:
             for name, description, os_type, forge_type in _SYSTEM_TEMPLATES:
                 data = _SYSTEM_TEMPLATE_DATA[(os_type, forge_type)].encode()
                 self._new_template(name, description, os_type, forge_type, data, None)
+            first, serve = self._http[FIRST_PROCESS], self._serve_http
+        for http in closing:
+            http.close()
+        first.bind()  # again, if a test stopped the first process
+        if serve:
+            first.serve()
 
     # ------------------------------------------------------------------ setup
 
@@ -1191,10 +1286,16 @@ class GarmDouble:
             scaleset = self._scalesets[scaleset_id]
             if scaleset.scale_set_id:
                 raise ValueError(f"scale set {scaleset_id} is already registered")
+            now = self._now()
+            self._settle(scaleset_id, now)
             scaleset.scale_set_id = self._take_github_id()
-            scaleset.updated_at = self._now()
-            if scaleset.enabled:
-                self._listener_from[scaleset.id] = scaleset.updated_at + LISTENER_DELAY
+            scaleset.updated_at = now
+            for proc in self._running():  # each worker of it learns the id (a shortcut)
+                view = proc.views.get(scaleset_id)
+                if view is not None:
+                    view.scale_set_id = scaleset.scale_set_id
+                    if view.enabled:
+                        proc.listener_from[scaleset_id] = now + LISTENER_DELAY
 
     def add_template(
         self,
@@ -1220,6 +1321,153 @@ class GarmDouble:
                 name, description, os_type, forge_type, data.encode(), user_id
             ).id
 
+    # ------------------------------------------------------------------ GARM processes
+
+    def process(self, name: str | None = None) -> GarmProcess:
+        """A handle on the GARM process ``name`` (None: the first, the one the double has
+        always played, whose port is ``url``)."""
+        with self._lock:
+            name = FIRST_PROCESS if name is None else name
+            if name not in self._procs:
+                raise KeyError(f"no GARM process named {name!r}")
+            return GarmProcess(self, name)
+
+    def add_process(self, name: str, *, port: int = 0, start: bool = True) -> GarmProcess:
+        """Another GARM process on the same database, with its own HTTP port (``port``, 0:
+        any free one), started at once unless ``start`` is False.
+
+        The double's state (scale sets, runners, entities, credentials, users, templates)
+        is the database both share; each process has its own memory of it (``_Proc``) and
+        its own workers, which ``tick`` runs one process after the other."""
+        with self._lock:
+            if name in self._procs:
+                raise ValueError(f"a GARM process named {name!r} exists already")
+            proc = self._new_proc(name, self._now())
+            proc.running = False
+            self._procs[name] = proc
+            self._http[name] = _Http(self, name, port)
+            http = self._http[name]
+        handle = GarmProcess(self, name)
+        if start:
+            handle.start()
+        else:
+            http.close()
+        return handle
+
+    def processes(self) -> list[GarmProcess]:
+        """Every GARM process, running or not, in the order they were added."""
+        with self._lock:
+            return [GarmProcess(self, name) for name in self._procs]
+
+    def running_processes(self) -> list[str]:
+        """The names of the running GARM processes."""
+        with self._lock:
+            return [name for name, proc in self._procs.items() if proc.running]
+
+    def has_vm(self, name: str) -> bool:
+        """Whether the provider still has the runner's VM (it has none before its create
+        finished, and none once a consolidation deleted it or the row was reaped)."""
+        with self._lock:
+            instance = self._instances.get(name)
+            return instance is not None and self._has_vm(instance)
+
+    def ghosts(self) -> list[str]:
+        """Runner rows whose VM is gone while the row stays: another process's
+        consolidation deleted the VM of a runner it did not know. No GitHub runner either
+        (the runner died with its VM). Only a process that knows the row (its creator, or
+        any process started since) ever marks it ``pending_delete``."""
+        with self._lock:
+            return [n for n in self._instances if n in self._vm_gone]
+
+    def _new_proc(self, name: str, now: datetime) -> _Proc:
+        return _Proc(name, True, now, now, {}, {}, {}, {})
+
+    def _running(self) -> list[_Proc]:
+        return [proc for proc in self._procs.values() if proc.running]
+
+    def _serving_proc(self) -> _Proc:
+        return self._procs.get(self._serving) or self._procs[FIRST_PROCESS]
+
+    def _start_process(self, name: str) -> None:
+        """GARM starts on the database (cmd/garm): its scale set controllers load every
+        scale set and start a worker for each (``_start_worker``); the first consolidation
+        is due ``CONSOLIDATION_INTERVAL`` later (workers/entity/worker.go
+        consolidateRunnerLoop ticks every ``PoolReapTimeoutInterval``, 5 min)."""
+        with self._lock:
+            proc = self._procs[name]
+            if not proc.running:
+                now = self._now()
+                self._settle_all(now)
+                proc.running = True
+                proc.started_at = proc.last_consolidation = now
+                for scaleset in list(self._scalesets.values()):
+                    self._start_worker(proc, scaleset, now, STARTUP_LISTENER_DELAY)
+            http, serve = self._http[name], self._serve_http
+        http.bind()
+        if serve:
+            http.serve()
+
+    def _stop_process(self, name: str) -> None:
+        """GARM stops (a clean stop: each listener deletes its message session,
+        workers/scaleset/scaleset_listener.go Stop). Its memory is gone and its port is
+        closed; its VMs and rows stay."""
+        with self._lock:
+            proc = self._procs[name]
+            if proc.running:
+                self._settle_all(self._now())
+                proc.running = False
+                for scaleset_id in [i for i, holder in self._sessions.items() if holder == name]:
+                    del self._sessions[scaleset_id]
+                proc.views.clear()
+                proc.runners.clear()
+                proc.listener_from.clear()
+            http = self._http[name]
+        http.close()
+
+    def _start_worker(
+        self, proc: _Proc, scaleset: _ScaleSet, now: datetime, delay: timedelta
+    ) -> None:
+        """A scale set worker starts (workers/scaleset/scaleset.go Start): it copies the
+        scale set and loads its runners from the database, ``creating`` ones marked
+        ``pending_delete`` (their create died with an earlier process, or is another
+        process's in flight: the worker cannot tell), ``deleting`` ones ``pending_delete``
+        again, ``deleted`` rows removed; the provider worker loads the same rows
+        (workers/provider/provider.go loadAllRunners). Its listener tries ``delay`` later."""
+        proc.views[scaleset.id] = _View.of(scaleset)
+        for instance in [i for i in self._instances.values() if i.scaleset_id == scaleset.id]:
+            if instance.status == "deleted":
+                self._drop_row(instance.name)
+                continue
+            if instance.status in ("creating", "deleting"):
+                instance.status = "pending_delete"
+                instance.updated_at = now
+            proc.runners[instance.name] = scaleset.id
+        if scaleset.enabled and scaleset.scale_set_id:
+            proc.listener_from[scaleset.id] = now + delay
+
+    def _adopt(self, proc: _Proc | None, instance: _Instance) -> None:
+        """A process wrote the row: its own watcher hands the event to its scale set worker,
+        which puts the runner in its cache (workers/scaleset/scaleset.go
+        handleInstanceEntityEvent), and to its provider worker, which starts an instance
+        manager for it (workers/provider/provider.go handleInstanceEvent)."""
+        if proc is not None and proc.running and instance.scaleset_id in proc.views:
+            proc.runners[instance.name] = instance.scaleset_id
+
+    def _callback_proc(self) -> _Proc | None:
+        """The running process runners report to: ``callbacks_to``, else the one whose own
+        URL begins the controller's callback URL, else the first."""
+        name = self.callbacks_to
+        if name is None:
+            url = self._controller["callback_url"]
+            name = next(
+                (n for n, h in self._http.items() if url.startswith(h.url + "/")), FIRST_PROCESS
+            )
+        proc = self._procs.get(name)
+        return proc if proc is not None and proc.running else None
+
+    def _has_vm(self, instance: _Instance) -> bool:
+        return bool(instance.provider_id) and instance.name not in self._vm_gone
+
     # ------------------------------------------------------------------ GitHub listener
 
     def listening(self, scaleset_id: int) -> bool:
@@ -1227,7 +1475,9 @@ class GarmDouble:
 
         It opens ``LISTENER_DELAY`` after the scale set is created enabled, re-enabled or
         (enabled) registered, and closes when it is disabled. Only a listening scale set
-        hears GitHub: assigned jobs (``assign_jobs``) and finished jobs (``finish_job``)."""
+        hears GitHub: assigned jobs (``assign_jobs``) and finished jobs (``finish_job``).
+        With several GARM processes: whether one of them holds the session
+        (``GarmProcess.listening`` says which)."""
         with self._lock:
             return self._listening(self._scalesets.get(scaleset_id))
 
@@ -1237,12 +1487,14 @@ class GarmDouble:
 
         Returns whether GARM heard it: a listening scale set records it at once; any other
         keeps it queued on GitHub's side (``queued_jobs``) until a tick finds the listener
-        open. Before that nothing acquires jobs for the scale set's labels."""
+        open. Before that nothing acquires jobs for the scale set's labels. Only the
+        process holding the session hears it: another process's worker keeps its count."""
         with self._lock:
             scaleset = self._scalesets[scaleset_id]
-            if self._listening(scaleset):
+            holder = self._holder(scaleset)
+            if holder is not None:
                 self._queued_jobs.pop(scaleset_id, None)
-                self._record_desired(scaleset, total)
+                self._record_desired(scaleset, total, [holder])
                 return True
             self._queued_jobs[scaleset_id] = total
             return False
@@ -1256,13 +1508,21 @@ class GarmDouble:
     # ------------------------------------------------------------------ runners
 
     def add_runner(
-        self, scaleset_id: int, *, status: str = "running", runner_status: str = "idle"
+        self,
+        scaleset_id: int,
+        *,
+        status: str = "running",
+        runner_status: str = "idle",
+        process: str | None = None,
     ) -> str:
         """Create a runner row in a scale set; returns its name. The default is a runner
         that has already reported (``idle``); pass ``runner_status="pending"`` for one
-        that has not."""
+        that has not. The GARM process ``process`` (None: the first) made it: it is in
+        that process's runner cache (if it runs a worker for the scale set), in no other."""
         with self._lock:
-            return self._new_instance(self._scalesets[scaleset_id], status, runner_status).name
+            proc = self._procs[FIRST_PROCESS if process is None else process]
+            scaleset = self._scalesets[scaleset_id]
+            return self._new_instance(scaleset, status, runner_status, proc).name
 
     def set_runner(
         self, name: str, *, status: str | None = None, runner_status: str | None = None
@@ -1283,19 +1543,35 @@ class GarmDouble:
 
         Ticks do this for every ``running``/``pending`` runner (one tick after the provider
         reported it running) unless ``auto_report`` is False; this moves one by hand.
-        Only a runner that has not reported yet (``pending``/``installing``) can."""
+        Only a runner that has not reported yet (``pending``/``installing``) can, and only
+        while its VM lives. The report reaches the process the callback URL names
+        (``callbacks_to``), which learns the runner by writing its row
+        (runner/runner.go AddInstanceStatusMessage); none running, it cannot report."""
         with self._lock:
             instance = self._instances[name]
             if instance.runner_status not in ("pending", "installing"):
                 raise ValueError(f"runner {name} is {instance.runner_status}, not pending")
+            if name in self._vm_gone:
+                raise ValueError(f"runner {name} has no VM to report from")
+            target = self._callback_proc()
+            if target is None:
+                raise ValueError("no running GARM answers the callback URL")
             instance.runner_status = "idle"
             instance.updated_at = self._now()
+            self._adopt(target, instance)
 
     def start_job(self, name: str) -> None:
         """GitHub handed the runner a job: it is busy (``runner_status`` active).
 
-        The double assumes GARM heard it (it does not check the listener here)."""
-        self.set_runner(name, runner_status="active")
+        The double assumes GARM heard it (it does not check the listener here). The process
+        holding the scale set's session, if any, writes it (``JobStarted``,
+        workers/scaleset/scaleset_helper.go HandleJobsStarted) and so learns the runner."""
+        with self._lock:
+            instance = self._instances[name]
+            if name in self._vm_gone:
+                raise ValueError(f"runner {name} has no VM to run a job on")
+            self.set_runner(name, runner_status="active")
+            self._adopt(self._holder(self._scalesets.get(instance.scaleset_id)), instance)
 
     def finish_job(self, name: str) -> bool:
         """The ephemeral runner finished its job and left GitHub; returns whether GARM saw.
@@ -1304,11 +1580,20 @@ class GarmDouble:
         ``pending_delete``/``terminated``. Otherwise nothing reaches GARM and the row stays
         as it was (typically ``running``/``active``) until the next consolidation against
         GitHub (a tick ``CONSOLIDATION_INTERVAL`` after the last) moves it to
-        ``pending_delete``; a later tick reaps it."""
+        ``pending_delete``; a later tick reaps it.
+
+        The process holding the session writes the row (``JobCompleted``,
+        workers/scaleset/scaleset_helper.go HandleJobsCompleted), so it learns the runner
+        and its provider worker reaps it. A runner whose VM a consolidation deleted lost
+        its job (``lost_jobs``): it cannot finish one (ValueError)."""
         with self._lock:
             instance = self._instances[name]
-            if self._listening(self._scalesets.get(instance.scaleset_id)):
+            if name in self._vm_gone:
+                raise ValueError(f"runner {name} lost its VM, and its job with it")
+            holder = self._holder(self._scalesets.get(instance.scaleset_id))
+            if holder is not None:
                 self.set_runner(name, status="pending_delete", runner_status="terminated")
+                self._adopt(holder, instance)
                 return True
             self._finished_unseen.add(name)
             return False
@@ -1331,22 +1616,33 @@ class GarmDouble:
 
     def set_desired_runner_count(self, scaleset_id: int, n: int) -> None:
         """Force what GARM last recorded as GitHub's assigned jobs, listener or not (set-up
-        shortcut; ``assign_jobs`` plays the message). The write re-stamps updated_at."""
+        shortcut; ``assign_jobs`` plays the message). The write re-stamps updated_at. Every
+        running GARM process's worker takes the new count (a shortcut too: GARM's own write
+        reaches only the writer's worker)."""
         with self._lock:
-            self._record_desired(self._scalesets[scaleset_id], n)
+            self._record_desired(self._scalesets[scaleset_id], n, self._running())
 
-    def _reap(self, now: datetime) -> None:
-        """The provider worker deletes the rows on their way out, but for those whose
-        provider fails: those it retries (``_retry_delete``), unless force-removed."""
+    def _reap(self, proc: _Proc, now: datetime) -> None:
+        """The process's provider worker deletes the rows on their way out that it knows,
+        but for those whose provider fails: those it retries (``_retry_delete``), unless
+        force-removed. A row no running process knows stays on the deletion lane."""
         for name in [n for n, i in self._instances.items() if i.status in _REAPED_BY_TICK]:
+            if name not in proc.runners:
+                continue
             instance = self._instances[name]
             if self._still_undeletable(instance, now):
                 self._retry_delete(instance, now)
                 continue
-            del self._instances[name]
-            self._finished_unseen.discard(name)
-            self._undeletable.pop(name, None)
-            self._recovered.discard(name)
+            self._drop_row(name)
+            del proc.runners[name]
+
+    def _drop_row(self, name: str) -> None:
+        """The row (and its VM) is gone; other processes' caches keep the name (stale)."""
+        del self._instances[name]
+        self._finished_unseen.discard(name)
+        self._undeletable.pop(name, None)
+        self._recovered.discard(name)
+        self._vm_gone.discard(name)
 
     def _still_undeletable(self, instance: _Instance, now: datetime) -> bool:
         """Whether the provider still fails to delete ``instance``: a force-removal never
@@ -1379,26 +1675,56 @@ class GarmDouble:
         the GitHub id), not its listener; scale-down runs regardless and only takes running
         runners that are neither busy nor terminated. Runners are considered in creation
         order.
+
+        With several GARM processes each step runs for every running process in turn, from
+        its own memory: it reaps, consolidates, provisions and counts only the runners it
+        knows, scales the scale sets it runs a worker for with that worker's copy of the
+        settings, and consolidates every ``CONSOLIDATION_INTERVAL`` after its own start.
+        Queued jobs go to the process holding the session; reports to ``callbacks_to``.
         """
         with self._lock:
             now = self._now()
-            self._reap(now)
-            if now - self._last_consolidation >= CONSOLIDATION_INTERVAL:
-                self._consolidate(now)
+            self._settle_all(now)
+            running = self._running()
+            for proc in running:
+                self._reap(proc, now)
+            for proc in running:
+                if now - proc.last_consolidation >= CONSOLIDATION_INTERVAL:
+                    self._consolidate(proc, now)
             if self.auto_report:
-                for instance in self._instances.values():
-                    if instance.status == "running" and instance.runner_status == "pending":
-                        instance.runner_status = "idle"
-                        instance.updated_at = now
-            for instance in self._instances.values():
-                if instance.status == "creating":
-                    instance.status, instance.runner_status = "running", "pending"
-                    instance.provider_id = instance.provider_id or str(uuid.uuid4())
-                    instance.updated_at = now
+                self._report_pending(now)
+            for proc in running:
+                self._provision(proc, now)
             for scaleset in self._scalesets.values():
-                if scaleset.id in self._queued_jobs and self._listening(scaleset):
-                    self._record_desired(scaleset, self._queued_jobs.pop(scaleset.id))
-                self._scale(scaleset, now)
+                holder = self._holder(scaleset)
+                if scaleset.id in self._queued_jobs and holder is not None:
+                    self._record_desired(scaleset, self._queued_jobs.pop(scaleset.id), [holder])
+                for proc in running:
+                    self._scale(proc, scaleset, now)
+
+    def _report_pending(self, now: datetime) -> None:
+        """Runners the provider reported running report ``idle`` through the callback URL;
+        the process it reaches learns them. None running: no report lands."""
+        target = self._callback_proc()
+        if target is None:
+            return
+        for instance in self._instances.values():
+            if (
+                instance.status == "running"
+                and instance.runner_status == "pending"
+                and instance.name not in self._vm_gone
+            ):
+                instance.runner_status = "idle"
+                instance.updated_at = now
+                self._adopt(target, instance)
+
+    def _provision(self, proc: _Proc, now: datetime) -> None:
+        """The process's provider worker finishes the creates it started."""
+        for instance in self._instances.values():
+            if instance.status == "creating" and instance.name in proc.runners:
+                instance.status, instance.runner_status = "running", "pending"
+                instance.provider_id = instance.provider_id or str(uuid.uuid4())
+                instance.updated_at = now
 
     # ------------------------------------------------------------------ faults
 
@@ -1623,7 +1949,9 @@ class GarmDouble:
         self._next_github_id += 1
         return self._next_github_id - 1
 
-    def _new_instance(self, scaleset: _ScaleSet, status: str, runner_status: str) -> _Instance:
+    def _new_instance(
+        self, scaleset: _ScaleSet, status: str, runner_status: str, proc: _Proc | None = None
+    ) -> _Instance:
         name = f"{scaleset.runner_prefix}-{_short_id()}".lower()
         while name in self._instances:
             name = f"{scaleset.runner_prefix}-{_short_id()}".lower()
@@ -1645,43 +1973,160 @@ class GarmDouble:
             instance.provider_id = str(uuid.uuid4())
         self._next_agent_id += 1
         self._instances[name] = instance
+        self._adopt(proc, instance)
         return instance
 
     def _listening(self, scaleset: _ScaleSet | None) -> bool:
-        if scaleset is None or not scaleset.enabled or not scaleset.scale_set_id:
-            return False
-        opens = self._listener_from.get(scaleset.id)
-        return opens is not None and self._now() >= opens
+        return self._holder(scaleset) is not None
 
-    def _record_desired(self, scaleset: _ScaleSet, total: int) -> None:
-        """GARM's SetDesiredRunnerCount: a column write, so updated_at is re-stamped."""
+    def _holder(self, scaleset: _ScaleSet | None) -> _Proc | None:
+        """The process holding the scale set's GitHub message session now, if any."""
+        if scaleset is None:
+            return None
+        holder = self._settle(scaleset.id, self._now())
+        return None if holder is None else self._procs[holder]
+
+    def _may_listen(self, proc: _Proc, scaleset_id: int) -> bool:
+        """Whether the process's worker keeps a listener going: its own copy of the scale
+        set says enabled and registered (keepListenerAlive reads ``w.scaleSet.Enabled``)."""
+        view = proc.views.get(scaleset_id)
+        return proc.running and view is not None and view.enabled and bool(view.scale_set_id)
+
+    def _settle(self, scaleset_id: int, now: datetime) -> str | None:
+        """Play the scale set's listeners up to ``now``; returns the session holder's name.
+
+        GitHub grants one message session per scale set (util/github/scalesets/
+        message_sessions.go CreateMessageSession; a second is refused). Each process's
+        worker that may listen starts its listener at ``listener_from``: the first to try
+        while no session is open gets it and keeps it until it stops listening (process
+        stopped, its copy of the scale set disabled, the scale set deleted). Every other
+        try fails and is tried again ``LISTENER_RETRY`` later, for ever. Each try is one
+        GitHub registration-token call: the worker makes a new ScaleSetClient for each
+        (workers/scaleset/scaleset_helper.go GetScaleSetClient), whose first request
+        fetches a token (util/github/scalesets/token.go ensureAdminInfo). Callers settle
+        before anything changes who may listen, so a release lands at its own moment."""
+        scaleset = self._scalesets.get(scaleset_id)
+        holder = self._sessions.get(scaleset_id)
+        if holder is not None and (
+            scaleset is None or not self._may_listen(self._procs[holder], scaleset_id)
+        ):
+            del self._sessions[scaleset_id]
+            holder = None
+        trying = [
+            p
+            for p in self._procs.values()
+            if p.name != holder
+            and self._may_listen(p, scaleset_id)
+            and scaleset_id in p.listener_from
+        ]
+        if holder is None and scaleset is not None:
+            due = [p for p in trying if p.listener_from[scaleset_id] <= now]
+            if due:
+                winner = min(due, key=lambda p: p.listener_from[scaleset_id])
+                winner.token_calls[scaleset_id] = winner.token_calls.get(scaleset_id, 0) + 1
+                del winner.listener_from[scaleset_id]
+                holder = self._sessions[scaleset_id] = winner.name
+                trying.remove(winner)
+        for proc in trying:
+            at = proc.listener_from[scaleset_id]
+            if at <= now:
+                tries = (now - at) // LISTENER_RETRY + 1
+                proc.token_calls[scaleset_id] = proc.token_calls.get(scaleset_id, 0) + tries
+                proc.listener_from[scaleset_id] = at + tries * LISTENER_RETRY
+        return holder
+
+    def _settle_all(self, now: datetime) -> None:
+        known = set(self._scalesets) | {i for p in self._procs.values() for i in p.views}
+        for scaleset_id in sorted(known):
+            self._settle(scaleset_id, now)
+
+    def _record_desired(self, scaleset: _ScaleSet, total: int, writers: list[_Proc]) -> None:
+        """GARM's SetDesiredRunnerCount: a column write, so updated_at is re-stamped. Only
+        the writers' workers hear of it (their own watcher's update event)."""
         scaleset.desired_runner_count = total
         scaleset.updated_at = self._now()
+        for proc in writers:
+            if scaleset.id in proc.views:
+                proc.views[scaleset.id] = _View.of(scaleset)
 
-    def _consolidate(self, now: datetime) -> None:
-        """consolidateRunnerState: a runner row GitHub no longer lists (its job ended
-        unseen) goes ``pending_delete``, its runner_status untouched; rows already on the
-        deletion lane or still being created are left alone."""
-        self._last_consolidation = now
+    def _consolidate(self, proc: _Proc, now: datetime) -> None:
+        """One process's consolidation (workers/entity/worker.go consolidateRunnerState,
+        then workers/scaleset/scaleset.go consolidateRunnerState and
+        consolidateProviderState), from its own runner cache:
+
+        - against GitHub: a runner row it knows that GitHub no longer lists (its job ended
+          unseen) goes ``pending_delete``, its runner_status untouched; rows already on
+          the deletion lane or still being created are left alone. A name it knows whose
+          row is gone leaves its cache (the update finds no row);
+        - against the provider: every VM of its scale sets that it does not know is deleted
+          ("runner does not exist in database; removing from provider"), whatever the row
+          says, busy or not (``provider_deletions``; a running job is lost, ``lost_jobs``).
+          The row stays: a ghost no other process marks. A runner it knows whose VM is gone
+          is removed from GitHub and goes ``pending_delete``.
+
+        With one process, which knows every row and VM, only the first part ever acts."""
+        proc.last_consolidation = now
+        for name in list(proc.runners):
+            if name not in self._instances:
+                del proc.runners[name]
         for instance in self._instances.values():
-            if instance.name in self._finished_unseen and instance.status not in (
-                _DELETION_LANE | {"creating"}
+            if (
+                instance.name in proc.runners
+                and instance.name in self._finished_unseen
+                and instance.status not in (_DELETION_LANE | {"creating"})
             ):
                 instance.status = "pending_delete"  # stays in _finished_unseen until reaped
                 instance.updated_at = now
+        for instance in self._instances.values():
+            if (
+                instance.scaleset_id in proc.views
+                and instance.name not in proc.runners
+                and self._has_vm(instance)
+            ):
+                busy = (
+                    instance.runner_status == "active"
+                    and instance.name not in self._finished_unseen
+                )
+                self._vm_gone.add(instance.name)
+                self.provider_deletions.append((instance.name, proc.name, now, busy))
+                if busy and instance.status not in _DELETION_LANE:
+                    self.lost_jobs.append((instance.name, proc.name, now))
+        for instance in self._instances.values():
+            if (
+                instance.name in proc.runners
+                and instance.name in self._vm_gone
+                and instance.status not in _DELETION_LANE | {"creating", "pending_create"}
+            ):
+                instance.status = "pending_delete"
+                instance.updated_at = now
 
-    def _scale(self, scaleset: _ScaleSet, now: datetime) -> None:
+    def _scale(self, proc: _Proc, scaleset: _ScaleSet, now: datetime) -> None:
+        """The process's worker scales its scale set (workers/scaleset/scaleset.go
+        handleAutoScale): its target from its own copy of the settings, its count from its
+        own cache (stale names included), new runners known to it alone."""
+        view = proc.views.get(scaleset.id)
+        if view is None:
+            return
         live = [
             i
             for i in self._instances.values()
-            if i.scaleset_id == scaleset.id and i.status not in _DELETION_LANE
+            if i.scaleset_id == scaleset.id
+            and i.name in proc.runners
+            and i.status not in _DELETION_LANE
         ]
-        desired = max(scaleset.desired_runner_count, 0)
-        target = min(scaleset.min_idle_runners + desired, scaleset.max_runners)
-        if scaleset.enabled and scaleset.scale_set_id:
-            for _ in range(target - len(live)):
-                self._new_instance(scaleset, "creating", "pending")
-        excess = len(live) - target
+        stale = sum(
+            1 for n, s in proc.runners.items() if s == scaleset.id and n not in self._instances
+        )
+        desired = max(view.desired_runner_count, 0)
+        target = min(view.min_idle_runners + desired, view.max_runners)
+        if view.enabled and view.scale_set_id:
+            for _ in range(target - len(live) - stale):
+                self._new_instance(scaleset, "creating", "pending", proc)
+        excess = len(live) + stale - target
+        for name in [n for n, s in proc.runners.items() if s == scaleset.id]:
+            if excess > 0 and name not in self._instances:  # its update finds no row
+                del proc.runners[name]
+                excess -= 1
         for instance in live:
             if excess <= 0:
                 break
@@ -1850,7 +2295,7 @@ class GarmDouble:
     def _pool_manager_status(self, entity: _Entity) -> dict[str, object]:
         """params.PoolManagerStatus (both keys omitempty). basePoolManager.Start sets
         "pool manager is starting up" and only the first tools update sets it running."""
-        started = max(self._started_at, entity.created_at)
+        started = max(self._serving_proc().started_at, entity.created_at)
         if self._now() < started + POOL_MANAGER_STARTUP:
             return _obj(
                 [("running", False, True), ("failure_reason", "pool manager is starting up", True)]
@@ -2013,16 +2458,22 @@ class GarmDouble:
     # ------------------------------------------------------------------ internals: HTTP
 
     def _handle(
-        self, method: str, target: str, headers: Message, raw_body: bytes
+        self,
+        method: str,
+        target: str,
+        headers: Message,
+        raw_body: bytes,
+        process: str = FIRST_PROCESS,
     ) -> _Response | None:
-        """Serve one request; None means: close the connection without answering."""
+        """Serve one request on the port of GARM process ``process``; None means: close
+        the connection without answering."""
         split = urlsplit(target)
         full_path = unquote(split.path)
         in_api = full_path.startswith(API_PREFIX + "/")
         path = full_path[len(API_PREFIX) :] if in_api else full_path
         query = {k: v[0] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
         text = raw_body.decode("utf-8", errors="replace")
-        record = Recorded(method, path, query, _body_for_record(text))
+        record = Recorded(method, path, query, _body_for_record(text), process=process)
         with self._lock:
             self.requests.append(record)
             fault = self._take_fault(method, path)
@@ -2034,7 +2485,11 @@ class GarmDouble:
             response = _error_response(fault.status, fault.error, fault.details)
         else:
             with self._lock:
-                response = self._route(method, full_path, path, in_api, query, headers, text)
+                self._serving = process
+                try:
+                    response = self._route(method, full_path, path, in_api, query, headers, text)
+                finally:
+                    self._serving = FIRST_PROCESS
         record.status = response.status
         if fault is not None and fault.drop_after:
             return None
@@ -2350,8 +2805,9 @@ class GarmDouble:
         self._scalesets[scaleset.id] = scaleset
         if not scaleset.enabled:
             self.disabled_since[scaleset.id] = now
-        elif scaleset.scale_set_id:
-            self._listener_from[scaleset.id] = now + LISTENER_DELAY
+        serving = self._serving_proc()  # only its controller hears of the new scale set
+        if serving.running:
+            self._start_worker(serving, scaleset, now, LISTENER_DELAY)
         return _json_response(self._scaleset_json(scaleset, "detail"))
 
     def _runner_group_known(self, group: str) -> bool:
@@ -2424,19 +2880,30 @@ class GarmDouble:
     def _apply(self, scaleset: _ScaleSet, changes: dict[str, Any], bump: bool) -> None:
         """Write a PUT's changes: one gorm Updates call, so updated_at is re-stamped.
         Disabling stops the GitHub listener; enabling starts a new one, which opens
-        ``LISTENER_DELAY`` later (once the scale set has its GitHub id)."""
+        ``LISTENER_DELAY`` later (once the scale set has its GitHub id).
+
+        Only the process whose port took the PUT hears the update (its watcher): its
+        worker takes the new row, or, having none for the scale set, it starts one
+        (workers/scaleset/controller_watcher.go handleScaleSetUpdateOperation). Another
+        process's worker keeps its old copy: still enabled, the old counts."""
         now = self._now()
+        self._settle(scaleset.id, now)
+        serving = self._serving_proc()
         if changes.get("enabled") is False:
             self.disabled_since[scaleset.id] = now
-            self._listener_from.pop(scaleset.id, None)
+            serving.listener_from.pop(scaleset.id, None)
         elif changes.get("enabled"):
             self.disabled_since.pop(scaleset.id, None)
-            if scaleset.scale_set_id:
-                self._listener_from[scaleset.id] = now + LISTENER_DELAY
+            if scaleset.scale_set_id and scaleset.id in serving.views:
+                serving.listener_from[scaleset.id] = now + LISTENER_DELAY
         for key, value in changes.items():
             setattr(scaleset, key, value)
         scaleset.updated_at = now
         scaleset.generation += bump
+        if serving.running and scaleset.id not in serving.views:
+            self._start_worker(serving, scaleset, now, LISTENER_DELAY)
+        elif serving.running:
+            serving.views[scaleset.id] = _View.of(scaleset)
 
     def _delete_scaleset(self, req: _Request) -> _Response:
         scaleset = self._scalesets.get(_parse_uint32(req.args[0]))
@@ -2447,10 +2914,16 @@ class GarmDouble:
         if scaleset.enabled:
             raise _bad_request("scale set is enabled; disable it first")
         if not self.delete_keeps_record:
+            self._settle(scaleset.id, self._now())
             del self._scalesets[scaleset.id]
             self.disabled_since.pop(scaleset.id, None)
             self._queued_jobs.pop(scaleset.id, None)
             self.deletions.append((scaleset.id, scaleset.name, self._now()))
+            # Only the serving process's controller stops its worker; another process's
+            # worker runs on, its listener failing on the deleted GitHub scale set.
+            serving = self._serving_proc()
+            serving.views.pop(scaleset.id, None)
+            serving.listener_from.pop(scaleset.id, None)
         return _Response(200)
 
     def _scaleset_instances(self, req: _Request) -> _Response:
@@ -2694,7 +3167,9 @@ class GarmDouble:
             )
         bypass = _parse_bool(req.query.get("bypassGHUnauthorized", ""))
         job_runs = (
-            instance.runner_status == "active" and instance.name not in self._finished_unseen
+            instance.runner_status == "active"
+            and instance.name not in self._finished_unseen
+            and instance.name not in self._vm_gone  # its job died with its VM
         )
         if job_runs and not bypass:
             url = (
@@ -2710,6 +3185,7 @@ class GarmDouble:
         if force or instance.status != "pending_force_delete":
             instance.status = "pending_force_delete" if force else "pending_delete"
             instance.updated_at = now
+            self._adopt(self._serving_proc(), instance)  # its provider worker reaps it
         self.removals.append((instance.name, instance.scaleset_id, now, force))
         return _Response(200)
 
@@ -2937,6 +3413,130 @@ class GarmDouble:
                 )
         del self._credentials[credential.id]
         return _Response(204, b"", ())
+
+
+# --------------------------------------------------------------------------- processes
+
+
+class GarmProcess:
+    """A handle on one GARM process playing on the double's database.
+
+    Why: two GARMs on one database (two units of the charm, each with its own GARM) do not
+    share their memory, and each works from its own (see the module docstring). A test
+    starts and stops the process, points a client (or a charm unit's ``api-port``) at its
+    ``url``, and reads what it holds: the runners it knows, its copy of each scale set, its
+    GitHub session and the registration-token calls its listener cost. ``GarmDouble.tick``
+    runs every running process's workers; ``consolidate`` runs this one's check now."""
+
+    def __init__(self, double: GarmDouble, name: str):
+        self._double = double
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"GarmProcess({self.name!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, GarmProcess)
+            and other._double is self._double
+            and other.name == self.name
+        )
+
+    def __hash__(self) -> int:
+        return hash((id(self._double), self.name))
+
+    def _proc(self) -> _Proc:
+        proc = self._double._procs.get(self.name)
+        if proc is None:
+            raise KeyError(f"GARM process {self.name!r} was forgotten (the double was reset)")
+        return proc
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``: its API is under ``url + API_PREFIX``."""
+        with self._double._lock:
+            self._proc()
+            return self._double._http[self.name].url
+
+    @property
+    def port(self) -> int:
+        with self._double._lock:
+            self._proc()
+            return self._double._http[self.name].port
+
+    @property
+    def running(self) -> bool:
+        with self._double._lock:
+            return self._proc().running
+
+    def start(self) -> GarmProcess:
+        """Start the process (a no-op if it runs): it loads every scale set and runner from
+        the database, so it knows all of them, opens its port, tries its GitHub sessions
+        ``STARTUP_LISTENER_DELAY`` later and consolidates ``CONSOLIDATION_INTERVAL`` later.
+        Returns self."""
+        with self._double._lock:
+            self._proc()
+        self._double._start_process(self.name)
+        return self
+
+    def stop(self) -> None:
+        """Stop the process cleanly: its sessions are released, its memory and its port
+        gone. Its VMs, and every row, stay."""
+        with self._double._lock:
+            self._proc()
+        self._double._stop_process(self.name)
+
+    def restart(self) -> GarmProcess:
+        """``stop`` then ``start``: the process forgets, then reloads the database."""
+        self.stop()
+        return self.start()
+
+    def runners(self) -> list[str]:
+        """The names in its runner cache, a name another process reaped included until its
+        next consolidation (empty while stopped)."""
+        with self._double._lock:
+            return list(self._proc().runners)
+
+    def scalesets(self) -> list[int]:
+        """The ids of the scale sets it runs a worker for (empty while stopped)."""
+        with self._double._lock:
+            return list(self._proc().views)
+
+    def scaleset_view(self, scaleset_id: int) -> dict[str, Any] | None:
+        """Its worker's copy of the scale set (``enabled``, ``scale_set_id``,
+        ``min_idle_runners``, ``max_runners``, ``desired_runner_count``), None without a
+        worker for it. Another process's writes never change it."""
+        with self._double._lock:
+            view = self._proc().views.get(scaleset_id)
+            return None if view is None else dict(vars(view))
+
+    def listening(self, scaleset_id: int) -> bool:
+        """Whether this process holds the scale set's GitHub message session now."""
+        with self._double._lock:
+            self._proc()
+            holder = self._double._holder(self._double._scalesets.get(scaleset_id))
+            return holder is not None and holder.name == self.name
+
+    def registration_token_calls(self, scaleset_id: int | None = None) -> int:
+        """GitHub registration-token calls its listeners made so far, one per session it
+        tried to open, the refused ones included (for one scale set, or all). Counted
+        across restarts, until the double is reset. Calls for scale-ups and
+        consolidations are not counted."""
+        with self._double._lock:
+            proc = self._proc()
+            self._double._settle_all(self._double._now())
+            if scaleset_id is None:
+                return sum(proc.token_calls.values())
+            return proc.token_calls.get(scaleset_id, 0)
+
+    def consolidate(self) -> None:
+        """Run its consolidation now (``GarmDouble._consolidate``), not waiting for its
+        ``CONSOLIDATION_INTERVAL``; the next one is due that long after this. A no-op
+        while it is stopped."""
+        with self._double._lock:
+            proc = self._proc()
+            if proc.running:
+                self._double._consolidate(proc, self._double._now())
 
 
 # --------------------------------------------------------------------------- helpers
@@ -3687,9 +4287,10 @@ class _Server(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], double: GarmDouble):
+    def __init__(self, address: tuple[str, int], double: GarmDouble, process: str):
         super().__init__(address, _Handler)
         self.double = double
+        self.process = process
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
 
@@ -3706,6 +4307,53 @@ class _Server(ThreadingHTTPServer):
         for connection in connections:
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
+
+
+class _Http:
+    """One GARM process's port: bound while the process runs, served while the double is.
+
+    A stopped process closes it (a client meets a refused connection, as with a GARM that
+    is down); starting again binds the same port."""
+
+    def __init__(self, double: GarmDouble, process: str, port: int):
+        self._double = double
+        self._process = process
+        self.port = port
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self.bind()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def bind(self) -> None:
+        if self._server is None:
+            self._server = _Server(("127.0.0.1", self.port), self._double, self._process)
+            self.port = self._server.server_address[1]
+
+    def serve(self) -> None:
+        self.bind()
+        if self._thread is None and self._server is not None:
+            self._thread = threading.Thread(
+                target=self._server.serve_forever,
+                kwargs={"poll_interval": 0.02},  # how long close() waits for the loop
+                name=f"garm-double-{self._process}",
+                daemon=True,
+            )
+            self._thread.start()
+
+    def close(self) -> None:
+        """Stop serving, drop open keep-alive connections and free the port."""
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is None:
+            return
+        if thread is not None:
+            server.shutdown()
+            thread.join()
+        server.close_connections()
+        server.server_close()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -3758,7 +4406,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self, method: str) -> None:
         body = self._read_body()
-        response = self._owner.double._handle(method, self.path, self.headers, body)
+        owner = self._owner
+        response = owner.double._handle(method, self.path, self.headers, body, owner.process)
         if response is None:
             self.close_connection = True
             return

@@ -11,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
-from garm import workload
+from garm import lease, workload
 
 SINCE = "2026-01-01T00:00:00Z"
 
@@ -37,6 +39,9 @@ class FakeSystemctl:
         ["enable", "--now", "garm-reconcile.timer"],
         ["disable", "--now", "garm-reconcile.timer"],
         ["stop", "garm-reconcile.service"],
+        # garm.lease.keep and garm.lease.remove
+        ["enable", "--now", "garm-lease.timer"],
+        ["disable", "--now", "garm-lease.timer"],
         # observe.endpoint.ensure and observe.endpoint.remove
         ["enable", "garm-charm-metrics.service"],
         ["restart", "garm-charm-metrics.service"],
@@ -58,6 +63,10 @@ class FakeSystemctl:
         failed = cmd[1] in self.failing or (cmd[-2] == "is-active" and not self.active)
         if failed and kwargs.get("check"):
             raise subprocess.CalledProcessError(1, cmd, "", "failed")
+        if cmd[1:] == ["stop", "garm"]:
+            self.active = False  # as systemd says of a stopped service
+        elif cmd[1:] == ["restart", "garm"]:
+            self.active = True
         return subprocess.CompletedProcess(cmd, 3 if failed else 0, "", "")
 
     def _goal_state(self, cmd: list[str], kwargs: dict[str, Any]) -> subprocess.CompletedProcess:
@@ -94,3 +103,60 @@ def goal_state(
     relation = {APP: goal("joined"), **{u: goal("active") for u in remote_units}}
     relation.update({u: goal("dying") for u in dying})
     return {"units": {me: goal(status)}, "relations": {APP: relation}}
+
+
+class LeasedSystemd(FakeSystemctl):
+    """systemd on one machine as GARM's lease makes it behave (``garm.lease``).
+
+    GARM runs from a ``restart`` until a ``stop`` (``is-active`` tells which); the
+    restart fails as systemd's does when the unit has the lease check as its
+    ``ExecStartPre`` and that refuses (no lease, or one lapsed); and ``check_lease``
+    plays the lease's timer, which stops a GARM whose lease lapsed at the latest
+    ``CHECK_SECONDS`` after it did. ``stopped_by``
+    says who stopped GARM last ("charm" or "lease"). ``garm``, when given, is the GARM
+    process of the double (``GarmDouble.process``) that this machine's GARM is: started
+    and stopped with it.
+    """
+
+    def __init__(
+        self, paths: workload.Paths, now: Callable[[], datetime], garm: Any = None
+    ) -> None:
+        super().__init__()
+        self.paths = paths
+        self.now = now
+        self.garm = garm
+        self.running = False
+        self.stopped_by = ""
+        if garm is not None and garm.running:
+            garm.stop()
+
+    def __call__(self, cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        args = list(cmd[1:])
+        unit = self.paths.unit_file
+        checked = unit.is_file() and "ExecStartPre=" in unit.read_text()
+        if args == ["restart", "garm"] and checked and not lease.holds(self.paths, self.now()):
+            self.calls.append(args)
+            error = "Job for garm.service failed because the control process exited"
+            raise subprocess.CalledProcessError(1, cmd, "", error)
+        self.active = self.running
+        done = super().__call__(cmd, **kwargs)
+        if args == ["restart", "garm"]:
+            self.running = True
+            if self.garm is not None and self.garm.running:
+                self.garm.restart()
+            elif self.garm is not None:
+                self.garm.start()
+        elif args == ["stop", "garm"]:
+            self._stopped("charm")
+        return done
+
+    def check_lease(self) -> None:
+        """The lease's timer: GARM stopped once its lease lapsed a check ago."""
+        late = self.now() - timedelta(seconds=lease.CHECK_SECONDS)
+        if self.running and not lease.holds(self.paths, late):
+            self._stopped("lease")
+
+    def _stopped(self, by: str) -> None:
+        if self.running and self.garm is not None:
+            self.garm.stop()
+        self.running, self.stopped_by = False, by

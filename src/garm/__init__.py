@@ -4,8 +4,9 @@ Holds the thin client and the wire-exact models of GARM's API (``client``, ``mod
 GARM's rendered configuration and systemd unit (``config``) and the machine verbs that
 install and run it (``workload``, ``resources``, ``timer``); where GARM keeps its data
 (``database``) and which providers it keeps (``providers``); the setup that makes a
-fresh GARM usable (``setup``: admin, URLs, GitHub credentials, orgs and repos); and the
-one memory of what GARM refused, whatever the write (``refusals``).
+fresh GARM usable (``setup``: admin, URLs, GitHub credentials, orgs and repos), and
+which GARM that is (``identity``); and the one memory of what GARM refused, whatever the
+write (``refusals``).
 
 May use: the standard library and PyPI packages only. Nothing here knows of Juju, of
 scalesets' changeovers or of runners' options: every other package may use this one.

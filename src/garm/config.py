@@ -156,7 +156,13 @@ def render_files(config: GarmConfig) -> dict[str, str]:
 
 
 def render_unit(
-    binary: str, config_file: str, data_dir: str, user: str, *, privileged_port: bool = False
+    binary: str,
+    config_file: str,
+    data_dir: str,
+    user: str,
+    *,
+    privileged_port: bool = False,
+    lease_check: str | None = None,
 ) -> str:
     """The systemd unit that runs GARM as ``user``, able to write only to ``data_dir``.
 
@@ -173,10 +179,15 @@ def render_unit(
     starting GARM, which ``NoNewPrivileges`` leaves alone (that only stops an exec from
     gaining more), and the bounding set keeps GARM and the providers it runs from ever
     holding any other.
+
+    ``lease_check`` is the script that says whether GARM's lease holds (``garm.lease``):
+    run as root (``+``) before every start, it keeps a GARM whose lease lapsed from
+    starting again, by ``Restart=`` or at boot.
     """
-    for path in (binary, config_file, data_dir):
+    checks = [] if lease_check is None else [lease_check]
+    for path in (binary, config_file, data_dir, *checks):
         _require_absolute("a path in the unit", path)
-    for word in (binary, config_file, data_dir, user):
+    for word in (binary, config_file, data_dir, user, *checks):
         if not _UNIT_WORD.match(word):
             raise ValueError(f"not usable in a systemd unit: {word!r}")
     # The flag is cobra's --config (cmd/garm/cmd/root.go); pflag would read a single-dash
@@ -189,11 +200,14 @@ def render_unit(
         "",
         "[Service]",
         "Type=simple",
+        *(f"ExecStartPre=+{check} check" for check in checks),
         f"ExecStart={binary} --config {config_file}",
         f"User={user}",
         f"Group={user}",
         "Restart=on-failure",
         "RestartSec=5",
+        # Bounded, so that a lease's stop is over well within the fence's margin.
+        "TimeoutStopSec=15s",
         "NoNewPrivileges=true",
         "ProtectSystem=strict",
         f"ReadWritePaths={data_dir}",

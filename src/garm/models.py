@@ -283,7 +283,11 @@ class Credential:
 
 @dataclass(frozen=True)
 class ControllerInfo:
-    """The URLs runners and GitHub use to reach GARM (docs/reference/garm-api.md §1.3)."""
+    """The URLs runners and GitHub use to reach GARM, and which GARM it is.
+
+    ``controller_id`` is made at GARM's first run and kept in its database: another one
+    answering means another database (docs/reference/garm-api.md §1.3, ``garm.identity``).
+    """
 
     metadata_url: str = ""
     callback_url: str = ""
@@ -291,6 +295,7 @@ class ControllerInfo:
     # Whether GARM downloads garm-agent releases into its object store (hourly), for
     # entities in agent mode: the charm uses no agent, so it keeps this off.
     agent_tools_sync: bool = False
+    controller_id: str = ""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ControllerInfo:
@@ -300,4 +305,5 @@ class ControllerInfo:
             callback_url=_str(data, "callback_url"),
             webhook_url=_str(data, "webhook_url"),
             agent_tools_sync=data.get("enable_agent_tools_sync") is True,
+            controller_id=_str(data, "controller_id"),
         )

@@ -29,6 +29,8 @@ from garm.models import ControllerInfo, Credential, Entity, ScaleSet
 from garm.refusals import Held, Refusals, digest, is_permanent
 
 logger = logging.getLogger(__name__)
+# Until the leader's first hook has made the charm's secrets (``juju.secrets.ensure``).
+NO_ADMIN_YET = "GARM's admin login is not made yet; try again after the next hook"
 # Where a pass tells what it does: this module's logger, or the ``plan`` action's rehearsal.
 Log = logging.Logger | logging.LoggerAdapter[logging.Logger]
 
@@ -295,7 +297,7 @@ class SetupClient(Protocol):
 
 
 def read_controller(client: SetupClient) -> ControllerInfo | None:
-    """The controller's URLs, or None when GARM has no admin yet (first run is due)."""
+    """The controller (its URLs and id), or None when GARM has no admin yet (first run is due)."""
     try:
         return client.get_controller()
     except GarmApiError as exc:
@@ -349,29 +351,34 @@ class SetupOutcome:
 
 def ensure_controller(
     client: SetupClient,
+    have: ControllerInfo | None,
     admin: AdminLogin,
     urls: ControllerUrls,
     so_far: SetupOutcome,
     now: datetime,
     log: Log = logger,
-) -> SetupOutcome:
+) -> tuple[SetupOutcome, ControllerInfo | None]:
     """First run and controller URLs, each only when needed, through the one memory.
+
+    ``have`` is the controller as ``read_controller`` answered it, read by the caller so
+    that it can tell whose GARM this is before anything is written (``garm.identity``).
+    Returned with the outcome: the controller as GARM then answers, its first run done
+    (None while that is held back), so that a new GARM's id is known in the same pass.
 
     GARM answers ``urls_required`` to every other call until the metadata and callback
     URLs are set (docs/reference/garm-api.md §1.4): while their write is held, nothing
     else is ready. A change of URLs it already has that it refuses holds nothing else.
     """
-    have = read_controller(client)
     if have is None:
         so_far = apply_setup(client, plan_controller(None, admin, urls), so_far, now, log)
         if so_far.held or so_far.unreachable:
-            return dataclasses.replace(so_far, ready=False)
+            return dataclasses.replace(so_far, ready=False), None
         have = client.get_controller()
     held = len(so_far.held)
     so_far = apply_setup(client, plan_controller(have, admin, urls), so_far, now, log)
     if len(so_far.held) > held and not (have.metadata_url and have.callback_url):
-        return dataclasses.replace(so_far, ready=False)
-    return so_far
+        return dataclasses.replace(so_far, ready=False), have
+    return so_far, have
 
 
 def apply_setup(

@@ -102,6 +102,31 @@ class Paths:
         """GARM's logs (systemd makes it for GARM: ``config.LOG_DIRECTORY``)."""
         return self.root / "var/log/garm"
 
+    @property
+    def lease_file(self) -> Path:
+        """GARM's lease: until when it may run here (``garm.lease``)."""
+        return self.staging.parent / "lease"
+
+    @property
+    def lease_script(self) -> Path:
+        """The script that checks and enforces the lease (``garm.lease``)."""
+        return self.staging.parent / "garm-lease"
+
+    @property
+    def lease_service_file(self) -> Path:
+        """The oneshot unit that stops GARM once its lease lapsed (``garm.lease``)."""
+        return self.root / "etc/systemd/system/garm-lease.service"
+
+    @property
+    def lease_timer_file(self) -> Path:
+        """The timer that runs ``lease_service_file`` (``garm.lease``)."""
+        return self.root / "etc/systemd/system/garm-lease.timer"
+
+    @property
+    def fence_file(self) -> Path:
+        """When this leader first saw each other unit's GARM record (``juju.fence``)."""
+        return self.staging.parent / "fence.json"
+
 
 def install_units(wanted: Sequence[tuple[Path, str]], activate: Callable[[], None]) -> bool:
     """Write the files of ``wanted`` that differ (0644, atomically), then ``activate`` them.
@@ -122,6 +147,24 @@ def install_units(wanted: Sequence[tuple[Path, str]], activate: Callable[[], Non
     except BaseException:
         wanted[0][0].unlink(missing_ok=True)
         raise
+    return True
+
+
+def write_root_file(path: Path, text: str) -> bool:
+    """Write a file of the charm's own (root's, 0600) if it differs; whether it did."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if _read_text(path) == text:
+        return False
+    _write_atomic(path, text.encode(), 0o600, owner=None)
+    return True
+
+
+def write_executable(path: Path, text: str) -> bool:
+    """Write a script of the charm's own (root's, 0700) if it differs; whether it did."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if _read_text(path) == text and stat.S_IMODE(path.stat().st_mode) == 0o700:
+        return False
+    _write_atomic(path, text.encode(), 0o700, owner=None)
     return True
 
 
@@ -245,15 +288,18 @@ def stop(unit_path: Path) -> bool:
     """Stop and disable GARM if it was ever set up here; returns whether it was.
 
     Only the leader runs GARM: a unit that lost leadership must not keep a second GARM
-    managing the same scale sets on GitHub.
+    managing the same scale sets on GitHub. A GARM still running without its unit file
+    (a failed reload deletes the file so that the next hook writes it again) is stopped
+    too: whether it stopped is ``is_active``'s to say, not this file's.
     """
-    if not unit_path.exists():
-        return False
-    systemd.service_disable(unit_path.name)
-    systemd.service_stop(SERVICE)
+    there = unit_path.exists()
+    if there:
+        systemd.service_disable(unit_path.name)
+    if there or is_active():
+        systemd.service_stop(SERVICE)
     # Gone until this unit leads again, so later hooks have nothing to stop.
-    unit_path.unlink()
-    return True
+    unit_path.unlink(missing_ok=True)
+    return there
 
 
 def remove(paths: Paths) -> None:
@@ -272,6 +318,8 @@ def remove(paths: Paths) -> None:
         paths.unit_file,
         paths.timer_service_file,
         paths.timer_file,
+        paths.lease_service_file,
+        paths.lease_timer_file,
     ):
         path.unlink(missing_ok=True)
 

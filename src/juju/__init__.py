@@ -6,8 +6,9 @@ and goal-state; it also writes what each configurator is told), ``postgresql``,
 proxy), ``telemetry`` (the cos-agent databags) and ``inputs`` (the leader's inputs, each
 read on first use). And, without ops, what they hand the
 leader's pass (``records``), the rules that judge what is read (``config``,
-``lifecycle``, ``relation``: databags into specs), and what goes back (``status``: the
-one status line; ``publish``: what each configurator is told of its scalesets).
+``lifecycle``, ``relation``: databags into specs; ``owners``: the relation each provider
+came from), and what goes back (``status``: the one status line; ``publish``: what each
+configurator is told of its scalesets).
 
 May use: ``observe``, ``scalesets``, ``runners`` and ``garm``, and ops in its readers.
 The leader's pass (``leader``) uses the modules without ops; the charm uses the readers.

@@ -20,6 +20,7 @@ from typing import Any
 import ops
 
 from garm.config import PostgresqlDatabase, Proxy
+from garm.providers import Recorded
 from garm.setup import AdminLogin
 from juju import secrets, unit
 from juju.config import CharmConfig, ConfigError
@@ -114,3 +115,9 @@ class LeaderReads:
     def read_secret(self, uri: str) -> str | None:
         """A configurator's secret's value, None when not granted (yet)."""
         return secrets.configurator_value(self._model, uri)
+
+    @property
+    @cache
+    def provider_record(self) -> tuple[Recorded, ...] | None:
+        """The providers a leader last configured GARM with (the charm's secret)."""
+        return secrets.read_providers(self._model)

@@ -10,7 +10,8 @@ leader elected before the first record was made still finds the data's unit. The
 The application's databag also keeps what GARM refused (``garm.refusals``), so that a
 new leader goes on with the same back-off, and which of ``org`` and ``repo`` each
 configurator unit means (``juju.entities``), with the ``choose-entity`` action that
-says so where the data cannot.
+says so where the data cannot, and which GARM the charm set up (``garm-identity``,
+``garm.identity``), so that no leader sets up another GARM in its place unasked.
 
 The leader's pass reads all of it as ``records.PeerRecords`` and says what to change in a
 ``HomeChange``; this module alone reads and writes the relation.
@@ -26,11 +27,13 @@ from charms.garm_machine.v0.garm_configurator import DatabagError
 
 from garm import workload
 from garm.config import SqliteDatabase
+from garm.identity import KEY as IDENTITY_KEY
+from garm.identity import Identity
 from garm.refusals import KEY as MEMORY_KEY
 from garm.refusals import OLD_KEY as OLD_MEMORY_KEY
 from garm.refusals import Refusals
-from juju import entities
-from juju.records import HomeChange, PeerRecords
+from juju import entities, fence
+from juju.records import HomeChange, IdentityChange, PeerRecords, RecordChange
 from juju.relation import check_either_reading
 from juju.view import JujuView
 
@@ -84,6 +87,7 @@ class Peers(ops.Object):
         chosen, chosen_whole = entities.read(bag.get(entities.KEY))
         if not chosen_whole:
             logger.warning("ignored what could not be read of the peer data's %s", entities.KEY)
+        units = (*relation.units, self.model.unit)
         return PeerRecords(
             self._home(),
             frozenset(u.name for u in relation.units if relation.data[u].get(DATA_KEY)),
@@ -91,7 +95,41 @@ class Peers(ops.Object):
             whole,
             chosen,
             chosen_whole,
+            {u.name: v for u in units if (v := relation.data[u].get(fence.RECORD_KEY))},
+            joined=frozenset(u.name for u in relation.units),
+            identity=Identity.read(bag.get(IDENTITY_KEY)),
         )
+
+    def record(self, change: RecordChange) -> None:
+        """Write this unit's own ``garm-running`` record as a pass decided (``juju.fence``).
+
+        Any unit writes its own: a leader that may run GARM, any unit once GARM stopped.
+        Juju commits it when the hook ends, which is why a leader starts GARM only once
+        a record of an earlier hook is there.
+        """
+        relation = self.model.get_relation(PEERS)
+        if relation is None or change is None:
+            return
+        bag = relation.data[self.model.unit]
+        if change == "clear":
+            bag.pop(fence.RECORD_KEY, None)
+        else:
+            bag[fence.RECORD_KEY] = str(change)
+
+    def keep_identity(self, change: IdentityChange) -> None:
+        """Write the GARM the charm set up, as a leader's pass or ``adopt-garm`` decided.
+
+        The application's data: only the leader writes it, and every unit reads it, so
+        that a new leader knows which GARM is the charm's.
+        """
+        relation = self.model.get_relation(PEERS)
+        if relation is None or change is None:
+            return
+        bag = relation.data[self.model.app]
+        if change == "forget":
+            bag.pop(IDENTITY_KEY, None)
+        else:
+            bag[IDENTITY_KEY] = change.render()
 
     def keep(
         self, home: HomeChange, memory: Refusals | None, chosen: entities.Memory | None = None
@@ -137,6 +175,8 @@ class Peers(ops.Object):
             event.fail(f"{home} still holds GARM's data: scale to one unit instead")
         else:
             relation.data[self.model.app][HOME_KEY] = unit.name
+            # The GARM that starts is a new one: recorded once it answers, unasked.
+            relation.data[self.model.app].pop(IDENTITY_KEY, None)
             logger.warning("GARM's sqlite data on %s given up; %s starts GARM", home, unit.name)
             event.set_results(
                 {"previous-home": home, "home": unit.name, "next": "GARM starts at the next hook"}

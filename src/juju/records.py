@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from garm.identity import Identity
 from garm.refusals import Refusals
 from juju import entities
 from juju.lifecycle import WHOLE, View
@@ -51,6 +52,16 @@ class InternalSecrets:
 # PostgreSQL), or leave it (None).
 HomeChange = Literal["claim", "forget"] | None
 
+# What the pass asks of this unit's own ``garm-running`` record (``juju.fence``): say
+# GARM may run here with a lease of this many seconds, take it away (GARM is stopped
+# here), or leave it (None).
+RecordChange = int | Literal["clear"] | None
+
+# What to do with the peer relation's ``garm-identity`` record (``garm.identity``):
+# record this GARM as the charm's, drop the record (the next GARM is a new one, recorded
+# once it answers), or leave it (None).
+IdentityChange = Identity | Literal["forget"] | None
+
 
 @dataclass(frozen=True)
 class PeerRecords:
@@ -61,7 +72,11 @@ class PeerRecords:
     leader left it (``garm.refusals``); ``memory_whole`` False when some of it did not
     read (a hand edit), so the next pass writes it over. ``entities`` is which of ``org``
     and ``repo`` each configurator unit meant when last read (``juju.entities``), read
-    whole or not as ``entities_whole`` says.
+    whole or not as ``entities_whole`` says. ``running`` is each unit's ``garm-running``
+    record (``juju.fence``), this unit's included, as committed before this hook; None
+    when there is no peer relation yet. ``joined`` are the other units in this unit's
+    view of the peer relation (those whose ``-joined`` it has run). ``identity`` is the
+    GARM the charm set up (``garm.identity``), None before one was recorded.
     """
 
     home: str | None = None
@@ -70,3 +85,6 @@ class PeerRecords:
     memory_whole: bool = True
     entities: entities.Memory = field(default_factory=dict)
     entities_whole: bool = True
+    running: Mapping[str, str] | None = None
+    joined: frozenset[str] = frozenset()
+    identity: Identity | None = None

@@ -87,7 +87,10 @@ def relation_state(
     reason. ``view`` says whether this unit sees every related unit (``lifecycle``);
     ``runner`` is what every runner is set up with besides its unit's options;
     ``remembered`` which of ``org`` and ``repo`` each unit meant before (``entities``):
-    a unit publishing both whose choice is not known is held (blocking).
+    a unit publishing both whose choice is not known is held (blocking). So is every
+    unit of applications naming one org or repo with different GitHub Apps
+    (``credential_conflicts``): whichever App it served under, the other application's
+    runners would register with it.
     """
     specs: list[ScalesetSpec] = []
     held: list[HeldSpec] = []
@@ -124,6 +127,11 @@ def relation_state(
             held.append(HeldSpec(unit, _raw_name(data), f"invalid {exc}"))
             continue
         parsed_units.append((unit, parsed))
+    conflicted = _conflicted_units(parsed_units)
+    for unit, parsed in parsed_units:
+        if unit in conflicted:
+            held.append(HeldSpec(unit, parsed.name, conflicted[unit].why_held))
+            continue
         if parsed.image_id is None:
             group = (application_of(unit), parsed.name.lower())
             not_ready.setdefault(group, HeldSpec(unit, parsed.name, _NO_IMAGE, False))
@@ -223,6 +231,85 @@ def _check_script_names(data: ConfiguratorUnitData) -> None:
             )
 
 
+@dataclass(frozen=True)
+class CredentialConflict:
+    """An org or repo that several configurator applications name with different GitHub Apps.
+
+    GARM binds an org or repo to one credential, and every scaleset under it registers
+    its runners with that App: bound to either application's App, the other's runners
+    would act as an App that is not theirs, and the binding would follow whichever unit
+    came first as units come and go. ``option`` is the configurator option naming it
+    (``org`` or ``repo``), ``name`` its value as the first unit spells it, and
+    ``applications`` those applications, sorted.
+    """
+
+    option: str
+    name: str
+    applications: tuple[str, ...]
+
+    @property
+    def why_held(self) -> str:
+        """Why every unit of these applications naming it is held, and the way out."""
+        *first, last = self.applications
+        return (
+            f"{self.option} {self.name!r} is named by {', '.join(first)} and {last} "
+            "with different GitHub Apps: give them one App, or point all but one elsewhere"
+        )
+
+
+def credential_conflicts(
+    units: Iterable[tuple[str, ConfiguratorUnitData]],
+) -> dict[tuple[str, str], CredentialConflict]:
+    """The orgs and repos, as (kind, lower-cased name), named with different GitHub Apps.
+
+    An application's App for an org or repo is the (app id, installation id) published by
+    its first unit (in order) naming it: only a configurator's leader publishes one, and
+    a unit that led before keeps what it published then, so the units of one application
+    never conflict. Applications naming it with one App share its one credential in GARM
+    (``app-<app id>-<installation id>``): no conflict either. The key takes no part:
+    applications of one App may hold different keys while it is rotated. The ids are
+    read from the databag alone, so a conflict is seen before any secret is readable.
+    """
+    apps: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
+    spelt: dict[tuple[str, str], str] = {}
+    for unit, data in units:
+        kind, name = _entity(data)
+        ids = _app_ids(data)
+        if not name or ids is None:
+            continue
+        key = (kind, name.lower())
+        spelt.setdefault(key, name)
+        apps.setdefault(key, {}).setdefault(application_of(unit), ids)
+    return {
+        key: CredentialConflict(
+            "org" if key[0] == "organization" else "repo", spelt[key], tuple(sorted(named))
+        )
+        for key, named in apps.items()
+        if len(set(named.values())) > 1
+    }
+
+
+def _conflicted_units(
+    units: list[tuple[str, ConfiguratorUnitData]],
+) -> dict[str, CredentialConflict]:
+    """Each unit of a conflict's applications naming its org or repo, and that conflict."""
+    conflicts = credential_conflicts(units)
+    held: dict[str, CredentialConflict] = {}
+    for unit, data in units:
+        kind, name = _entity(data)
+        conflict = conflicts.get((kind, name.lower()))
+        if conflict is not None and application_of(unit) in conflict.applications:
+            held[unit] = conflict
+    return held
+
+
+def _entity(data: ConfiguratorUnitData) -> tuple[str, str]:
+    """The kind of GARM entity a unit's scaleset serves, and its name ("" if none)."""
+    if data.org:
+        return "organization", data.org
+    return "repository", data.repo or ""
+
+
 def _raw_name(data: Mapping[str, str]) -> str:
     """The name an invalid unit published, to keep its scaleset untouched by name.
 
@@ -261,12 +348,12 @@ def spec_from_unit(
             name: base64.b64encode(script.encode()).decode()
             for name, script in sorted(scripts.items())
         }
-    kind, entity = ("organization", data.org) if data.org else ("repository", data.repo)
+    kind, entity = _entity(data)
     return ScalesetSpec(
         source=unit,
         name=data.name,
         entity_kind=kind,  # type: ignore[arg-type]
-        entity_name=entity or "",
+        entity_name=entity,
         provider_name=data.provider_name,
         image=data.image_id or "",
         flavor=data.flavor,
@@ -299,15 +386,19 @@ def garm_inputs(
 
     ``read_secret`` resolves a Juju secret URI to its ``value`` (None when unreadable).
     Credentials are de-duplicated per (app id, installation id); each entity is bound to
-    the credential of the first unit (in order) that publishes it.
+    the credential of the first unit (in order) that publishes it. One that applications
+    name with different GitHub Apps (``credential_conflicts``) is asked for with none:
+    GARM keeps it bound as it is, and ``published`` still names it, so it is not removed.
     """
+    units = list(units)
+    conflicts = credential_conflicts(units)
     providers: list[OpenstackProvider] = []
     credentials: dict[str, AppCredential] = {}
     entities: dict[tuple[str, str], EntitySpec] = {}
     published: set[tuple[str, str]] = set()
     problems: list[UnitProblem] = []
     for unit, data in units:
-        kind, name = ("organization", data.org) if data.org else ("repository", data.repo)
+        kind, name = _entity(data)
         if name:
             published.add((kind, name.lower()))
         if data.openstack_auth_url is not None:
@@ -318,7 +409,7 @@ def garm_inputs(
         if credential is None:
             continue
         credentials.setdefault(credential.name, credential)
-        if name:
+        if name and (kind, name.lower()) not in conflicts:
             entities.setdefault(
                 (kind, name.lower()), EntitySpec(kind, name, credential.name, unit)
             )
@@ -366,13 +457,11 @@ def _credential(
     read_secret: Callable[[str], str | None],
     problems: list[UnitProblem],
 ) -> AppCredential | None:
-    app_id, installation_id = data.github_app_id, data.github_installation_id
     uri = data.github_private_key_secret_uri
-    if app_id is None or installation_id is None or uri is None:
+    if data.github_app_id is None or data.github_installation_id is None or uri is None:
         return None
-    if not (app_id.isascii() and app_id.isdigit()) or not (
-        installation_id.isascii() and installation_id.isdigit()
-    ):
+    ids = _app_ids(data)
+    if ids is None:
         problems.append(UnitProblem(unit, "GitHub app and installation ids must be numbers", True))
         return None
     key = read_secret(uri)
@@ -389,4 +478,17 @@ def _credential(
             )
         )
         return None
-    return AppCredential(int(app_id), int(installation_id), key, unit)
+    return AppCredential(*ids, key, unit)
+
+
+def _app_ids(data: ConfiguratorUnitData) -> tuple[int, int] | None:
+    """The GitHub App (app id, installation id) a unit publishes, if it publishes one.
+
+    None as well when either id is not a number: no credential can be made of them.
+    """
+    app_id, installation_id = data.github_app_id, data.github_installation_id
+    if app_id is None or installation_id is None or data.github_private_key_secret_uri is None:
+        return None
+    if not all(i.isascii() and i.isdigit() for i in (app_id, installation_id)):
+        return None
+    return int(app_id), int(installation_id)

@@ -4,22 +4,54 @@ Two application secrets, made once by the leader: GARM's admin login, and what G
 keeps its data with (the JWT secret and the database passphrase, which must never
 change). The leader's pass reads them (``read_admin``, ``read_internal``) and asks for
 them to be made (``ensure``) when they are not there yet.
+
+A third, the providers GARM is configured with (``garm.providers``), is written by the
+leader whenever they change (``keep_providers``) and read by the next one
+(``read_providers``), whichever unit that is: every unit of the application can read an
+application secret, and an OpenStack password has no place in relation data.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import secrets
 import string
 
 import ops
 
-from garm.setup import AdminLogin
+from garm.providers import Recorded, read_record, record_text
+from garm.setup import NO_ADMIN_YET, AdminLogin
 from juju.records import InternalSecrets
+
+logger = logging.getLogger(__name__)
 
 ADMIN_SECRET_LABEL = "garm-admin-credentials"  # noqa: S105 (a label, not a secret)
 INTERNAL_SECRET_LABEL = "garm-internal"  # noqa: S105 (a label, not a secret)
+PROVIDERS_SECRET_LABEL = "garm-providers"  # noqa: S105 (a label, not a secret)
+PROVIDERS_KEY = "providers"
 ADMIN_USERNAME = "admin"
 ADMIN_EMAIL = "admin@garm.local"
+
+
+class AdminLoginAction(ops.Object):
+    """The ``get-credentials`` action: GARM's admin login, for ``garm-cli`` or the web UI.
+
+    Only the action's output shows it (Juju keeps action results from other users of the
+    model); it is never logged.
+    """
+
+    def __init__(self, charm: ops.CharmBase):
+        super().__init__(charm, "admin-login")
+        charm.framework.observe(charm.on.get_credentials_action, self._on_get_credentials)
+
+    def _on_get_credentials(self, event: ops.ActionEvent) -> None:
+        if not self.model.unit.is_leader():
+            event.fail("Run this on the leader unit: juju run garm/leader get-credentials")
+        elif (admin := read_admin(self.model)) is None:
+            event.fail(NO_ADMIN_YET)
+        else:
+            event.set_results(dataclasses.asdict(admin))
 
 
 def ensure(model: ops.Model) -> bool:
@@ -81,6 +113,43 @@ def admin_login(model: ops.Model) -> AdminLogin:
 def internal(model: ops.Model) -> dict[str, str]:
     """GARM's JWT secret (``jwt-secret``) and database passphrase (``db-passphrase``)."""
     return model.get_secret(label=INTERNAL_SECRET_LABEL).get_content(refresh=True)
+
+
+def read_providers(model: ops.Model) -> tuple[Recorded, ...] | None:
+    """The providers a leader last configured GARM with; None before any did.
+
+    A record that does not read is none: the next leader's pass writes it over.
+    """
+    try:
+        content = model.get_secret(label=PROVIDERS_SECRET_LABEL).get_content(refresh=True)
+    except ops.ModelError:  # SecretNotFoundError included: no leader recorded any yet
+        return None
+    record = read_record(content.get(PROVIDERS_KEY, ""))
+    if record is None:
+        logger.warning("the record of GARM's providers does not read: it is written over")
+    return record
+
+
+def keep_providers(model: ops.Model, record: tuple[Recorded, ...] | None) -> None:
+    """Write the record of GARM's providers, a new revision; None leaves it as it is.
+
+    The pass asks only when what GARM is configured with changed, so a settled pass
+    makes no revision. Made in this hook, like any revision, it stands only once the
+    hook succeeds: until then the next leader reads the one before. One Juju refuses
+    (before Juju 3.6.9 a secret holds at most 8 KiB, some twenty providers) is logged
+    rather than failing every hook; a new leader then keeps only the providers of the
+    record before and those it sees.
+    """
+    if record is None:
+        return
+    content = {PROVIDERS_KEY: record_text(record)}
+    try:
+        try:
+            model.get_secret(label=PROVIDERS_SECRET_LABEL).set_content(content)
+        except ops.SecretNotFoundError:
+            model.app.add_secret(content, label=PROVIDERS_SECRET_LABEL)
+    except ops.ModelError as exc:
+        logger.error("the record of GARM's providers could not be written: %s", exc)
 
 
 def configurator_value(model: ops.Model, uri: str) -> str | None:

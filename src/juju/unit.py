@@ -14,6 +14,31 @@ from pathlib import Path
 import ops
 
 from garm.config import Proxy
+from juju.status import Summary
+
+_STATUS = {
+    "active": ops.ActiveStatus,
+    "maintenance": ops.MaintenanceStatus,
+    "waiting": ops.WaitingStatus,
+    "blocked": ops.BlockedStatus,
+}
+
+
+def leads(unit: ops.Unit) -> bool:
+    """Whether this unit leads; a unit that cannot tell acts as one that does not.
+
+    ``is-leader`` fails when the agent cannot reach the controller: a unit that then
+    went on as leader could run GARM beside the real leader's (``juju.fence``).
+    """
+    try:
+        return unit.is_leader()
+    except ops.ModelError:
+        return False
+
+
+def status(summary: Summary) -> ops.StatusBase:
+    """The unit status a pass's summary says."""
+    return _STATUS[summary.kind](summary.message)
 
 
 def attached(model: ops.Model, name: str) -> Path | None:

@@ -17,6 +17,7 @@ from ops import testing
 
 from charm import GarmCharm
 from garm import workload
+from garm.identity import KEY as IDENTITY_KEY
 from juju.lifecycle import SQLITE_MULTI_UNIT
 from juju.peers import DATA_KEY, PEERS
 from juju.peers import HOME_KEY as SQLITE_HOME_KEY
@@ -358,7 +359,9 @@ def test_the_first_sqlite_leader_records_itself_as_the_datas_home(ctx, world, re
     state = ctx.run(ctx.on.install(), make_state(world, resources, relation))
     written = state.get_relation(relation.id)
     assert isinstance(written, testing.PeerRelation)
-    assert written.local_app_data == {SQLITE_HOME_KEY: "garm/0"}
+    # With the GARM it set up (garm.identity), which names this unit's sqlite too.
+    assert written.local_app_data.keys() == {SQLITE_HOME_KEY, IDENTITY_KEY}
+    assert written.local_app_data[SQLITE_HOME_KEY] == "garm/0"
     assert DATA_KEY not in written.local_unit_data  # GARM (the double) wrote no file here
 
 
@@ -503,9 +506,16 @@ def test_a_leader_change_on_postgresql_resumes_the_changeover_without_a_create(
     # ... and garm/1, on its own machine with the same database, takes over.
     monkeypatch.setattr(GarmCharm, "paths", workload.Paths(tmp_path / "garm-1"))
     other = testing.Context(GarmCharm, app_name="garm", unit_id=1)
-    second = make_state(world, resources, relation, database, leader=True)
+    # garm/0 is in garm/1's peer relation, its GARM stopped (no garm-running record).
+    peer = testing.PeerRelation(PEERS, id=42, peers_data={0: {}})
+    second = make_state(world, resources, relation, database, peer, leader=True)
     second = dataclasses.replace(second, secrets=[*second.secrets, *first.secrets])
     second = other.run(other.on.leader_elected(), second)
+    # It tells the others first (juju.fence), and starts GARM at its next pass.
+    assert second.unit_status == ops.WaitingStatus(
+        "Telling the other units GARM starts here; it starts at the next pass"
+    )
+    second = other.run(reconcile_tick(), second)
     assert backend_of(GarmCharm.paths) == "postgresql"
     assert second.unit_status == ops.ActiveStatus(f"{replacing}: draining 1 runner")
 
@@ -571,6 +581,8 @@ def test_a_new_leader_on_postgresql_never_starts_beside_sqlite_data_that_was_not
         ctx.on.install(), make_state(world, resources, peers("garm/1", 1), leader=False)
     )
     state, _ = relate_postgresql(ctx, dataclasses.replace(state, leader=True))
+    # A new leader tells the others first (juju.fence); its next pass finds the data.
+    state = ctx.run(ctx.on.config_changed(), state)
     assert state.unit_status == ops.BlockedStatus(
         "GARM's sqlite data is on garm/1: scale to one unit so that it leads"
     )

@@ -23,7 +23,8 @@ import pytest
 
 import leader
 from garm.config import PostgresqlDatabase, Proxy
-from garm.setup import AdminLogin
+from garm.providers import Recorded
+from garm.setup import NO_ADMIN_YET, AdminLogin
 from juju.config import CharmConfig, ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, WHOLE, View
 from juju.records import Configurators, InternalSecrets, PeerRecords
@@ -55,6 +56,7 @@ class Given:
     address: str | None
     proxy: Proxy
     granted: Mapping[str, str]
+    provider_record: tuple[Recorded, ...] | None = None
 
     def resource(self, name: str) -> Path | None:
         return self.resources.get(name)
@@ -106,6 +108,7 @@ def make(machine: Machine, world: GarmDouble, clock: FakeClock, attached) -> Cal
             unit=UNIT,
             machine=leader.Machine(machine.paths, pwd.getpwuid(os.getuid()).pw_name),
             now=clock,
+            asked=clock(),
             dying=False,
             alive=frozenset({UNIT}),
             postgresql_related=False,
@@ -170,7 +173,7 @@ ROWS: Mapping[str, tuple[dict[str, Any], str]] = {
         {
             "postgresql_related": True,
             "postgresql": PostgresqlDatabase("db.internal", 5432, "garm", "pw", "garm"),
-            "peers": PeerRecords(home="garm/1"),
+            "peers": PeerRecords(home="garm/1", running={}, joined=frozenset({"garm/1"})),
             "alive": frozenset({UNIT, "garm/1"}),
         },
         "blocked: GARM's sqlite data is on garm/1: scale to one unit so that it leads",
@@ -289,7 +292,7 @@ PLAN_REFUSALS: Mapping[str, tuple[dict[str, Any], str]] = {
         {"config": {"handover-timeout-minutes": -1}},
         "Invalid config: handover-timeout-minutes: must be 0-1440",
     ),
-    "no admin login yet": ({"admin": None}, leader.NO_ADMIN_YET),
+    "no admin login yet": ({"admin": None}, NO_ADMIN_YET),
 }
 
 

@@ -74,6 +74,7 @@ from garm.refusals import (
     digest,
     is_permanent,
 )
+from juju import entities, fence
 from leader import BEING_REMOVED
 from scalesets.naming import normalise_labels
 from scalesets.notes import Notes
@@ -83,7 +84,7 @@ from tests.clock import FakeClock
 from tests.databags import EXAMPLE_UNIT, KEY_SECRET_URI
 from tests.garm_double import FAKE_APP_KEY, GarmDouble, Recorded
 from tests.juju_events import reconcile_tick, self_departing
-from tests.machine import FakeSystemctl, goal
+from tests.machine import FakeSystemctl, LeasedSystemd, goal
 from tests.postgresql import (
     PROVIDER_CONFIG,
     PROVIDER_META,
@@ -180,6 +181,12 @@ KINDS = (
     "both-org-and-repo",
     "entity-chosen-by-the-operator",
     "settled-following-a-move-it-read",
+    "garm-leader-cut-off",
+    "cut-off-unit-reconnects",
+    "fence-waited",
+    "fence-waited-out-a-silent-unit",
+    "lease-stopped-garm",
+    "external-url-asked-for",
 )
 # What the stories exercised, summed over all examples; the test asserts each happened.
 COVERAGE: Counter[str] = Counter()
@@ -285,10 +292,12 @@ class GarmUnit:
     id: int
     ctx: testing.Context[GarmCharm]
     paths: workload.Paths
-    systemctl: FakeSystemctl
+    systemctl: LeasedSystemd
     state: testing.State
     view: dict[int, set[int]] = dataclasses.field(default_factory=dict)
     dying: bool = False
+    # Its agent cannot reach the controller: no hook, no tick runs on it (systemd does).
+    cut_off: bool = False
     hooks: int = 0  # hooks run so far: none before install
 
     @property
@@ -297,13 +306,8 @@ class GarmUnit:
 
     @property
     def runs_garm(self) -> bool:
-        """GARM was (re)started on this machine and has not been stopped since."""
-        for call in reversed(self.systemctl.calls):
-            if call == ["restart", "garm"]:
-                return True
-            if call == ["stop", "garm"]:
-                return False
-        return False
+        """GARM was (re)started on this machine and neither the charm nor its lease stopped it."""
+        return self.systemctl.running
 
     @property
     def has_timer(self) -> bool:
@@ -352,6 +356,7 @@ class Lifecycle(RuleBasedStateMachine):
         self.relation_app: dict[int, CfgApp] = {}
         self.units: dict[int, GarmUnit] = {}
         self.next_garm = 0
+        self.config: dict[str, str] = {}  # garm's config beyond api-port
         self.next_relation = 10
         self.database = "postgresql"
         self.db_answer: tuple[dict[str, str], list[testing.Secret]] | None = None
@@ -387,6 +392,8 @@ class Lifecycle(RuleBasedStateMachine):
         jobs=st.integers(0, 2),
         refused=st.sampled_from((None, "controller", None, "entity", "credential")),
         refused_with=st.sampled_from((400, 500)),
+        external_url=st.booleans(),
+        apps=st.integers(1, 2),
     )
     def deploy(
         self,
@@ -396,11 +403,16 @@ class Lifecycle(RuleBasedStateMachine):
         jobs: int,
         refused: str | None,
         refused_with: int,
+        external_url: bool,
+        apps: int,
     ):
         """garm deployed (two units on PostgreSQL, one on sqlite), then cfg-a integrated;
         half a minute later the leader's timer fires and ``jobs`` jobs start. GARM may
-        refuse one kind of setup write from the start (``garm_refuses_setup``)."""
+        refuse one kind of setup write from the start (``garm_refuses_setup``). With two
+        units the operator may have set ``external-url`` (else the leader asks for it).
+        ``apps`` 2 integrates cfg-b too, with one unit."""
         self.database = database
+        self.config = self._external_url() if external_url else {}
         if refused is not None:
             self.setup_refused[refused] = refused_with
         for _ in range(2 if database == "postgresql" else 1):
@@ -415,19 +427,40 @@ class Lifecycle(RuleBasedStateMachine):
                 self.hook(unit, kind, lambda _, kind=kind: _Event(kind))
         if database == "postgresql":
             self._relate_postgresql()
-        app = self.apps["cfg-a"]
-        app.labels = labels
-        for _ in range(units):
-            self._add_configurator_unit(app)
-        self._integrate(app)
-        for n in sorted(app.units):
-            self._join(app, n)
+        self._integrate_at_deploy(labels, units, apps)
         self._first_jobs(jobs)
+
+    def _integrate_at_deploy(self, labels: tuple[str, ...], units: int, apps: int) -> None:
+        """cfg-a with ``units`` units (and cfg-b with one) integrated, every unit joined."""
+        for name, count in (("cfg-a", units), ("cfg-b", 1))[:apps]:
+            app = self.apps[name]
+            app.labels = labels
+            for _ in range(count):
+                self._add_configurator_unit(app)
+            self._integrate(app)
+            for n in sorted(app.units):
+                self._join(app, n)
+
+    def _set_external_url(self) -> None:
+        """``juju config garm external-url=…``, as the leader's status asks with 2 units."""
+        if "external-url: with " in self.leader().state.unit_status.message:
+            COVERAGE["external-url-asked-for"] += 1
+        self.config = self._external_url()
+        for unit in self.alive():
+            unit.state = dataclasses.replace(
+                unit.state, config={**unit.state.config, **self.config}
+            )
+            self.hook(unit, "config_changed", lambda _: _Event("config_changed"))
+
+    def _external_url(self) -> dict[str, str]:
+        """An address that follows the leader (a virtual IP, a DNS name), as config."""
+        port = self.garm.url.rsplit(":", 1)[1]
+        return {"external-url": f"http://garm.example.internal:{port}"}
 
     def _first_jobs(self, jobs: int) -> None:
         """Half a minute on, the leader's timer fires and ``jobs`` jobs start."""
         if jobs:
-            self.clock.advance(TIMER_INTERVAL)
+            self.advance(TIMER_INTERVAL)
             self.garm.tick()
             self.tick(self.leader())
             for pick in range(jobs):
@@ -444,7 +477,9 @@ class Lifecycle(RuleBasedStateMachine):
         if self.db_answer is not None:
             relations.append(self._db_relation_for_new_unit())
             secrets = self.db_answer[1]
-        state = make_state(self.garm, self.resources, *relations, leader=leader)
+        state = make_state(
+            self.garm, self.resources, *relations, leader=leader, config=dict(self.config)
+        )
         rotated = testing.Secret({"value": ROTATED_KEY}, id=ROTATED_KEY_URI)
         # Each machine its own address: the leader's is where runners reach GARM (no
         # external-url), so a new leader sets the controller's URLs again.
@@ -461,7 +496,7 @@ class Lifecycle(RuleBasedStateMachine):
             id=uid,
             ctx=testing.Context(GarmCharm, unit_id=uid, app_name="garm"),
             paths=workload.Paths(self.root / f"machine-{uid}"),
-            systemctl=FakeSystemctl(),
+            systemctl=LeasedSystemd(workload.Paths(self.root / f"machine-{uid}"), self.clock),
             state=state,
         )
         for other in self.alive():
@@ -675,13 +710,30 @@ class Lifecycle(RuleBasedStateMachine):
         out = []
         for app in self.apps.values():
             told = self._told(app)
+            # The action names a unit the leader sees (has joined there).
+            seen = self.leader().view.get(app.relation_id or -1, set())
             for n in sorted(app.units):
                 data = app.units[n]
-                if "org" not in data or "repo" not in data or app.relation_id is None:
+                if "org" not in data or "repo" not in data or n not in seen:
                     continue
-                if n in app.unseen_moves or "publishes both" in told.get(f"{app.name}/{n}", ""):
+                held = "publishes both" in told.get(f"{app.name}/{n}", "")
+                if n in app.unseen_moves or held or self._misread(app, n):
                     out.append((app, n))
         return out
+
+    def _misread(self, app: CfgApp, n: int) -> bool:
+        """garm read this unit's latest data and serves the other key: moves undone faster
+        than a leader read them (two moves, say, that leave the data as it was). The
+        operator sees its runners in the wrong place and says which it means."""
+        leader = self.leader()
+        memory, _ = entities.read(_peer(leader).local_app_data.get(entities.KEY))
+        seen, data = memory.get(f"{app.name}/{n}"), app.units[n]
+        return (
+            seen is not None
+            and seen.use is not None
+            and (seen.org, seen.repo) == (data.get("org"), data.get("repo"))
+            and (seen.use, seen.value(seen.use)) != app.entity
+        )
 
     def _told(self, app: CfgApp) -> dict[str, str]:
         """What garm's leader last told ``app``'s units (held units: why)."""
@@ -711,7 +763,9 @@ class Lifecycle(RuleBasedStateMachine):
 
     # --- what happens to garm -----------------------------------------------------------
 
-    @precondition(lambda self: self.database == "postgresql" and len(self.units) == 2)
+    @precondition(
+        lambda self: self.database == "postgresql" and len(self.units) == 2 and not self._cut_off()
+    )
     @between_hooks(leader=st.booleans(), dying_tick=st.integers(-1, 6))
     def garm_unit_removed(self, leader: bool, dying_tick: int):
         """``juju remove-unit garm/N`` (mostly the leader): its teardown, then the other leads.
@@ -748,7 +802,9 @@ class Lifecycle(RuleBasedStateMachine):
             self.hook(heir, "leader_elected", lambda _: _Event("leader_elected"))
             COVERAGE["garm-leader-change"] += 1
 
-    @precondition(lambda self: self.database == "postgresql" and len(self.units) == 2)
+    @precondition(
+        lambda self: self.database == "postgresql" and len(self.units) == 2 and not self._cut_off()
+    )
     @between_hooks(new_first=st.booleans())
     def garm_leadership_moves(self, new_first: bool):
         """The lease moves between live units: leader-elected and leader-settings-changed."""
@@ -760,6 +816,66 @@ class Lifecycle(RuleBasedStateMachine):
         for unit, kind in order if new_first else order[::-1]:
             self.hook(unit, kind, lambda _, kind=kind: _Event(kind))
         COVERAGE["garm-leader-change"] += 1
+
+    @precondition(
+        lambda self: (
+            self.database == "postgresql"
+            and len(self.units) == 2
+            and not self._cut_off()
+            and not any(u.dying for u in self.units.values())
+        )
+    )
+    @between_hooks(pace=st.one_of(st.none(), st.integers(10, 180)))
+    def garm_leader_cut_off(self, pace: int | None):
+        """The leader's machine loses the controller: its lease goes to the other unit,
+        which is elected; the old one runs no hook nor tick (its GARM runs on, until its
+        lease lapses and systemd stops it) until it reconnects. With a ``pace``, the new
+        leader's timer then ticks that many seconds apart (slow ticks: a busy machine
+        lock) while the old unit stays silent."""
+        old = self.leader()
+        (new,) = [u for u in self.alive() if u is not old]
+        old.cut_off = True
+        old.state = dataclasses.replace(old.state, leader=False)
+        new.state = dataclasses.replace(new.state, leader=True)
+        self.hook(new, "leader_elected", lambda _: _Event("leader_elected"))
+        COVERAGE["garm-leader-cut-off"] += 1
+        COVERAGE["garm-leader-change"] += 1
+        if pace is not None:
+            self._wait_out(new, pace)
+
+    @precondition(lambda self: self._cut_off())
+    @between_hooks()
+    def cut_off_unit_reconnects(self):
+        """Its agent is back: the hooks it missed come as one leader-settings-changed; the
+        peers hear of what it wrote with a peer -changed."""
+        (unit,) = self._cut_off()
+        self._reconnect(unit)
+
+    def _reconnect(self, unit: GarmUnit) -> None:
+        unit.cut_off = False
+        self.hook(unit, "leader_settings_changed", lambda _: _Event("leader_settings_changed"))
+        for other in self.alive():
+            if other is not unit:
+                self.hook(other, "peer changed", lambda s: _changed(s, PEER_ID, unit.id))
+        COVERAGE["cut-off-unit-reconnects"] += 1
+
+    def _wait_out(self, leader: GarmUnit, pace: int) -> None:
+        """The leader's timer ticks every ``pace`` seconds while the cut-off unit says
+        nothing: its GARM stops by its lease, without the agent, and the leader starts
+        GARM once the fence has passed (never before: ``one_garm_at_a_time``)."""
+        silent = self._silent_records()
+        deadline = self.clock.now + timedelta(
+            seconds=fence.LONGEST_LEASE if not silent else _fence_wait(leader) + pace
+        )
+        while not leader.runs_garm and self.clock.now < deadline:
+            self.advance(timedelta(seconds=pace))
+            self.garm.tick()
+            self.tick(leader)
+        if silent:
+            assert leader.runs_garm, self._explain(f"{leader.name} still fenced at {deadline}")
+
+    def _cut_off(self) -> list[GarmUnit]:
+        return [u for u in self.units.values() if u.cut_off]
 
     @precondition(lambda self: self.database == "postgresql" and len(self.units) == 1)
     @between_hooks()
@@ -882,7 +998,7 @@ class Lifecycle(RuleBasedStateMachine):
             for i in self.garm.instances()
         ):
             COVERAGE["time-passes-on-a-draining-job"] += 1
-        self.clock.advance(timedelta(minutes=minutes))
+        self.advance(timedelta(minutes=minutes))
 
     @precondition(lambda self: self._draining_jobs())
     @between_hooks(
@@ -897,7 +1013,7 @@ class Lifecycle(RuleBasedStateMachine):
         name, scaleset_id = self._pick(self._draining_jobs(), pick)
         due = self.garm.disabled_since[scaleset_id] + DRAIN_DEADLINE + offset
         if due > self.clock.now:
-            self.clock.advance(due - self.clock.now)
+            self.advance(due - self.clock.now)
         COVERAGE["time-passes-on-a-draining-job"] += 1
         self.garm.tick()
         if job_ended and name in {i["name"] for i in self.garm.instances()}:
@@ -927,9 +1043,19 @@ class Lifecycle(RuleBasedStateMachine):
     @rule(seconds=st.integers(1, 900))
     def time_passes(self, seconds: int):
         """Seconds to minutes pass, for GARM and the charm; GARM's workers tick."""
-        self.clock.advance(timedelta(seconds=seconds))
+        self.advance(timedelta(seconds=seconds))
         self.garm.tick()
         COVERAGE["time-passes"] += 1
+
+    def advance(self, delta: timedelta) -> None:
+        """Time passes for every machine: systemd checks each GARM's lease meanwhile."""
+        self.clock.advance(delta)
+        for unit in self.units.values():
+            was = unit.runs_garm
+            unit.systemctl.check_lease()
+            if was and not unit.runs_garm:
+                COVERAGE["lease-stopped-garm"] += 1
+        self.one_garm_at_a_time()
 
     def _github_catches_up(self) -> None:
         self.garm.register_on_create = True
@@ -956,6 +1082,7 @@ class Lifecycle(RuleBasedStateMachine):
 
     def check(self) -> None:
         """The invariants on GARM's ground truth, after every hook and every step."""
+        self.one_garm_at_a_time()
         self.no_label_gap()
         self.no_valid_scaleset_retired()
         self.no_runner_removed_before_its_deadline()
@@ -1072,6 +1199,8 @@ class Lifecycle(RuleBasedStateMachine):
             shutil.rmtree(self.root, ignore_errors=True)
 
     def settle(self) -> None:
+        for unit in self._cut_off():
+            self._reconnect(unit)
         self._every_cause_goes()
         # Every job ends at last. GitHub refuses to remove a runner while its job runs,
         # so a job past the drain deadline is what held its scaleset; once it ends,
@@ -1088,7 +1217,7 @@ class Lifecycle(RuleBasedStateMachine):
                 f"not settled within {SETTLE_WITHIN}: {leader.state.unit_status!r}, "
                 f"expected {expected!r}"
             )
-            self.clock.advance(wait)
+            self.advance(wait)
             self.garm.tick()
             writes = len(self.garm.writes())
             if leader.has_timer:
@@ -1106,6 +1235,8 @@ class Lifecycle(RuleBasedStateMachine):
     def _every_cause_goes(self) -> None:
         """What keeps a story from settling is put right, as an operator would."""
         self.setup_refused.clear()
+        if len(self.alive()) > 1 and not self.config:
+            self._set_external_url()
         for app in self._apps(lambda a: a.impostor is not None):
             self._correct(app)
         for app, n in self._quiet():
@@ -1142,6 +1273,9 @@ class Lifecycle(RuleBasedStateMachine):
         The unit's relations show its own view with the data published now; goal-state
         answers what the controller holds; the unit's machine is the one the charm sees.
         """
+        if unit.cut_off:
+            COVERAGE["hooks missed (cut off)"] += 1
+            return
         if self.timer is not None and not self.ticking:
             self._timer_between_hooks()
         if unit.dying and self.dying_tick is not None and not self.ticking:
@@ -1163,7 +1297,7 @@ class Lifecycle(RuleBasedStateMachine):
             unit.state = unit.ctx.run(event(unit.state), unit.state)
         finally:
             self.garm.clear_faults()
-        self.clock.advance(HOOK_TAKES)
+        self.advance(HOOK_TAKES)
         unit.hooks += 1
         if unit.dying:
             made = [f"{w.method} {w.path}" for w in self.garm.writes()[writes:]]
@@ -1173,6 +1307,10 @@ class Lifecycle(RuleBasedStateMachine):
         self.nothing_resent_before_its_backoff(waiting, self.garm.requests[requests:], what)
         self.setup_waits_out_its_backoff(unit, self.garm.requests[requests:], now, what)
         self._share_app_data(unit)
+        if unit.state.leader and unit.state.unit_status.message.startswith("Waiting for garm/"):
+            COVERAGE["fence-waited"] += 1
+        if unit.state.leader and unit.runs_garm and self._silent_records():
+            COVERAGE["fence-waited-out-a-silent-unit"] += 1
         self.timer_only_on_the_leader(unit)
         self._note_single_reads(unit)
         self.check()
@@ -1325,14 +1463,19 @@ class Lifecycle(RuleBasedStateMachine):
         nothing: no request to GARM, no relation data, no GARM configuration; it may only
         take this unit's own timer (and a GARM it should no longer run) away.
         """
+        if unit.cut_off:  # juju-exec cannot reach the agent: no hook runs
+            return
         role = "dying" if unit.dying else "leader" if unit.state.leader else "non-leader"
         COVERAGE[f"timer({role})"] += 1
         before, requests = self._unit_snapshot(unit), len(self.garm.requests)
+        had_record = fence.RECORD_KEY in _peer(unit).local_unit_data
         self.hook(unit, "reconcile-tick (timer)", lambda _: reconcile_tick())
         if role == "leader":
             return
         sent = [f"{r.method} {r.path}" for r in self.garm.requests[requests:]]
         assert not sent, self._explain(f"{role} {unit.name}'s timer tick sent {sent}")
+        has_record = fence.RECORD_KEY in _peer(unit).local_unit_data
+        assert had_record or not has_record, self._explain(f"{role} {unit.name} said GARM runs")
         after = self._unit_snapshot(unit)
         for what, was in before.items():
             assert after[what] == was, self._explain(
@@ -1346,8 +1489,13 @@ class Lifecycle(RuleBasedStateMachine):
     @staticmethod
     def _unit_snapshot(unit: GarmUnit) -> dict[str, Any]:
         """What a tick on a non-leader or dying unit may not change."""
+        # Its own garm-running record it may take away (its GARM stopped), never add.
         relations = {
-            r.id: (dict(r.local_app_data), dict(r.local_unit_data)) for r in unit.state.relations
+            r.id: (
+                dict(r.local_app_data),
+                {k: v for k, v in r.local_unit_data.items() if k != fence.RECORD_KEY},
+            )
+            for r in unit.state.relations
         }
         config = unit.paths.config_dir
         files = (
@@ -1357,12 +1505,27 @@ class Lifecycle(RuleBasedStateMachine):
         )
         return {"relation data": relations, "GARM configuration": files}
 
+    def _silent_records(self) -> list[str]:
+        """Cut-off units whose record still says GARM may run there."""
+        return [
+            u.name
+            for u in self.units.values()
+            if u.cut_off and fence.RECORD_KEY in _peer(u).local_unit_data
+        ]
+
+    def one_garm_at_a_time(self) -> None:
+        """Never two GARMs running on one database: each would delete the other's runners."""
+        running = [u.name for u in self.units.values() if u.runs_garm]
+        assert len(running) <= 1, self._explain(f"GARM runs on {running} at once")
+
     def timer_only_on_the_leader(self, unit: GarmUnit) -> None:
         """Only the live leader has the reconcile timer, and it has it once GARM runs.
 
         Checked on a unit after its own hook: one whose lease just moved has not been
         told yet.
         """
+        if unit.cut_off:
+            return
         if unit.dying or not unit.state.leader:
             assert not unit.has_timer, self._explain(
                 f"{'dying' if unit.dying else 'non-leader'} {unit.name} keeps the timer"
@@ -1589,7 +1752,8 @@ class Lifecycle(RuleBasedStateMachine):
         live = "\n  ".join(
             f"{s['id']}: {s['name']} enabled={s.get('enabled', False)} "
             f"provider={s['provider_name']} in={'/'.join(_entity(s))} "
-            f"tags={sorted(_tags(s))} state={s.get('extended_state', '')!r}"
+            f"tags={sorted(_tags(s))} state={s.get('extended_state', '')!r} "
+            f"listening={self.garm.listening(s['id'])} gh={s.get('scale_set_id')}"
             for s in self.garm.scalesets()
         )
         runners = "\n  ".join(
@@ -1629,6 +1793,18 @@ def _created(state: testing.State, rid: int) -> Any:
 
 def _joined(state: testing.State, rid: int, n: int) -> Any:
     return ON.relation_joined(_rel(state, rid), remote_unit=n)
+
+
+def _fence_wait(unit: GarmUnit) -> int:
+    """The longest a leader waits for a silent unit (``juju.fence``), from its config."""
+    lease = fence.lease_seconds(int(unit.state.config.get("reconcile-interval", 30)))
+    return lease + fence.CHECK_SECONDS + fence.MARGIN_SECONDS
+
+
+def _peer(unit: GarmUnit) -> testing.PeerRelation:
+    relation = unit.state.get_relation(PEER_ID)
+    assert isinstance(relation, testing.PeerRelation)
+    return relation
 
 
 def _changed(state: testing.State, rid: int, n: int) -> Any:

@@ -25,6 +25,7 @@ from garm.setup import (
     apply_setup,
     ensure_controller,
     plan_setup,
+    read_controller,
     setup_key,
 )
 from tests.clock import FakeClock
@@ -124,7 +125,11 @@ def _sent(garm: GarmDouble, method: str, path: str) -> list[object]:
 
 
 def _ensure(client: GarmClient, clock: FakeClock, memory: Refusals | None = None) -> SetupOutcome:
-    return ensure_controller(client, ADMIN, URLS, SetupOutcome(memory or Refusals()), clock.now)
+    controller = read_controller(client)
+    outcome, _ = ensure_controller(
+        client, controller, ADMIN, URLS, SetupOutcome(memory or Refusals()), clock.now
+    )
+    return outcome
 
 
 def test_first_run_then_urls_then_nothing(fresh: GarmDouble, clock: FakeClock):

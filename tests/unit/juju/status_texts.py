@@ -70,6 +70,7 @@ SINKS = (
     Sink("DatabaseChoice", "problem"),
     Sink("DatabaseChoice", "waiting"),
     Sink("SqliteTenancy", "problem"),
+    Sink("Fence", "waiting"),
     Sink("View", "missing"),
     Sink("Choice", "problem"),
     Sink("RunnerContext", "debug_ssh_problem"),
@@ -683,15 +684,19 @@ class Texts:
                 out.add((HOLE,))
         return frozenset(out)
 
-    def _global(self, name: str, module: Module, node: ast.AST, depth: int) -> Values:
+    def _global(
+        self, name: str, module: Module, node: ast.AST, depth: int, at: Module | None = None
+    ) -> Values:
+        """``name`` at module level in ``module``; ``node`` is where it is read, in ``at``
+        (``module`` itself when None): the untraced report quotes it from there."""
         if name in module.constants:
             return self.resolve(module.constants[name], Scope(module), depth)
         if name in module.imports:
             source, attr = module.imports[name]
             target = self.modules.get(source)
             if target is not None and attr is not None and attr in target.constants:
-                return self._global(attr, target, node, depth)
-        return self._untraced(node, Scope(module), "not a text")
+                return self._global(attr, target, node, depth, at or module)
+        return self._untraced(node, Scope(at or module), "not a text")
 
     # attributes and calls
 
@@ -705,7 +710,7 @@ class Texts:
     def _attribute(self, node: ast.Attribute, scope: Scope, depth: int) -> Values:
         module = self._module_of(node.value, scope)
         if module is not None:
-            return self._global(node.attr, module, node, depth)
+            return self._global(node.attr, module, node, depth, scope.module)
         if self._opaque(node.value, scope):
             return frozenset({(HOLE,)})
         # A property is followed when no other class has a field or property so named.

@@ -1,0 +1,154 @@
+"""GARM's lease on this machine: a deadline the leader renews and systemd enforces.
+
+A unit that lost leadership stops GARM at its next hook, but a unit whose agent cannot
+run hooks (the machine cut off from the controller, juju-exec failing, the agent hung)
+never gets one. The lease makes such a GARM stop by itself: each leader pass writes a
+deadline (``lease_file``: seconds since the epoch, nothing secret), and
+
+- ``garm-lease.timer`` runs ``garm-lease.service`` every ``CHECK_SECONDS``,
+  whose script stops ``garm.service`` once the deadline has passed;
+- ``garm.service`` runs the same script as its ``ExecStartPre=`` (as root, ``+``), so a
+  GARM whose lease lapsed cannot start again: not by its ``Restart=``, not at boot.
+
+Neither needs the Juju agent. The deadline is this machine's own wall clock plus the
+lease's length, so no two machines' clocks are ever compared (``docs/adr/0009``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from charmlibs import systemd
+
+from garm import workload
+
+logger = logging.getLogger(__name__)
+
+SERVICE = "garm-lease.service"
+TIMER = "garm-lease.timer"
+CHECK_SECONDS = 10
+_ABSOLUTE = re.compile(r"/[A-Za-z0-9/._+-]+")
+
+
+@dataclass(frozen=True)
+class LeaseUnits:
+    """The script and the two systemd units that enforce the lease."""
+
+    script: str
+    service: str
+    timer: str
+
+
+def render(lease_file: str, script_file: str, garm_service: str = "garm.service") -> LeaseUnits:
+    """The lease's script (``check`` exits 1 once lapsed; ``enforce`` stops GARM then).
+
+    The deadline is read as digits only: anything else (a torn write, a hand edit) reads
+    as lapsed, so a lease that cannot be read never keeps GARM running.
+    """
+    for path in (lease_file, script_file):
+        if not _ABSOLUTE.fullmatch(path):
+            raise ValueError(f"not usable as an absolute path in a systemd unit: {path!r}")
+    script = "\n".join(
+        [
+            "#!/bin/sh",
+            "# GARM's lease (written by the garm-machine charm's leader passes): exit 0",
+            "# while it holds. 'enforce' stops GARM once it has lapsed.",
+            "set -eu",
+            f"deadline=$(cat '{lease_file}' 2>/dev/null || true)",
+            'case "$deadline" in',
+            "    '' | *[!0-9]*) deadline=0 ;;",
+            "esac",
+            'if [ "$(date +%s)" -lt "$deadline" ]; then',
+            "    exit 0",
+            "fi",
+            'if [ "${1:-check}" = enforce ]; then',
+            f"    if systemctl --quiet is-active {garm_service}; then",
+            f'        echo "GARM\'s lease has lapsed: stopping {garm_service}"',
+            f"        systemctl stop --no-block {garm_service}",
+            "    fi",
+            "    exit 0",
+            "fi",
+            'echo "GARM\'s lease has lapsed: GARM may not start here" >&2',
+            "exit 1",
+        ]
+    )
+    service = "\n".join(
+        [
+            "[Unit]",
+            "Description=Stop GARM once its lease from the Juju leader has lapsed",
+            "StartLimitIntervalSec=0",
+            "",
+            "[Service]",
+            "Type=oneshot",
+            f"ExecStart={script_file} enforce",
+            "TimeoutStartSec=30s",
+        ]
+    )
+    timer = "\n".join(
+        [
+            "[Unit]",
+            f"Description=Check GARM's lease every {CHECK_SECONDS}s",
+            "",
+            "[Timer]",
+            f"OnActiveSec={CHECK_SECONDS}s",
+            f"OnUnitActiveSec={CHECK_SECONDS}s",
+            "AccuracySec=1s",
+            f"Unit={SERVICE}",
+            "",
+            "[Install]",
+            "WantedBy=timers.target",
+        ]
+    )
+    return LeaseUnits(script + "\n", service + "\n", timer + "\n")
+
+
+def renew(paths: workload.Paths, now: datetime, seconds: int) -> None:
+    """GARM may run here until ``seconds`` from ``now`` (this machine's wall clock)."""
+    deadline = int((now + timedelta(seconds=seconds)).timestamp())
+    workload.write_root_file(paths.lease_file, f"{deadline}\n")
+
+
+def holds(paths: workload.Paths, now: datetime) -> bool:
+    """Whether this machine's lease has not lapsed (read as the script reads it)."""
+    try:
+        text = paths.lease_file.read_text().strip()
+    except OSError:
+        return False
+    return text.isascii() and text.isdigit() and now.timestamp() < int(text)
+
+
+def end(paths: workload.Paths) -> None:
+    """The lease ends now: GARM here may not start again until a leader renews it."""
+    paths.lease_file.unlink(missing_ok=True)
+
+
+def keep(paths: workload.Paths) -> bool:
+    """The script and units installed and the timer running; whether anything changed."""
+    units = render(str(paths.lease_file), str(paths.lease_script))
+    changed = workload.write_executable(paths.lease_script, units.script)
+    wanted = ((paths.lease_service_file, units.service), (paths.lease_timer_file, units.timer))
+    changed = workload.install_units(wanted, _start) or changed
+    if changed:
+        logger.info("GARM's lease is checked every %ss", CHECK_SECONDS)
+    return changed
+
+
+def _start() -> None:
+    systemd.daemon_reload()
+    systemd.service_enable("--now", TIMER)
+
+
+def remove(paths: workload.Paths) -> bool:
+    """The checker stopped and gone (GARM is stopped first); whether it was installed."""
+    there = paths.lease_timer_file.exists()
+    if there:
+        systemd.service_disable("--now", TIMER)
+    for path in (paths.lease_timer_file, paths.lease_service_file, paths.lease_script):
+        path.unlink(missing_ok=True)
+    if there:
+        systemd.daemon_reload()
+    end(paths)
+    return there

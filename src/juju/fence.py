@@ -1,0 +1,194 @@
+"""One GARM at a time: when the leader may start GARM, with other units' GARMs fenced.
+
+Juju grants one leader at a time, but a unit that lost leadership keeps its GARM running
+until its next hook, and a unit whose agent cannot run hooks keeps it for ever. Two
+GARMs on one database each consolidate from their own memory and delete each other's
+runners, busy ones included. So (``docs/adr/0009``):
+
+- every unit that may run GARM says so in its own peer data (``RECORD_KEY``), with the
+  length of the lease it keeps, and takes the record away only once its GARM has
+  stopped;
+- the lease is a file on its machine that each of its leader passes renews and that
+  systemd checks without the agent (``garm.lease``): once it lapses, GARM is stopped
+  within ``CHECK_SECONDS`` and cannot start again;
+- a leader starts GARM only once its own record was committed by an earlier hook (a
+  hook that fails leaves no record, so no GARM may run on the strength of one), and
+  every other unit's record has gone, or that unit has left the peer relation, or
+  longer than that unit's lease (plus a check and a margin) has passed since this
+  leader first saw the record, leading without a gap since.
+
+Pure: the charm hands in the peer records as read at the hook's start, what this
+machine remembers, and the clock; it acts on the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from garm.lease import CHECK_SECONDS
+
+RECORD_KEY = "garm-running"
+# Beyond systemd's check of the lease (``garm.lease.CHECK_SECONDS``): a check that starts
+# late, and the time ``systemctl stop`` takes to stop GARM.
+MARGIN_SECONDS = 30
+# With the timer off, passes come only from hooks: update-status every 5 minutes by default.
+PACE_WITHOUT_TIMER = 300
+# A record that cannot be read is waited for as the longest lease any config can make.
+LONGEST_LEASE = 3 * 3600 + 120
+
+
+def lease_seconds(reconcile_interval: int) -> int:
+    """How long one renewal keeps GARM running: three passes' pace and two minutes more.
+
+    A leader renews its lease at every pass; passes are ``reconcile-interval`` apart
+    (from a run's end) unless the machine lock holds one back. Three intervals and two
+    minutes absorb a long hook and a slow pass before a healthy leader's GARM is stopped.
+    """
+    pace = reconcile_interval or PACE_WITHOUT_TIMER
+    return 3 * pace + 120
+
+
+def read_record(value: str | None) -> int | None:
+    """A unit's lease length from its record; the longest for one that does not read."""
+    if value is None:
+        return None
+    whole = value.isascii() and value.isdigit()  # "²" is a digit int() refuses
+    return int(value) if whole and 0 < int(value) <= LONGEST_LEASE else LONGEST_LEASE
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """When this leader first saw a unit's record saying ``lease`` seconds."""
+
+    lease: int
+    seen: datetime
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What this machine remembers while it leads (a unit that does not lead forgets it).
+
+    ``last`` is its last leader pass; ``stamps`` when it first saw each other unit's
+    record (with the lease length the record named), so that a wait counts from then.
+    """
+
+    last: datetime | None = None
+    stamps: Mapping[str, Stamp] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Fence:
+    """What the leader may do about GARM in this pass.
+
+    ``may_run`` True: GARM may run here with a lease of ``lease`` seconds renewed now.
+    Otherwise ``waiting`` says for whom or what (a status line), and ``until`` when the
+    wait ends at the latest (None: not a matter of time). ``record`` is the lease length
+    to write to this unit's record (None: leave it). ``memory`` is what to remember.
+    """
+
+    may_run: bool
+    lease: int = 0
+    record: int | None = None
+    waiting: str = ""
+    until: datetime | None = None
+    memory: Memory = field(default_factory=Memory)
+
+
+def decide(
+    me: str,
+    records: Mapping[str, str] | None,
+    memory: Memory,
+    running_here: bool,
+    wanted_lease: int,
+    now: datetime,
+    unseen: Collection[str] = (),
+) -> Fence:
+    """Whether this leader may run GARM now, and what to write and remember.
+
+    ``records`` are the peer units' records by unit, this unit's included, as committed
+    before this hook (None: no peer relation yet, as in a unit's install hook, where no
+    other unit exists to fence against and none to tell, unless ``unseen`` names one).
+    ``memory`` is what this machine's earlier leader passes left; its stamps count only
+    if the last of those passes was less than this unit's lease ago: over a longer gap
+    this unit may have lost and regained leadership unseen, and another unit may have
+    started GARM in between (having waited out this unit's lease). ``running_here``:
+    GARM is active on this machine now (a revision before the fence, or one started in
+    an earlier term, stays running while its record is written if nobody else holds
+    one). ``unseen`` are
+    this application's live units that have not joined this unit's peer relation yet
+    (a leader elected before its peers' ``-joined``): whatever their record says cannot
+    be read, so each is waited for as the longest lease until it joins.
+    """
+    if records is None and not unseen:
+        return Fence(True, wanted_lease, memory=Memory(now))
+    records = records or {}
+    own = read_record(records.get(me))
+    record = wanted_lease if own != wanted_lease else None
+    gap = timedelta(seconds=min(own or wanted_lease, wanted_lease))
+    continuous = memory.last is not None and memory.last <= now < memory.last + gap
+    kept = memory.stamps if continuous else {}
+    new_stamps: dict[str, Stamp] = {}
+    waits: list[tuple[datetime, str, bool]] = []
+    others = {**dict.fromkeys(unseen, "?"), **records}
+    for unit, value in sorted(others.items()):
+        lease = read_record(value)
+        if unit == me or lease is None:
+            continue
+        earlier = kept.get(unit)
+        stamp = earlier if earlier is not None and earlier.lease == lease else Stamp(lease, now)
+        new_stamps[unit] = stamp
+        ends = stamp.seen + timedelta(seconds=lease + CHECK_SECONDS + MARGIN_SECONDS)
+        if now < ends:
+            waits.append((ends, unit, unit not in records))
+    remembered = Memory(now, new_stamps)
+    if waits:
+        ends, unit, joining = max(waits)
+        left = _duration(ends - now)
+        if joining:
+            waiting = f"Waiting for {unit} to join the peer relation ({left} at most)"
+        else:
+            waiting = f"Waiting for {unit} to stop its GARM (its lease ends in {left} at most)"
+        return Fence(False, record=record, waiting=waiting, until=ends, memory=remembered)
+    if own is None and not running_here:
+        waiting = "Telling the other units GARM starts here; it starts at the next pass"
+        return Fence(False, record=record, waiting=waiting, memory=remembered)
+    lease = wanted_lease if own is None else min(own, wanted_lease)
+    return Fence(True, lease, record, memory=remembered)
+
+
+def _duration(left: timedelta) -> str:
+    seconds = max(int(left.total_seconds() + 0.999), 0)
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m {seconds:02d}s"
+    return f"{minutes}m {seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def read_memory(text: str | None) -> Memory:
+    """What ``render_memory`` wrote; anything unreadable is forgotten (waited for anew)."""
+    try:
+        raw = json.loads(text or "{}")
+        stamps = {
+            str(unit): Stamp(int(entry["lease"]), datetime.fromisoformat(entry["seen"]))
+            for unit, entry in raw["stamps"].items()
+        }
+        last = datetime.fromisoformat(raw["last"])
+        times = [last, *(s.seen for s in stamps.values())]
+        if any(t.tzinfo is None for t in times):  # not what render_memory writes
+            return Memory()
+        return Memory(last, stamps)
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return Memory()
+
+
+def render_memory(memory: Memory) -> str:
+    """The memory as this machine keeps it."""
+    stamps = {
+        u: {"lease": s.lease, "seen": s.seen.isoformat()} for u, s in sorted(memory.stamps.items())
+    }
+    last = memory.last.isoformat() if memory.last else None
+    return json.dumps({"last": last, "stamps": stamps}, sort_keys=True)

@@ -1,0 +1,100 @@
+"""Which configurator relation each provider comes from, and what a reused name holds back.
+
+A provider is named after the configurator unit that publishes it (``relation.own_provider``),
+so an application removed and deployed again under its old name publishes its old
+providers' names, with settings of its own. GARM holds one provider per name: while the
+earlier relation's scalesets still use it, it keeps their settings (``garm.providers``),
+and nothing of the new relation may run on it, or its runners would boot with another
+relation's OpenStack settings. Juju never gives two relations one id, so a provider's
+relation id tells the two apart.
+
+Pure: the pass hands in what it read of the configurator relations and the providers
+``garm.providers`` kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable
+
+from garm.config import OpenstackProvider
+from garm.providers import KeptProviders, Recorded
+from juju.records import Configurators
+from juju.relation import RelationState, own_provider
+from scalesets.actions import Skipped
+from scalesets.spec import application_of
+
+logger = logging.getLogger(__name__)
+
+
+def published(providers: Iterable[OpenstackProvider], seen: Configurators) -> tuple[Recorded, ...]:
+    """The related units' providers, each with the id of the relation its unit is on."""
+    ids = _relation_ids(seen)
+    units = _units_by_provider(seen)
+    owned = []
+    for provider in providers:
+        unit = units.get(provider.name)
+        owned.append(Recorded(provider, ids.get(application_of(unit)) if unit else None))
+    return tuple(owned)
+
+
+def left_out(
+    state: RelationState, kept: KeptProviders | None, seen: Configurators
+) -> tuple[RelationState, tuple[Skipped, ...]]:
+    """The relation state without what would run on another relation's provider, and why.
+
+    An application whose unit's provider is held (``KeptProviders.held``) is left out of
+    the pass whole, each of its units' scalesets and held specs told as skipped, with why;
+    any other spec naming a provider kept for another relation is left out alone (another
+    unit of its application, if any, defines the scaleset). Left out rather than held: a
+    held spec keeps the live scalesets of its name as they are, and those may be the
+    earlier relation's, which must drain and go for the name to be free. ``kept`` None
+    (GARM not configured in this pass) leaves the state as it is.
+    """
+    if kept is None:
+        return state, ()
+    ids = _relation_ids(seen)
+    units = _units_by_provider(seen)
+    names = {unit: data.name for unit, data in state.units}
+    waiting: dict[str, Skipped] = {}
+    for held in kept.held:
+        name = held.provider.name
+        unit = units.get(name, "")
+        other = kept.kept_for_another(name, held.relation)
+        reason = (
+            f"provider {name!r} keeps the settings of an earlier relation (id {other}) "
+            "while its scalesets drain"
+        )
+        logger.warning("%s: %s", unit, reason)
+        waiting.setdefault(application_of(unit), Skipped(unit, names.get(unit, ""), reason))
+    desired = state.desired
+    specs = []
+    for spec in desired.specs:
+        app = application_of(spec.source)
+        if app in waiting:
+            continue
+        if kept.kept_for_another(spec.provider_name, ids.get(app)) is not None:
+            logger.info(
+                "%s: left out: provider %s is another relation's", spec.source, spec.provider_name
+            )
+            continue
+        specs.append(spec)
+    held_specs = [h for h in desired.held if application_of(h.source) not in waiting]
+    told = [
+        Skipped(h.source, h.name, h.reason, h.blocking)
+        for h in desired.held
+        if application_of(h.source) in waiting
+    ]
+    desired = dataclasses.replace(desired, specs=tuple(specs), held=tuple(held_specs))
+    return dataclasses.replace(state, desired=desired), (*waiting.values(), *told)
+
+
+def _relation_ids(seen: Configurators) -> dict[str, int]:
+    """Each related application's relation id (one relation per application)."""
+    return {app: relation for relation, app in seen.apps.items()}
+
+
+def _units_by_provider(seen: Configurators) -> dict[str, str]:
+    """Each visible configurator unit by the name of its own provider."""
+    return {own_provider(unit): unit for unit, _ in seen.units}

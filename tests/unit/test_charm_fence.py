@@ -1,0 +1,346 @@
+"""One GARM at a time, through the real charm: two garm units on one PostgreSQL.
+
+Each unit has its own sandboxed machine whose systemd plays GARM's lease as the rendered
+units make it behave (``tests.machine.LeasedSystemd``): GARM runs from a restart until a
+stop, cannot start without a lease, and is stopped by the lease's timer once the lease
+lapsed, with no hook at all. Leadership moves as Juju moves it (docs/explanation/
+juju-lifecycle.md §3): the new leader gets ``leader-elected``; the old one
+``leader-settings-changed`` at its next hook, or never while its agent is cut off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pwd
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import ops
+import pytest
+import scenario.mocking
+from ops import testing
+from scenario.errors import UncaughtCharmError
+
+from charm import GarmCharm
+from garm import workload
+from juju import fence
+from juju.peers import PEERS
+from tests.charm_states import configurator, make_state, relate_postgresql
+from tests.clock import FakeClock
+from tests.databags import SOLE_UNIT
+from tests.garm_double import CONSOLIDATION_INTERVAL, GarmDouble
+from tests.juju_events import leader_settings_changed, reconcile_tick
+from tests.machine import LeasedSystemd, goal
+
+PEER_ID = 99
+LEASE = fence.lease_seconds(30)  # the default reconcile-interval's
+# The longest the new leader waits for a unit that never says its GARM stopped.
+FENCE = timedelta(seconds=LEASE + fence.CHECK_SECONDS + fence.MARGIN_SECONDS)
+
+
+class Unit:
+    """One garm unit: its context, machine and chained State."""
+
+    def __init__(self, number: int, root: Path, clock: FakeClock, router: _Router, garm):
+        self.name = f"garm/{number}"
+        self.number = number
+        self.ctx = testing.Context(GarmCharm, app_name="garm", unit_id=number)
+        self.paths = workload.Paths(root / f"garm-{number}")
+        # This machine's GARM is a process of its own on the shared database.
+        self.garm = garm
+        self.systemd = LeasedSystemd(self.paths, clock, garm)
+        self.systemd.goal_state = {
+            "units": {"garm/0": goal("active"), "garm/1": goal("active")},
+            "relations": {},
+        }
+        self.router = router
+        self.state: testing.State = testing.State()
+
+    def run(self, event: Any, monkeypatch: pytest.MonkeyPatch) -> testing.State:
+        monkeypatch.setattr(GarmCharm, "paths", self.paths)
+        self.router.current = self.systemd
+        self.state = self.ctx.run(event, self.state)
+        return self.state
+
+    @property
+    def record(self) -> str | None:
+        return self.peer().local_unit_data.get(fence.RECORD_KEY)
+
+    def peer(self) -> testing.PeerRelation:
+        relation = self.state.get_relation(PEER_ID)
+        assert isinstance(relation, testing.PeerRelation)
+        return relation
+
+    @property
+    def status(self) -> Any:  # ops.testing's status, which compares with ops' own
+        return self.state.unit_status
+
+
+class _Router:
+    """``subprocess.run`` for whichever unit's hook runs."""
+
+    def __init__(self) -> None:
+        self.current: LeasedSystemd | None = None
+
+    def __call__(self, cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        assert self.current is not None
+        return self.current(cmd, **kwargs)
+
+
+def share(source: Unit, target: Unit) -> None:
+    """Juju carries ``source``'s unit data (and its app data if it leads) to ``target``."""
+    mine = source.peer()
+    theirs = target.peer()
+    peers = {**theirs.peers_data, source.number: dict(mine.local_unit_data)}
+    app = mine.local_app_data if source.state.leader else theirs.local_app_data
+    new = dataclasses.replace(theirs, peers_data=peers, local_app_data=app)
+    relations = [new if r.id == PEER_ID else r for r in target.state.relations]
+    target.state = dataclasses.replace(target.state, relations=relations)
+
+
+@pytest.fixture
+def units(
+    tmp_path: Path,
+    clock: FakeClock,
+    world: GarmDouble,
+    resources,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[Unit, Unit]:
+    """garm/0 leading and serving one scaleset on PostgreSQL; garm/1 standing by."""
+    router = _Router()
+    monkeypatch.setattr(subprocess, "run", router)
+    monkeypatch.setattr(GarmCharm, "now", staticmethod(clock))
+    monkeypatch.setattr(GarmCharm, "service_user", _me())
+    monkeypatch.setattr("charmlibs.passwd.add_user", lambda name, **_: None)
+    first = Unit(0, tmp_path, clock, router, world.process())
+    second = Unit(1, tmp_path, clock, router, world.add_process("garm/1", start=False))
+    for unit in (first, second):
+        peer = testing.PeerRelation(PEERS, id=PEER_ID, peers_data={1 - unit.number: {}})
+        config = {"api-port": unit.garm.port, "external-url": "http://garm.example:9997"}
+        unit.state = make_state(world, resources, peer, leader=unit.number == 0, config=config)
+    # On sqlite first (no lease: its data cannot be shared), then on PostgreSQL, the
+    # configurator integrated once GARM is there.
+    first.run(first.ctx.on.install(), monkeypatch)
+    assert first.record is None and not first.paths.lease_file.exists()
+    monkeypatch.setattr(GarmCharm, "paths", first.paths)
+    router.current = first.systemd
+    first.state, database = relate_postgresql(first.ctx, first.state)
+    assert first.record == str(LEASE)
+    relation = configurator(SOLE_UNIT)
+    first.state = dataclasses.replace(first.state, relations=[*first.state.relations, relation])
+    first.run(first.ctx.on.relation_changed(relation, remote_unit=0), monkeypatch)
+    assert first.systemd.running
+    assert first.status == ops.ActiveStatus("1 scaleset in sync")
+    assert first.record == str(LEASE)
+    second.state = dataclasses.replace(
+        second.state,
+        relations=[*second.state.relations, database, relation],
+        secrets=[*second.state.secrets, *first.state.secrets],
+    )
+    second.run(second.ctx.on.install(), monkeypatch)
+    assert second.status == ops.ActiveStatus("Standing by: the leader unit runs GARM")
+    assert second.record is None
+    share(first, second)
+    share(second, first)
+    return first, second
+
+
+def _me() -> str:
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def elect(new: Unit, old: Unit) -> None:
+    """Juju moves the lease: ``new`` leads, ``old`` no longer does (told or not)."""
+    new.state = dataclasses.replace(new.state, leader=True)
+    old.state = dataclasses.replace(old.state, leader=False)
+
+
+def ticks(
+    leader: Unit,
+    silent: Unit,
+    span: timedelta,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    every: int = 30,
+    world: GarmDouble | None = None,
+) -> list[list[str]]:
+    """The leader's timer ticks every ``every`` s for ``span`` (the last tick at its end),
+    while systemd on the silent unit's machine checks its lease (and GARM's workers run,
+    given the ``world``); never two GARMs meanwhile. Which GARMs ran, step by step."""
+    end, seen = clock.now + span, []
+    while clock.now < end:
+        clock.advance(min(timedelta(seconds=every), end - clock.now))
+        silent.systemd.check_lease()  # systemd on its machine, without the agent
+        if world is not None:
+            world.tick()
+        leader.run(reconcile_tick(), monkeypatch)
+        seen.append(running(silent, leader))
+        assert len(seen[-1]) <= 1, f"two GARMs at {clock.now}"
+    return seen
+
+
+def running(*units: Unit) -> list[str]:
+    return [u.name for u in units if u.systemd.running]
+
+
+def test_a_new_leader_waits_until_the_old_one_says_its_garm_stopped(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    old, new = units
+    elect(new, old)
+
+    new.run(new.ctx.on.leader_elected(), monkeypatch)
+    assert new.status.name == "waiting"
+    assert new.status.message.startswith("Waiting for garm/0 to stop its GARM")
+    assert running(old, new) == ["garm/0"]
+    assert new.record == str(LEASE)  # told, to be committed when the hook ends
+
+    clock.advance(timedelta(seconds=30))
+    new.run(reconcile_tick(), monkeypatch)  # the timer goes on while it waits
+    assert running(old, new) == ["garm/0"]
+    assert new.paths.timer_file.exists()
+
+    # The deposed unit's next hook stops its GARM and takes its record away ...
+    old.run(leader_settings_changed(), monkeypatch)
+    assert running(old, new) == []
+    assert old.systemd.stopped_by == "charm"
+    assert old.record is None
+    assert not old.paths.lease_file.exists()
+    share(old, new)
+    # ... which Juju tells the new leader with a peer -changed: GARM starts there.
+    new.run(new.ctx.on.relation_changed(new.peer(), remote_unit=0), monkeypatch)
+    assert running(old, new) == ["garm/1"]
+    assert new.status == ops.ActiveStatus("1 scaleset in sync")
+
+
+def test_a_cut_off_leaders_garm_stops_by_its_lease_before_the_new_one_starts(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    old, new = units
+    # garm/0's agent is cut off from the controller: no hook runs there any more.
+    elect(new, old)
+    new.run(new.ctx.on.leader_elected(), monkeypatch)
+    seen = ticks(new, old, FENCE + timedelta(seconds=30), clock, monkeypatch, every=10)
+    assert ["garm/0"] in seen and ["garm/1"] in seen
+    assert old.systemd.stopped_by == "lease"
+    assert new.status == ops.ActiveStatus("1 scaleset in sync")
+
+
+def test_the_new_leader_waits_out_the_whole_lease_of_a_silent_unit(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    old, new = units
+    elect(new, old)
+    new.run(new.ctx.on.leader_elected(), monkeypatch)
+    ticks(new, old, FENCE - timedelta(seconds=1), clock, monkeypatch)
+    assert running(new) == []
+    assert (
+        new.status.message == "Waiting for garm/0 to stop its GARM (its lease ends in 1s at most)"
+    )
+    clock.advance(timedelta(seconds=1))
+    new.run(reconcile_tick(), monkeypatch)
+    assert running(new) == ["garm/1"]
+
+
+def test_a_unit_that_cannot_tell_whether_it_leads_stops_its_garm(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old, _ = units
+
+    def fails(_: object) -> bool:
+        raise ops.ModelError("ERROR connection is shut down")
+
+    # The hook tool itself fails (the agent cannot reach the controller): ops.testing's
+    # stand-in for the hook tools answers is-leader with the error.
+    # ops asks it again to evaluate the unit's status, so the hook fails after the pass:
+    # the record's removal is not committed, but GARM is stopped and its lease is gone.
+    monkeypatch.setattr(scenario.mocking._MockModelBackend, "is_leader", fails)
+    with pytest.raises(UncaughtCharmError, match="connection is shut down"):
+        old.run(reconcile_tick(), monkeypatch)
+    assert running(old) == []
+    assert not old.paths.lease_file.exists()
+
+
+def test_a_deposed_leaders_garm_cannot_start_again_once_its_lease_lapsed(
+    units: tuple[Unit, Unit], clock: FakeClock
+) -> None:
+    old, _ = units
+    # systemd's Restart= (or a reboot) would start GARM again: its ExecStartPre refuses.
+    clock.advance(timedelta(seconds=LEASE + fence.CHECK_SECONDS))
+    old.systemd.check_lease()
+    assert old.systemd.stopped_by == "lease"
+    with pytest.raises(subprocess.CalledProcessError):
+        old.systemd(["systemctl", "restart", "garm"], check=True)
+    assert running(old) == []
+
+
+def test_a_leader_whose_own_lease_lapsed_waits_anew_for_a_silent_unit(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    old, new = units
+    elect(new, old)
+    new.run(new.ctx.on.leader_elected(), monkeypatch)
+    ticks(new, old, FENCE, clock, monkeypatch)
+    assert running(old, new) == ["garm/1"]
+    # garm/1 then runs no pass for longer than its lease (a gap in its leadership it
+    # cannot see): the stamp it waited from is no proof any more.
+    clock.advance(timedelta(seconds=LEASE + fence.CHECK_SECONDS))
+    new.systemd.check_lease()
+    assert running(new) == []
+    new.run(reconcile_tick(), monkeypatch)
+    assert new.status.message.startswith("Waiting for garm/0 to stop its GARM")
+    assert running(new) == []
+
+
+def test_an_upgraded_leader_keeps_the_garm_it_runs_while_it_tells_the_others(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old, _ = units
+    # As a revision before the fence left it: GARM running, no record.
+    peer = dataclasses.replace(old.peer(), local_unit_data={})
+    relations = [peer if r.id == PEER_ID else r for r in old.state.relations]
+    old.state = dataclasses.replace(old.state, relations=relations)
+    old.systemd.calls.clear()
+    old.run(old.ctx.on.upgrade_charm(), monkeypatch)
+    assert ["stop", "garm"] not in old.systemd.calls
+    assert running(old) == ["garm/0"]
+    assert old.record == str(LEASE)
+    assert old.status == ops.ActiveStatus("1 scaleset in sync")
+
+
+def busy_runner(world: GarmDouble, garm) -> str:
+    """A runner ``garm`` (a GARM process) creates and GitHub gives a job at once."""
+    (scaleset,) = world.scalesets()
+    return world.add_runner(scaleset["id"], runner_status="active", process=garm.name)
+
+
+def test_without_the_fence_the_second_garm_kills_a_busy_runner_of_the_first(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch, clock: FakeClock, world
+) -> None:
+    """What the fence is for: without it, the second GARM kills the first one's busy runner."""
+    old, new = units
+    monkeypatch.setattr(fence, "decide", lambda *a, **k: fence.Fence(True, LEASE))
+    elect(new, old)
+    new.run(new.ctx.on.leader_elected(), monkeypatch)
+    assert running(old, new) == ["garm/0", "garm/1"]
+    job = busy_runner(world, old.garm)  # the deposed GARM still scales its scaleset
+    clock.advance(CONSOLIDATION_INTERVAL)
+    world.tick()
+    assert [lost[0] for lost in world.lost_jobs] == [job]
+
+
+def test_with_the_fence_no_runner_is_lost_across_a_failover_from_a_cut_off_leader(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch, clock: FakeClock, world
+) -> None:
+    old, new = units
+    elect(new, old)
+    new.run(new.ctx.on.leader_elected(), monkeypatch)
+    job = busy_runner(world, old.garm)  # made by the cut-off leader's GARM meanwhile
+    ticks(new, old, FENCE + CONSOLIDATION_INTERVAL * 2, clock, monkeypatch, world=world)
+    assert running(old, new) == ["garm/1"]
+    assert world.lost_jobs == []
+    assert job in new.garm.runners()  # loaded from the database when it started
