@@ -418,10 +418,7 @@ def _stand_by(inputs: Inputs) -> PassResult:
     paths = inputs.machine.paths
     record = tenancy.release(paths, "not the leader")
     stand_down(paths)
-    on_postgresql = inputs.postgresql_related or isinstance(
-        workload.configured_database(paths.config_file), PostgresqlDatabase
-    )
-    crowded = not on_postgresql and inputs.alive is not None and len(inputs.alive) > 1
+    crowded = not _on_postgresql(inputs) and inputs.alive is not None and len(inputs.alive) > 1
     summary = Summary("blocked", SQLITE_MULTI_UNIT) if crowded else Summary("active", STANDING_BY)
     return PassResult(summary, ports=(), workload_version="", garm_record=record)
 
@@ -529,10 +526,7 @@ def _fence(inputs: Inputs, leader: LeaderInputs) -> fence.Fence:
     GARM.
     """
     paths = inputs.machine.paths
-    shared = inputs.postgresql_related or isinstance(
-        workload.configured_database(paths.config_file), PostgresqlDatabase
-    )
-    if not shared:
+    if not _on_postgresql(inputs):
         tenancy.unfenced(paths)
         return fence.Fence(True)
     peers, config = leader.peers, _usable(leader)
@@ -545,6 +539,13 @@ def _fence(inputs: Inputs, leader: LeaderInputs) -> fence.Fence:
         config.reconcile_interval if config else None,
         inputs.asked,
         inputs.now(),
+    )
+
+
+def _on_postgresql(inputs: Inputs) -> bool:
+    """Whether GARM's data is, or is to be, in PostgreSQL: related, or configured so."""
+    return inputs.postgresql_related or isinstance(
+        workload.configured_database(inputs.machine.paths.config_file), PostgresqlDatabase
     )
 
 

@@ -132,8 +132,7 @@ class LeasedSystemd(FakeSystemctl):
 
     def __call__(self, cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         args = list(cmd[1:])
-        unit = self.paths.unit_file
-        checked = unit.is_file() and "ExecStartPre=" in unit.read_text()
+        checked = "ExecStartPre=" in (workload.read_text(self.paths.unit_file) or "")
         if args == ["restart", "garm"] and checked and not lease.holds(self.paths, self.now()):
             self.calls.append(args)
             error = "Job for garm.service failed because the control process exited"

@@ -108,7 +108,7 @@ def render(lease_file: str, script_file: str, garm_service: str = "garm.service"
 def renew(paths: workload.Paths, now: datetime, seconds: int) -> None:
     """GARM may run here until ``seconds`` from ``now`` (this machine's wall clock)."""
     deadline = int((now + timedelta(seconds=seconds)).timestamp())
-    workload.write_root_file(paths.lease_file, f"{deadline}\n")
+    workload.write_own(paths.lease_file, f"{deadline}\n")
 
 
 def holds(paths: workload.Paths, now: datetime) -> bool:
@@ -128,7 +128,7 @@ def end(paths: workload.Paths) -> None:
 def keep(paths: workload.Paths) -> bool:
     """The script and units installed and the timer running; whether anything changed."""
     units = render(str(paths.lease_file), str(paths.lease_script))
-    changed = workload.write_executable(paths.lease_script, units.script)
+    changed = workload.write_own(paths.lease_script, units.script, 0o700)
     wanted = ((paths.lease_service_file, units.service), (paths.lease_timer_file, units.timer))
     changed = workload.install_units(wanted, _start) or changed
     if changed:

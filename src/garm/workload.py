@@ -136,7 +136,7 @@ def install_units(wanted: Sequence[tuple[Path, str]], activate: Callable[[], Non
     ``activate`` (systemd) fails, the first is deleted, so the next call sees a
     difference and tries again. Whether anything was written.
     """
-    stale = [(path, text) for path, text in wanted if _read_text(path) != text]
+    stale = [(path, text) for path, text in wanted if read_text(path) != text]
     if not stale:
         return False
     for path, text in stale:
@@ -150,25 +150,21 @@ def install_units(wanted: Sequence[tuple[Path, str]], activate: Callable[[], Non
     return True
 
 
-def write_root_file(path: Path, text: str) -> bool:
-    """Write a file of the charm's own (root's, 0600) if it differs; whether it did."""
+def write_own(path: Path, text: str, mode: int = 0o600) -> bool:
+    """Write a file of the charm's own (root's); whether it wrote.
+
+    Nothing is written when it already holds ``text`` with ``mode`` (0700 for a script).
+    Its directory is root's alone.
+    """
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if _read_text(path) == text:
+    if read_text(path) == text and stat.S_IMODE(path.stat().st_mode) == mode:
         return False
-    _write_atomic(path, text.encode(), 0o600, owner=None)
+    _write_atomic(path, text.encode(), mode, owner=None)
     return True
 
 
-def write_executable(path: Path, text: str) -> bool:
-    """Write a script of the charm's own (root's, 0700) if it differs; whether it did."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if _read_text(path) == text and stat.S_IMODE(path.stat().st_mode) == 0o700:
-        return False
-    _write_atomic(path, text.encode(), 0o700, owner=None)
-    return True
-
-
-def _read_text(path: Path) -> str | None:
+def read_text(path: Path) -> str | None:
+    """A file's text; None when there is no such file."""
     return path.read_text() if path.is_file() else None
 
 

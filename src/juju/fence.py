@@ -102,7 +102,7 @@ def decide(
     records: Mapping[str, str] | None,
     memory: Memory,
     running_here: bool,
-    wanted_lease: int,
+    wanted_lease: int | None,
     now: datetime,
     unseen: Collection[str] = (),
 ) -> Fence:
@@ -121,11 +121,15 @@ def decide(
     this application's live units that have not joined this unit's peer relation yet
     (a leader elected before its peers' ``-joined``): whatever their record says cannot
     be read, so each is waited for as the longest lease until it joins.
+    ``wanted_lease`` is the lease the config asks for; None when the config does not
+    read, and the lease already recorded goes on (a typo does not stop GARM).
     """
+    own = read_record((records or {}).get(me))
+    if wanted_lease is None:  # the config does not read: the lease recorded goes on
+        wanted_lease = own or lease_seconds(0)
     if records is None and not unseen:
         return Fence(True, wanted_lease, memory=Memory(now))
     records = records or {}
-    own = read_record(records.get(me))
     record = wanted_lease if own != wanted_lease else None
     gap = timedelta(seconds=min(own or wanted_lease, wanted_lease))
     continuous = memory.last is not None and memory.last <= now < memory.last + gap

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping
 from datetime import datetime
-from pathlib import Path
 
 from garm import lease, workload
 from juju import fence
@@ -45,18 +44,16 @@ def hold(
     this unit's own still running stops.
     """
     unannounced = records is not None and unit not in records
-    committed = fence.read_record((records or {}).get(unit))
-    wanted = fence.lease_seconds(interval) if interval is not None else None
     verdict = fence.decide(
         unit,
         records,
-        fence.read_memory(_read(paths.fence_file)),
+        fence.read_memory(workload.read_text(paths.fence_file)),
         unannounced and workload.is_active(),
-        wanted or committed or fence.lease_seconds(0),
+        fence.lease_seconds(interval) if interval is not None else None,
         now,
         unseen,
     )
-    workload.write_root_file(paths.fence_file, fence.render_memory(verdict.memory))
+    workload.write_own(paths.fence_file, fence.render_memory(verdict.memory))
     if verdict.may_run:
         lease.renew(paths, asked, verdict.lease)
         lease.keep(paths)
@@ -88,10 +85,3 @@ def release(paths: workload.Paths, why: str) -> RecordChange:
         return None
     unfenced(paths)
     return "clear"
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except OSError:
-        return None

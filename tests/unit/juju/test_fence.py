@@ -124,6 +124,13 @@ def test_a_live_unit_not_yet_joined_is_waited_for_until_it_joins() -> None:
     assert not decide(ME, None, Memory(), False, LEASE, T0, unseen={"garm/2"}).may_run
 
 
+def test_a_config_that_does_not_read_keeps_the_lease_recorded() -> None:
+    kept = decide(ME, {ME: "900"}, Memory(), True, None, T0)
+    assert (kept.may_run, kept.lease, kept.record) == (True, 900, None)
+    first = decide(ME, {}, Memory(), True, None, T0)
+    assert (first.may_run, first.lease, first.record) == (True, lease_seconds(0), lease_seconds(0))
+
+
 def test_the_wait_names_the_unit_that_holds_it_longest() -> None:
     records = {ME: "210", "garm/0": "210", "garm/2": "900"}
     verdict = decide(ME, records, Memory(), False, LEASE, T0)
