@@ -32,12 +32,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from garm import resources, timer, workload
+from garm import admin_token, requeue, resources, timer, workload
 from garm.client import GarmApiError, GarmClient, GarmUnreachable
 from garm.config import (
     Database,
@@ -52,7 +52,7 @@ from garm.database import choose_database, moving_to_postgresql
 from garm.identity import Identity, adoption, refusal, to_record, where
 from garm.models import ScaleSet
 from garm.providers import KeptProviders, Recorded, kept_providers
-from garm.refusals import Refusals
+from garm.refusals import Held, Refusals
 from garm.setup import (
     NO_ADMIN_YET,
     AdminLogin,
@@ -89,9 +89,8 @@ logger = logging.getLogger(__name__)
 
 # A whole pass stops starting writes after this long; update-status picks up the rest.
 PASS_BUDGET_SECONDS = 60.0
-# How long to wait for GARM to answer after a (re)start, and when it should be up.
+# How long to wait for GARM to answer after a (re)start.
 START_TIMEOUT_SECONDS = 30.0
-RUNNING_TIMEOUT_SECONDS = 5.0
 STANDING_BY = "Standing by: the leader unit runs GARM"
 BEING_REMOVED = "Being removed: this unit changes no scaleset any more"
 
@@ -204,7 +203,9 @@ class PassResult:
     ``garm-running`` record (``juju.fence``). ``provider_record`` is the providers GARM
     is now configured with, for the charm's secret that the next leader reads (None:
     unchanged). ``garm_identity`` is the GARM to record in the peer relation as the one
-    the charm set up (``garm.identity``; None: unchanged).
+    the charm set up (``garm.identity``; None: unchanged). ``requeue_at`` is when a
+    pass can next make progress, for one extra pass then (``garm.requeue``; None:
+    nothing waits on time).
     """
 
     summary: Summary
@@ -222,6 +223,7 @@ class PassResult:
     garm_record: RecordChange = None
     provider_record: tuple[Recorded, ...] | None = None
     garm_identity: Identity | None = None
+    requeue_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -268,12 +270,21 @@ def run(inputs: Inputs) -> PassResult:
     if config and config.reconcile_interval and result.ports:
         interval = timedelta(seconds=config.reconcile_interval)
         result = dataclasses.replace(result, next_due=ended + interval)
+    seconds = requeue.delay(result.requeue_at, ended, result.next_due)
+    requeue.keep(paths, inputs.unit, seconds, ended)
     return result
 
 
 def stand_down(paths: workload.Paths) -> None:
-    """Nothing that only a leader runs is left running here: no timer, no metrics server."""
+    """Nothing that only a leader runs is left running here: no timer, no metrics server.
+
+    Nor GARM's admin token (``garm.admin_token``): GARM cannot revoke it, and it would
+    be good against the next leader's GARM on a shared database; leading again costs
+    one login.
+    """
     timer.remove(paths)
+    requeue.cancel(paths)
+    admin_token.keep(paths.admin_token_file, "", None)
     endpoint.remove(paths)
 
 
@@ -307,7 +318,7 @@ def plan(inputs: Inputs) -> ActionAnswer:
     now, wanted = inputs.now(), garm_inputs(state.units, leader.read_secret)
     rehearsal = Rehearsal(setup_logger, {})
     try:
-        with contextlib.closing(_client(config, admin)) as client:
+        with _client(inputs, config, admin) as client:
             # The pass's own steps over a GARM that is read, never written: its setup,
             # then its scalesets from what the setup would leave.
             garm = SimulatedGarm(client, now)
@@ -354,8 +365,23 @@ def plan(inputs: Inputs) -> ActionAnswer:
             # budget spent (the next pass goes on from there).
             "errors": "\n".join(e.error for e in planned.errors) or "none",
             "cut-short": "yes" if planned.cut_short else "no",
+            "next-pass": _next_pass(
+                _wake(held, planned.wake, now if planned.cut_short else None), now, config
+            ),
         }
     )
+
+
+def _next_pass(at: datetime | None, now: datetime, config: CharmConfig) -> str:
+    """When the pass after the next would come: early (``garm.requeue``), or as it comes.
+
+    As ``run`` decides it: early only when that comes before the reconcile timer's run.
+    """
+    interval = config.reconcile_interval
+    seconds = requeue.delay(at, now, now + timedelta(seconds=interval) if interval else None)
+    if seconds is not None:
+        return f"in {seconds}s"
+    return f"the reconcile timer's, within {interval}s" if interval else "the next hook's"
 
 
 def adopt(inputs: Inputs, asked: str) -> tuple[ActionAnswer, IdentityChange]:
@@ -375,7 +401,7 @@ def adopt(inputs: Inputs, asked: str) -> tuple[ActionAnswer, IdentityChange]:
     if admin is None:
         return ActionAnswer(failure=NO_ADMIN_YET), None
     try:
-        with contextlib.closing(_client(config, admin)) as client:
+        with _client(inputs, config, admin) as client:
             have = read_controller(client)
     except GarmUnreachable as exc:
         return ActionAnswer(failure=f"Could not read GARM: {exc}"), None
@@ -440,7 +466,12 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
         state = _relation_state(leader, config)
         summary = Summary("waiting", fenced.waiting)
         return PassResult(
-            summary, ports=(), chosen=_chosen(state, leader.peers), garm_record=fenced.record
+            summary,
+            ports=(),
+            chosen=_chosen(state, leader.peers),
+            garm_record=fenced.record,
+            # The wait ends by then at the latest; without a moment, at the next pass.
+            requeue_at=fenced.until or inputs.now(),
         )
     admin, internal = leader.admin, leader.internal
     if admin is None or internal is None:
@@ -472,7 +503,7 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
     timer.keep(inputs.machine.paths, inputs.unit, _timer_interval(config, fenced))
     so_far = dataclasses.replace(so_far, ports=(config.api_port,))
     now, earlier = inputs.now(), leader.peers.memory
-    with contextlib.closing(_client(config, admin)) as client:
+    with _client(inputs, config, admin) as client:
         base_url = _base_url(config, leader)
         setup = _ensure_setup(
             client,
@@ -489,7 +520,10 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
         so_far = dataclasses.replace(so_far, garm_identity=setup.identity)
         if setup.stopped is not None:
             return dataclasses.replace(
-                so_far, summary=setup.stopped, memory=_changed(memory, leader.peers)
+                so_far,
+                summary=setup.stopped,
+                memory=_changed(memory, leader.peers),
+                requeue_at=_wake(setup.outcome.held),
             )
         outcome = reconcile(
             client,
@@ -513,8 +547,19 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
         outcome=outcome,
         publish_back=published(state, outcome, dict(outcome.current), leader.configurators.apps),
         memory=_changed(memory, leader.peers),
-        garm_here=_garm_here(leader, answered=True),
+        garm_here=_garm_here(leader, answered=inputs),
+        requeue_at=_wake(outcome.held, outcome.wake, now if outcome.cut_short else None),
     )
+
+
+def _wake(held: tuple[Held, ...], *moments: datetime | None) -> datetime | None:
+    """The first moment a pass can make progress again, None when nothing waits on time.
+
+    A write held back is due when its back-off ends, setup's and the scalesets' alike
+    (``garm.refusals``); each of ``moments`` is another (None: none).
+    """
+    due = [h.refusal.retry_at for h in held] + [m for m in moments if m is not None]
+    return min(due, default=None)
 
 
 def _fence(inputs: Inputs, leader: LeaderInputs) -> fence.Fence:
@@ -581,21 +626,28 @@ def _usable(leader: LeaderInputs | None) -> CharmConfig | None:
     return None if leader is None or isinstance(leader.config, ConfigError) else leader.config
 
 
-def _garm_here(leader: LeaderInputs | None, *, answered: bool = False) -> LeaderGarm | None:
-    """The leader's GARM for the collector; its metrics token is renewed only if it answered."""
+def _garm_here(
+    leader: LeaderInputs | None, *, answered: Inputs | None = None
+) -> LeaderGarm | None:
+    """The leader's GARM for the collector; its metrics token is renewed only if it answered.
+
+    ``answered`` is the pass's inputs, given once GARM answered this pass.
+    """
     config = _usable(leader)
     if leader is None or config is None:
         return None
     internal = leader.internal
     if internal is None:
         return LeaderGarm(config.api_port)
-    admin = leader.admin if answered else None
-    fetch = (lambda: _metrics_token(config, admin)) if admin is not None else None
+    admin = leader.admin if answered is not None else None  # read only when it is used
+    if answered is None or admin is None:
+        return LeaderGarm(config.api_port, internal.jwt_secret)
+    fetch = partial(_metrics_token, answered, config, admin)
     return LeaderGarm(config.api_port, internal.jwt_secret, fetch)
 
 
-def _metrics_token(config: CharmConfig, admin: AdminLogin) -> str:
-    with contextlib.closing(_client(config, admin)) as client:
+def _metrics_token(inputs: Inputs, config: CharmConfig, admin: AdminLogin) -> str:
+    with _client(inputs, config, admin) as client:
         return client.get_metrics_token()
 
 
@@ -643,8 +695,21 @@ def _api_url(config: CharmConfig) -> str:
     return f"http://127.0.0.1:{config.api_port}"
 
 
-def _client(config: CharmConfig, admin: AdminLogin) -> GarmClient:
-    return GarmClient(_api_url(config), admin.username, admin.password)
+def _client(
+    inputs: Inputs, config: CharmConfig, admin: AdminLogin
+) -> contextlib.AbstractContextManager[GarmClient]:
+    """GARM's admin, for every request of the charm's: one login serves many hooks.
+
+    The login token is kept on the machine while it is good (``garm.admin_token``), so a
+    hook logs in only when it has none, or GARM refused it.
+    """
+    return admin_token.admin_client(
+        inputs.machine.paths.admin_token_file,
+        _api_url(config),
+        admin.username,
+        admin.password,
+        inputs.now(),
+    )
 
 
 # --- GARM on this machine -------------------------------------------------------------
@@ -684,7 +749,7 @@ def _ensure_running(
     current = workload.configured_database(machine.paths.config_file)
     # GARM's scalesets before it is reconfigured: read once, and only when a choice
     # comes to hang on them.
-    live = cache(lambda: _live_scalesets(config, admin))
+    live = cache(lambda: _live_scalesets(inputs, config, admin))
     placed = _place_data(inputs, leader, current, live)
     if placed.stopped is not None or placed.database is None:
         return _OnMachine(version, placed.sqlite_home, stopped=placed.stopped)
@@ -808,14 +873,18 @@ def _configure(machine: Machine, garm_config: GarmConfig) -> bool:
 
 
 def _start(config: CharmConfig, changed: bool) -> Summary | None:
-    """GARM restarted if anything changed or it is down; None once it answers."""
-    if changed or not workload.is_active():
-        logger.info("starting GARM (configuration or binaries changed)")
-        workload.restart()
-        timeout = START_TIMEOUT_SECONDS
-    else:
-        timeout = RUNNING_TIMEOUT_SECONDS
-    if not workload.wait_until_answering(_api_url(config), timeout):
+    """GARM restarted if anything changed or it is down; None once it answers.
+
+    A GARM that was not restarted, and that systemd says is running, is not probed:
+    the setup's first read (``GET /controller``, as the admin) is what proves it
+    answers, so a settled hook reads the controller once. One that does not answer that
+    read stops the pass all the same (``GARM unreachable, will retry``).
+    """
+    if not changed and workload.is_active():
+        return None
+    logger.info("starting GARM (configuration or binaries changed)")
+    workload.restart()
+    if not workload.wait_until_answering(_api_url(config), START_TIMEOUT_SECONDS):
         return Summary("waiting", "Waiting for GARM to answer on its API port")
     return None
 
@@ -824,10 +893,12 @@ def _providers_of(scalesets: list[ScaleSet] | None) -> set[str] | None:
     return None if scalesets is None else {s.provider_name for s in scalesets}
 
 
-def _live_scalesets(config: CharmConfig, admin: AdminLogin) -> list[ScaleSet] | None:
+def _live_scalesets(
+    inputs: Inputs, config: CharmConfig, admin: AdminLogin
+) -> list[ScaleSet] | None:
     """GARM's scalesets as it runs now, or None when it cannot tell (not running yet)."""
     try:
-        with contextlib.closing(_client(config, admin)) as client:
+        with _client(inputs, config, admin) as client:
             return client.list_scalesets()
     except (GarmUnreachable, GarmApiError):
         return None

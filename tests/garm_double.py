@@ -27,7 +27,20 @@ GARM afda4e76, docs/reference/garm-api.md §8), on the double's clock (``clock=`
   the create or re-enable returns; a disabled scale set has none. GitHub's job messages
   (``assign_jobs``, job completions) reach only a listening scale set;
 - a new runner is ``running``/``pending`` until the runner itself reports through GARM's
-  callback URL (a later tick, or ``report``), only then ``idle``;
+  callback URL (a later tick, or ``report``), only then ``idle``. By default a tick makes
+  the row (``creating``), the next one has the provider report it running and the one
+  after that has it report idle, so how long a runner boots is how often the caller ticks.
+  ``runner_boot`` (a timedelta, off by default) paces it on the clock instead: a runner
+  reports idle only on a tick at least that long after its row was made, whatever the
+  ticks' rate (on GARM afda4e76, §8: the row about 10 s after the scale set's create, the
+  provider reporting it running about 5 s later, and the runner itself some 13 s more);
+- a runner on its way out (``pending_delete``, ``pending_force_delete``, ``deleting``)
+  is reaped, its row gone, on the next tick by default. ``runner_delete`` (a timedelta,
+  off by default) is how long its provider takes to delete it instead: the row goes on a
+  tick at least that long after its last change (``updated_at``, stamped as it took the
+  lane), so a tick every second does not make runners vanish faster than GARM does (§8:
+  both counts set to 0, the idle runner gone in 4-5 s). A provider that fails the delete
+  (``provider_cannot_delete``) is retried as before;
 - a job that finishes while its scale set is not listening goes unseen: the row stays as
   it was until GARM's consolidation against GitHub, every ``CONSOLIDATION_INTERVAL``
   (5 min), moves it to ``pending_delete``;
@@ -1126,6 +1139,10 @@ class GarmDouble:
             self.register_on_create = True
             self.delete_keeps_record = False
             self.auto_report = True
+            # A runner's boot, and a runner's delete by its provider, on the clock rather
+            # than a tick each (None, the default: a tick each; see the module docstring).
+            self.runner_boot: timedelta | None = None
+            self.runner_delete: timedelta | None = None
             # GitHub's runner groups besides Default; None: whatever GARM is asked for.
             self.runner_groups: set[str] | None = None
             self._random = random.Random(self._seed)
@@ -1633,6 +1650,8 @@ class GarmDouble:
             if self._still_undeletable(instance, now):
                 self._retry_delete(instance, now)
                 continue
+            if self.runner_delete is not None and now - instance.updated_at < self.runner_delete:
+                continue  # its provider is still deleting it
             self._drop_row(name)
             del proc.runners[name]
 
@@ -1664,11 +1683,13 @@ class GarmDouble:
         )
 
     def tick(self) -> None:
-        """One pass of GARM's workers, in this order: reap deleted rows; consolidate against
+        """One pass of GARM's workers, in this order: reap deleted rows (those their
+        provider has had ``runner_delete`` to delete, when set); consolidate against
         GitHub when ``CONSOLIDATION_INTERVAL`` has passed since the last check; let runners
-        the provider reported running on an earlier tick report ``idle`` (``auto_report``);
-        finish provisioning (``creating`` -> ``running``/``pending``); then per scale set
-        hand a now-listening one its queued jobs and scale it towards
+        the provider reported running on an earlier tick report ``idle`` (``auto_report``;
+        once ``runner_boot`` has passed since their row was made, when set); finish
+        provisioning (``creating`` -> ``running``/``pending``); then per scale set hand a
+        now-listening one its queued jobs and scale it towards
         ``min(min_idle + desired_runner_count, max_runners)``.
 
         Scale-up needs the scale set enabled and registered on GitHub (a JIT config needs
@@ -1703,16 +1724,19 @@ class GarmDouble:
                     self._scale(proc, scaleset, now)
 
     def _report_pending(self, now: datetime) -> None:
-        """Runners the provider reported running report ``idle`` through the callback URL;
-        the process it reaches learns them. None running: no report lands."""
+        """Runners the provider reported running report ``idle`` through the callback URL,
+        once booted (``runner_boot`` after their row was made, when set); the process it
+        reaches learns them. None running: no report lands."""
         target = self._callback_proc()
         if target is None:
             return
+        boot = self.runner_boot
         for instance in self._instances.values():
             if (
                 instance.status == "running"
                 and instance.runner_status == "pending"
                 and instance.name not in self._vm_gone
+                and (boot is None or now - instance.created_at >= boot)
             ):
                 instance.runner_status = "idle"
                 instance.updated_at = now
@@ -1779,6 +1803,15 @@ class GarmDouble:
         logins and metrics tokens alike, fails verification from now on."""
         with self._lock:
             self.jwt_secret = secret
+            self._tokens.clear()
+
+    def change_admin_password(self, password: str) -> None:
+        """The admin's password changed (``garm-cli``, say): logins with the old one are
+        refused, and so is every login token issued before, GARM's password generation
+        having moved on (docs/reference/garm-api.md §0.3)."""
+        with self._lock:
+            assert self._admin is not None
+            self._admin.password = self.password = password
             self._tokens.clear()
 
     # ------------------------------------------------------------------ records
@@ -2608,7 +2641,20 @@ class GarmDouble:
         known = admin.email if _EMAIL_RE.fullmatch(login) else admin.username
         if not login or not password or login != known or password != admin.password:
             raise _ApiError(401, "Not Authorized", "")
-        token = secrets.token_urlsafe(32)
+        # auth/auth.go GetJWTToken: a JWT of the admin, expiring ``time_to_live`` from
+        # now, in the claims' order of the metrics token's. Still valid only while the
+        # double holds it (``expire_tokens``), whatever its ``exp`` says.
+        claims = {
+            "user": admin.id,
+            "token_id": "".join(secrets.choice(_BASE62) for _ in range(16)),
+            "full_name": admin.full_name,
+            "is_admin": True,
+            "read_metrics": False,
+            "generation": 0,
+            "iss": "garm",
+            "exp": int((self._now() + self.jwt_ttl).timestamp()),
+        }
+        token = _jwt_sign(claims, self.jwt_secret)
         self._tokens.add(token)
         return _json_response({"token": token})
 

@@ -12,10 +12,10 @@ import dataclasses
 import json
 import subprocess
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from garm import lease, workload
+from garm import lease, requeue, timer, workload
 
 SINCE = "2026-01-01T00:00:00Z"
 
@@ -48,16 +48,29 @@ class FakeSystemctl:
         ["disable", "--now", "garm-charm-metrics.service"],
     )
 
-    def __init__(self) -> None:
+    def __init__(self, now: Callable[[], datetime] | None = None) -> None:
         self.calls: list[list[str]] = []
         self.failing: set[str] = set()
         self.active = True
         # What Juju says about the model; None makes the hook tool fail.
         self.goal_state: dict[str, Any] | None = {"units": {}, "relations": {}}
+        # The extra pass asked for (``garm.requeue``), on ``now``'s clock: when it is
+        # due, and every one asked for, as (asked at, due). ``now`` None: the real clock.
+        self.now = now or (lambda: datetime.now(UTC))
+        self.requeue_due: datetime | None = None
+        self.requeues: list[tuple[datetime, datetime]] = []
 
     def __call__(self, cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         if list(cmd) == ["goal-state", "--format=json"]:
             return self._goal_state(cmd, kwargs)
+        if cmd[0] == requeue.SYSTEMD_RUN:
+            return self._systemd_run(cmd, kwargs)
+        if list(cmd) == ["systemctl", "stop", f"{requeue.PREFIX}*.timer"]:
+            self.calls.append(cmd[1:])
+            if "stop" in self.failing:
+                raise subprocess.CalledProcessError(1, cmd, "", "failed")
+            self.requeue_due = None
+            return subprocess.CompletedProcess(cmd, 0, "", "")
         assert cmd[0] == "systemctl" and cmd[1:] in self.KNOWN, f"unexpected command {cmd}"
         self.calls.append(cmd[1:])
         failed = cmd[1] in self.failing or (cmd[-2] == "is-active" and not self.active)
@@ -68,6 +81,30 @@ class FakeSystemctl:
         elif cmd[1:] == ["restart", "garm"]:
             self.active = True
         return subprocess.CompletedProcess(cmd, 3 if failed else 0, "", "")
+
+    def fire_requeue(self) -> bool:
+        """The requeue's timer elapsed (the caller runs its pass): whether one was due."""
+        due, self.requeue_due = self.requeue_due, None
+        return due is not None and due <= self.now()
+
+    def _systemd_run(self, cmd: list[str], kwargs: dict[str, Any]) -> subprocess.CompletedProcess:
+        """``systemd-run --on-active=Ns ... juju-exec <unit> "<dispatch>"``, as requeue asks."""
+        options: dict[str, list[str]] = {}
+        for arg in cmd[1:-3]:
+            key, _, value = arg.removeprefix("--").partition("=")
+            options.setdefault(key, []).append(value)
+        ((unit,), (active,)) = options["unit"], options["on-active"]
+        assert cmd[-3] == timer.JUJU_EXEC and "hooks/reconcile-tick" in cmd[-1], cmd
+        assert unit.startswith(requeue.PREFIX) and "collect" in options, cmd
+        assert "RemainAfterElapse=no" in options["timer-property"], cmd
+        assert options["service-type"] == ["oneshot"], cmd
+        self.calls.append(["systemd-run", unit, active])
+        if "systemd-run" in self.failing:
+            raise subprocess.CalledProcessError(1, cmd, "", "failed")
+        asked = self.now()
+        self.requeue_due = asked + timedelta(seconds=int(active.removesuffix("s")))
+        self.requeues.append((asked, self.requeue_due))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
 
     def _goal_state(self, cmd: list[str], kwargs: dict[str, Any]) -> subprocess.CompletedProcess:
         if self.goal_state is None:

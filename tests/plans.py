@@ -30,6 +30,16 @@ def read_retirement_stamp(text: str):
 
 
 RETIRED_AT = NOW - timedelta(hours=1)
+# A runner on its way in or out, by its status (GARM's, docs/reference/garm-api.md §3):
+# no idle runner is refreshed while one of its scaleset's is.
+COMING_OR_GOING = (
+    "pending_create",
+    "creating",
+    "pending_delete",
+    "pending_force_delete",
+    "deleting",
+    "deleted",
+)
 SETTINGS = Settings()
 ORG = Entity("organization", "org-uuid", "example-org")
 REPO = Entity("repository", "repo-uuid", "example/repo")

@@ -40,7 +40,7 @@ def sandboxed_machine(clock: Callable[[], datetime]) -> Iterator[Path]:
     GarmCharm.paths = workload.Paths(root / "machine")
     GarmCharm.service_user = pwd.getpwuid(os.getuid()).pw_name
     passwd.add_user = lambda *_, **__: None  # type: ignore[assignment]
-    subprocess.run = FakeSystemctl()  # type: ignore[assignment]
+    subprocess.run = FakeSystemctl(clock)  # type: ignore[assignment]
     try:
         yield root
     finally:

@@ -1,6 +1,7 @@
 """GARM itself: its REST API, its configuration, and GARM on this machine.
 
-Holds the thin client and the wire-exact models of GARM's API (``client``, ``models``);
+Holds the thin client and the wire-exact models of GARM's API (``client``, ``models``)
+and the admin's login token kept across hooks (``admin_token``);
 GARM's rendered configuration and systemd unit (``config``) and the machine verbs that
 install and run it (``workload``, ``resources``, ``timer``); where GARM keeps its data
 (``database``) and which providers it keeps (``providers``); the setup that makes a

@@ -76,6 +76,9 @@ class GarmClient:
     hang a Juju hook. A 401 is answered by one fresh login and one retry: GARM tokens
     expire, and GARM also answers 401 for GitHub's 401/403, which a re-login cannot fix,
     so a second 401 is returned to the caller as an API error.
+
+    ``token`` is a login token from before (another hook's: ``garm.admin_token`` keeps
+    it), used until GARM refuses it; ``token`` the property is the one to keep after.
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class GarmClient:
         *,
         timeout: tuple[float, float] = (5.0, 30.0),
         session: requests.Session | None = None,
+        token: str | None = None,
     ):
         self._base = base_url.rstrip("/") + API_PREFIX
         self._username = username
@@ -95,11 +99,25 @@ class GarmClient:
         # GARM is reached on this machine: a proxy from the hook's environment
         # (http_proxy without loopback in no_proxy) would only stand in the way.
         self._session.trust_env = False
-        self._token: str | None = None
+        self._token = token or None
+        # Whether GARM's last answer to ``_token`` was a 401 (a retry that failed too).
+        self._refused = False
 
     def close(self) -> None:
         """Release the connection pool."""
         self._session.close()
+
+    @property
+    def token(self) -> str | None:
+        """The login token to offer GARM again later; None when there is none to offer.
+
+        None when it was given none and has not logged in, after a login that failed,
+        and while GARM's last answer to the token was a 401: a token GARM refused is
+        never handed on. GARM's 401 for GitHub's refusals (see the class) makes a fresh
+        token look refused too; that costs a later client one login, never a request
+        with a token known to be bad.
+        """
+        return None if self._refused else self._token
 
     # --- auth -----------------------------------------------------------------------
 
@@ -110,7 +128,7 @@ class GarmClient:
         token = data.get("token") if isinstance(data, dict) else None
         if not isinstance(token, str) or not token:
             raise GarmApiError("POST", "/auth/login", 200, "no token in login answer", "")
-        self._token = token
+        self._token, self._refused = token, False
 
     def get_metrics_token(self) -> str:
         """A new token for GARM's ``/metrics`` (``GET /metrics-token``, admin only).
@@ -313,8 +331,12 @@ class GarmClient:
             self.login()
         response = self._request(method, path, body, params, authenticated)
         if response.status_code == 401 and authenticated:
+            # Forgotten first, so that a login that fails leaves no token to keep.
+            self._token = None
             self.login()
             response = self._request(method, path, body, params, authenticated)
+        if authenticated:
+            self._refused = response.status_code == 401
         if response.status_code >= 400:
             raise _api_error(method, path, response)
         if not response.content.strip():

@@ -82,15 +82,8 @@ def render_timer(
     on whitespace, interprets quotes and backslashes, and expands ``%`` specifiers and
     ``$`` variables, so anything outside a plain grammar raises ValueError.
     """
-    if not _UNIT_NAME.fullmatch(unit_name):
-        raise ValueError(f"not a Juju unit name: {unit_name!r}")
-    if not _EXECUTABLE.fullmatch(juju_exec):
-        raise ValueError(f"not usable as an absolute path in a systemd unit: {juju_exec!r}")
-    for what, value in (("interval", interval_seconds), ("timeout", timeout_seconds)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{what} must be a whole number of seconds >= 1: {value!r}")
-    # Run by juju-exec with bash in the charm directory; only fixed words and integers.
-    command = f"JUJU_DISPATCH_PATH=hooks/{EVENT} /usr/bin/timeout {timeout_seconds} ./dispatch"
+    executable, unit, command = dispatch_command(unit_name, timeout_seconds, juju_exec)
+    _whole("interval", interval_seconds)
     service = [
         "[Unit]",
         f"Description=Dispatch {EVENT} to Juju unit {unit_name}",
@@ -100,7 +93,7 @@ def render_timer(
         "",
         "[Service]",
         "Type=oneshot",
-        f'ExecStart={juju_exec} {unit_name} "{command}"',
+        f'ExecStart={executable} {unit} "{command}"',
         f"TimeoutStartSec={timeout_seconds}s",
     ]
     timer = [
@@ -117,6 +110,29 @@ def render_timer(
         "WantedBy=timers.target",
     ]
     return TimerUnits("\n".join(service) + "\n", "\n".join(timer) + "\n")
+
+
+def dispatch_command(
+    unit_name: str, timeout_seconds: int, juju_exec: str = JUJU_EXEC
+) -> tuple[str, str, str]:
+    """The command that dispatches ``reconcile-tick`` into ``unit_name``, as three words.
+
+    juju-exec, the unit, and what juju-exec runs with bash in the charm directory: only
+    fixed words and integers. Shared by this timer and the requeue (``garm.requeue``).
+    Raises ValueError for a word outside the plain grammar (``render_timer``).
+    """
+    if not _UNIT_NAME.fullmatch(unit_name):
+        raise ValueError(f"not a Juju unit name: {unit_name!r}")
+    if not _EXECUTABLE.fullmatch(juju_exec):
+        raise ValueError(f"not usable as an absolute path in a systemd unit: {juju_exec!r}")
+    _whole("timeout", timeout_seconds)
+    command = f"JUJU_DISPATCH_PATH=hooks/{EVENT} /usr/bin/timeout {timeout_seconds} ./dispatch"
+    return juju_exec, unit_name, command
+
+
+def _whole(what: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a whole number of seconds >= 1: {value!r}")
 
 
 def keep(paths: workload.Paths, unit_name: str, interval_seconds: int) -> None:

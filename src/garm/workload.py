@@ -127,6 +127,16 @@ class Paths:
         """When this leader first saw each other unit's GARM record (``juju.fence``)."""
         return self.staging.parent / "fence.json"
 
+    @property
+    def admin_token_file(self) -> Path:
+        """GARM's admin login token, kept across hooks (``garm.admin_token``; 0600)."""
+        return self.staging.parent / "admin-token.json"
+
+    @property
+    def requeue_file(self) -> Path:
+        """The transient timer of the one extra pass asked for, if any (``garm.requeue``)."""
+        return self.staging.parent / "requeue"
+
 
 def install_units(wanted: Sequence[tuple[Path, str]], activate: Callable[[], None]) -> bool:
     """Write the files of ``wanted`` that differ (0644, atomically), then ``activate`` them.
@@ -302,7 +312,8 @@ def remove(paths: Paths) -> None:
     """Delete GARM's binaries, configuration (secrets included) and data from the machine.
 
     Run at the unit's ``remove`` hook, after GARM was stopped: all of it is this charm's
-    own, and the configuration holds the OpenStack passwords and GARM's passphrase. The
+    own, and the configuration holds the OpenStack passwords and GARM's passphrase; the
+    charm's own directory holds GARM's admin token (``Paths.admin_token_file``). The
     reconcile timer's units go too, as a backstop: ``timer.remove`` is what
     stops and disables the timer first.
     """

@@ -70,6 +70,7 @@ class CharmConfig:
     api_port: int
     external_url: str
     reconcile_interval: int
+    refresh_idle_runners: bool
 
     def __post_init__(self) -> None:
         """Check every option, or raise a ConfigError naming each bad one.
@@ -93,6 +94,7 @@ class CharmConfig:
             name_budget=self.scaleset_name_budget,
             handover_timeout=timedelta(minutes=self.handover_timeout_minutes),
             drain_deadline=timedelta(minutes=self.drain_deadline_minutes),
+            refresh_idle_runners=self.refresh_idle_runners,
         )
 
 
@@ -109,6 +111,13 @@ def _whole(low: int, high: int, *, off: bool = False) -> Callable[[object], int]
         return value
 
     return check
+
+
+def _boolean(value: object) -> bool:
+    """A switch: true or false, nothing that merely reads as one (1, "yes")."""
+    if not isinstance(value, bool):
+        raise _RefusedError("must be true or false")
+    return value
 
 
 def _api_port(value: object) -> int:
@@ -156,4 +165,5 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "api_port": _api_port,
     "external_url": _base_url,
     "reconcile_interval": _whole(MIN_RECONCILE_SECONDS, MAX_RECONCILE_SECONDS, off=True),
+    "refresh_idle_runners": _boolean,
 }

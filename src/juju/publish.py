@@ -14,7 +14,9 @@ A unit's phase, from the most specific fact about it:
 3. a changeover of its logical scaleset is under way (``Progress``, orphans aside):
    ``creating`` while no older generation exists, else ``replacing``, naming the older
    generation and the runners the older ones hold;
-4. its logical scaleset has a current generation and nothing else: ``serving``;
+4. its logical scaleset has a current generation and nothing else: ``serving``, with
+   the message ``refreshing N idle runners`` while its idle runners made before a change
+   are replaced (no changeover: docs/adr/0010);
 5. otherwise nothing of it is live yet: ``creating``.
 
 Units that published no scaleset yet are not listed: GARM holds nothing of theirs. Held
@@ -118,6 +120,8 @@ def _changing(name: str, progress: Progress, current: str | None) -> ScalesetSta
     replaced; ``current`` is the one that serves or is to serve.
     """
     message = f"stuck: {progress.blocked}" if progress.blocked else None
+    if progress.phase is Phase.REFRESHING:
+        return ScalesetState(SERVING, name, progress.scaleset, message=progress.describe())
     if progress.phase is Phase.CREATING:
         return ScalesetState(CREATING, name, progress.scaleset or current, message=message)
     return ScalesetState(

@@ -105,12 +105,17 @@ def describe_progress(progress: Progress) -> str:
     ``Creating scaleset ci (ci-768c7d)``, ``Replacing scaleset ci (ci-24ec4a): draining
     1 runner`` (the GARM name is the generation being replaced), ``Removing scaleset
     ci-large (ci-9f8e7d): awaiting deletion`` (an orphan; its GARM name alone when the
-    logical name it was made for cannot be told).
+    logical name it was made for cannot be told), ``Refreshing scaleset ci (ci-768c7d): 2
+    idle runners made before its last change`` (no changeover: docs/adr/0010).
     """
     if progress.orphan or progress.logical_name is None:
         return f"Removing scaleset {progress.names}: {progress.describe()}"
     if progress.phase is Phase.CREATING:
         return f"Creating scaleset {progress.names}"
+    if progress.phase is Phase.REFRESHING:
+        count = progress.runners
+        runners = f"{count} idle runner{'' if count == 1 else 's'}"
+        return f"Refreshing scaleset {progress.names}: {runners} made before its last change"
     return f"Replacing scaleset {progress.names}: {progress.describe()}"
 
 

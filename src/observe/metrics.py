@@ -53,10 +53,10 @@ NO_STATUS = "unknown"
 
 
 def force_removals(outcome: Outcome | None) -> int:
-    """Force-removals of runners GARM accepted in this pass."""
+    """Force-removals of runners GARM accepted in this pass (a refresh is none)."""
     if outcome is None:
         return 0
-    return sum(isinstance(action, RemoveInstance) for action in outcome.done)
+    return sum(isinstance(a, RemoveInstance) and a.force for a in outcome.done)
 
 
 def phase_of(progress: Progress) -> str:
@@ -69,11 +69,14 @@ def scalesets_by_phase(outcome: Outcome) -> dict[str, int]:
 
     A changeover under way is counted in its phase (``blocked`` instead when it will not
     move on by itself); a logical scaleset with a current generation and none under way
-    is ``serving``.
+    is ``serving``, one whose outdated idle runners are being replaced included: that is
+    no changeover, its generation serves alone (docs/adr/0010).
     """
     counts: dict[str, int] = dict.fromkeys(PHASES, 0)
     changing = set()
     for progress in outcome.progress:
+        if progress.phase is Phase.REFRESHING:
+            continue
         counts[phase_of(progress)] += 1
         if not progress.orphan and progress.logical_name is not None:
             changing.add(progress.logical_name.lower())

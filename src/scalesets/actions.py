@@ -9,6 +9,7 @@ so the planner holds back and the reconciler remembers by the same names.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -37,7 +38,11 @@ class Observed:
 
 
 class Phase(StrEnum):
-    """Where a logical scaleset (or an orphan) is in its changeover."""
+    """Where a logical scaleset (or an orphan) is in its changeover.
+
+    ``REFRESHING`` is no changeover: the current generation serves, alone, and its idle
+    runners made before a change that new runners get are replaced one at a time.
+    """
 
     CREATING = "creating"
     CREATING_REPLACEMENT = "creating replacement"
@@ -46,6 +51,7 @@ class Phase(StrEnum):
     DRAINING = "draining"
     AWAITING_DELETION = "awaiting deletion"
     FORCE_REMOVING = "force-removing"
+    REFRESHING = "refreshing"
 
 
 def shown_name(logical_name: str | None, scaleset: str) -> str:
@@ -106,6 +112,8 @@ class Progress:
             return f"draining {self.runners} runner{plural}"
         if self.phase is Phase.FORCE_REMOVING:
             return f"force-removing {self.runners} stuck runner{plural}"
+        if self.phase is Phase.REFRESHING:
+            return f"refreshing {self.runners} idle runner{plural}"
         return self.phase.value
 
 
@@ -155,12 +163,19 @@ class UpdateScaleset:
 
 @dataclass(frozen=True)
 class RemoveInstance:
-    """Force-remove a runner of a retired scaleset past its drain deadline."""
+    """Remove one runner: a force-removal, or a refresh (``force`` False).
+
+    Forced: a runner of a retired scaleset past its drain deadline, or one that failed.
+    A refresh removes an idle runner of the current generation made before a change that
+    new runners get, with GARM's ordinary delete: GitHub refuses it while a job runs, so
+    a runner that took one since it was read keeps it (docs/adr/0010).
+    """
 
     instance_name: str
     scaleset_id: int
     scaleset_name: str
     logical_name: str | None = field(default=None, compare=False)
+    force: bool = True
 
 
 @dataclass(frozen=True)
@@ -184,8 +199,8 @@ def write_keys(action: Action) -> list[tuple[str, str]]:
 
     A field update is one write per field (``field_key``), so a field GARM refuses holds
     back that field alone; a re-enable, a retirement, a note, a delete and the
-    force-removal of one runner are one write each (a runner whose job still runs holds
-    back no other); a template is written by name.
+    force-removal or refresh of one runner are one write each (a runner whose job still
+    runs holds back no other); a template is written by name.
     The digest says what is asked, so a refusal holds nothing back once the spec asks
     for something else.
     """
@@ -200,7 +215,9 @@ def write_keys(action: Action) -> list[tuple[str, str]]:
         asked = {k: v for k, v in action.changes.items() if k != "extended_state"}
         return [(f"{action.purpose}:{action.name.lower()}", digest(asked))]
     if isinstance(action, RemoveInstance):
-        return [(f"remove:{action.scaleset_name.lower()}:{action.instance_name}", "")]
+        # A refresh refused (a job started) says nothing of a force-removal, nor back.
+        kind = "remove" if action.force else "refresh"
+        return [(f"{kind}:{action.scaleset_name.lower()}:{action.instance_name}", "")]
     if isinstance(action, DeleteScaleset):
         return [(f"delete:{action.name.lower()}", "")]
     if isinstance(action, DeleteTemplate):
@@ -218,7 +235,10 @@ class Plan:
     """The writes to do now, in order, and what is still under way.
 
     ``current`` names, per logical scaleset (lower-cased), its current generation in
-    GARM: the live one, or the one being created.
+    GARM: the live one, or the one being created. ``wake`` is the earliest moment at
+    which something the plan waits on is due (a listener open, a back-off over, a drain
+    deadline, a runner expected to report), so that a pass then can go on; None when
+    nothing waits on time (controller-runtime's ``RequeueAfter``, as a moment).
     """
 
     actions: tuple[Action, ...] = ()
@@ -226,3 +246,4 @@ class Plan:
     skipped: tuple[Skipped, ...] = ()
     current: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     held: tuple[Held, ...] = ()
+    wake: datetime | None = field(default=None, compare=False)

@@ -2,16 +2,16 @@
 
 GARM never writes a scale set's ``extended_state`` itself (docs/reference/garm-api.md
 §2.7), so it is where the charm keeps what a changeover needs to know across passes and
-across leaders: when the drain clock started, when a generation was enabled again, which
-``extra_specs`` the charm last set, and when it first saw each runner that should be on
-its way out.
+across leaders: when the drain clock started, when a generation was enabled again, when
+the charm last changed what its new runners get (``docs/adr/0010``), which ``extra_specs``
+the charm last set, and when it first saw each runner that should be on its way out.
 Nothing of it lives on the unit, so a new leader carries on exactly where the old one
 stopped (``docs/adr/0003``). What GARM refused is not noted here but in the one memory
 of refusals (``garm.refusals``), whatever the write.
 
 The text is ``key=value`` pairs joined by ``;`` in a fixed order, e.g.
-``retired-at=2026-11-30T12:00:00Z;specs=1f2e3d4c5b6a``; ``seen`` holds
-``runner@status@time`` entries joined by ``,``. The single ``retired-at=…`` or
+``retired-at=2026-11-30T12:00:00Z;changed-at=2026-11-30T11:00:00Z;specs=1f2e3d4c5b6a``;
+``seen`` holds ``runner@status@time`` entries joined by ``,``. The single ``retired-at=…`` or
 ``enabled-at=…`` stamp earlier versions wrote reads the same way, and the refusal counts
 they kept here (``kept``, ``refused``, ``retry-at``) are ignored like any unknown key.
 Unreadable values are left out (each pass logs which, once: ``unread``), and a stamp
@@ -47,13 +47,17 @@ def specs_digest(extra_specs: Any) -> str:
 class Notes:
     """The charm's notes on one scaleset; every field is optional.
 
-    ``seen``: when this charm first saw each of the
+    ``changed_at``: when the charm last wrote a change that new runners are made with
+    (image, flavor, architecture, runner group, ``extra_specs``, template): runners GARM
+    made before it are outdated (``planner``'s refresh). ``seen``: when this charm first
+    saw each of the
     scaleset's runners in the status it has now, for the statuses that should end; a
     runner's own ``updated_at`` will not do, for GARM re-stamps it on every retry.
     """
 
     retired_at: datetime | None = None
     enabled_at: datetime | None = None
+    changed_at: datetime | None = None
     specs: str = ""
     seen: tuple[Seen, ...] = ()
 
@@ -64,6 +68,7 @@ class Notes:
         return cls(
             retired_at=_time(values.get("retired-at")),
             enabled_at=_time(values.get("enabled-at")),
+            changed_at=_time(values.get("changed-at")),
             specs=values.get("specs", "") if values.get("specs", "").isalnum() else "",
             seen=_seen(values.get("seen", "")),
         )
@@ -73,6 +78,7 @@ class Notes:
         pairs = [
             ("retired-at", format_time(self.retired_at) if self.retired_at else ""),
             ("enabled-at", format_time(self.enabled_at) if self.enabled_at else ""),
+            ("changed-at", format_time(self.changed_at) if self.changed_at else ""),
             ("specs", self.specs),
             ("seen", ",".join(f"{s.runner}@{s.status}@{format_time(s.since)}" for s in self.seen)),
         ]
@@ -90,16 +96,20 @@ class Notes:
             self,
             retired_at=self.retired_at if _by(self.retired_at, latest) else None,
             enabled_at=self.enabled_at if _by(self.enabled_at, latest) else None,
+            changed_at=self.changed_at if _by(self.changed_at, latest) else None,
             seen=tuple(s for s in self.seen if _by(s.since, latest)),
         )
 
     def retired(self, at: datetime) -> Notes:
-        """The notes of a scaleset retired at ``at``: a fresh drain, nothing refused yet."""
-        return Notes(retired_at=at, specs=self.specs)
+        """The notes of a scaleset retired at ``at``: a fresh drain, nothing refused yet.
+
+        What its runners are made with is unchanged, and so is when it last changed.
+        """
+        return Notes(retired_at=at, changed_at=self.changed_at, specs=self.specs)
 
     def enabled(self, at: datetime) -> Notes:
         """The notes of a generation enabled (again) at ``at``."""
-        return Notes(enabled_at=at, specs=self.specs)
+        return Notes(enabled_at=at, changed_at=self.changed_at, specs=self.specs)
 
     def since(self, runner: str, status: str) -> datetime | None:
         """When this charm first saw ``runner`` in ``status``; None if it has not noted it."""
@@ -144,6 +154,7 @@ def unread(extended_state: str) -> tuple[str, ...]:
     read = {
         "retired-at": notes.retired_at is not None,
         "enabled-at": notes.enabled_at is not None,
+        "changed-at": notes.changed_at is not None,
         "specs": bool(notes.specs),
         "seen": len(notes.seen) == len(entries),
     }

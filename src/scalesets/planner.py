@@ -24,7 +24,7 @@ asked for loses its runners. A partial view of Juju is not intent (ADR 0002): wh
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -59,7 +59,9 @@ from scalesets.naming import (
     spec_key,
 )
 from scalesets.notes import Notes, specs_digest
+from scalesets.refresh import refresh, stamped
 from scalesets.spec import Desired, ScalesetSpec, Settings, application_of, unit_order
+from scalesets.wake import Wake
 
 # GARM accepts a client delete only from these statuses (docs/reference/garm-api.md §3); the others
 # are either already going away or cannot be removed yet.
@@ -69,8 +71,10 @@ _REMOVABLE_STATUSES = frozenset({"running", "error", "pending_delete"})
 # GARM keeps putting back is not re-sent on every pass.
 PENDING_DELETE_GRACE = timedelta(minutes=5)
 # GARM opens a new (or re-enabled) scale set's GitHub listener 4-4.5 s after the call
-# returns (docs/reference/garm-api.md §8); before that no job for its labels is acquired by anyone.
-LISTENER_STARTUP = timedelta(seconds=10)
+# returns (docs/reference/garm-api.md §8); before that no job for its labels is acquired
+# by anyone. Counted open 8 s after: almost twice what was seen, and no longer than a
+# changeover needs to hand over within 10 s of a label change (docs/benchmarks.md).
+LISTENER_STARTUP = timedelta(seconds=8)
 # A scale set deleted before GARM started its worker for it is re-created on GitHub by
 # that late worker and left there (docs/reference/garm-api.md §8); see ADR 0003 for the figure.
 YOUNGEST_DELETE = timedelta(seconds=30)
@@ -92,6 +96,8 @@ class _Member:
 class _Draft:
     """Accumulates one plan while the planner walks the families."""
 
+    # The moments at which something this plan waits on is due (``Plan.wake``).
+    wake: Wake
     actions: list[Action] = field(default_factory=list)
     progress: list[Progress] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
@@ -106,7 +112,7 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
     Only steps whose preconditions are observed are planned; applying the plan and
     planning again on the new observation continues the changeover.
     """
-    draft = _Draft()
+    draft = _Draft(Wake(now))
     templates = Templates(observed.templates)
     instances = _instances_by_scaleset(observed.instances)
     ctx = _Context(instances, now, settings, desired.unsettled, draft, observed, templates)
@@ -153,7 +159,16 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
         tuple(draft.skipped),
         current,
         tuple(draft.held),
+        draft.wake.earliest(changing=bool(draft.progress)),
     )
+
+
+def _due(at: datetime, ctx: _Context, *, live: bool = False) -> None:
+    ctx.draft.wake.due(at, live=live)
+
+
+def _expected(since: datetime, ctx: _Context, *, live: bool = False) -> None:
+    ctx.draft.wake.expected(since, live=live)
 
 
 def _choose_templates(
@@ -501,8 +516,27 @@ def _plan_current(family: _Family, choice: Choice, taken: set[str], ctx: _Contex
         name = _plan_create(spec, key, choice.template_id, taken, ctx) if choice.ready else ""
         return _Current(family, None, False, name)
     _plan_update(spec, current, _template_change(current, choice, ctx), ctx)
-    live = _is_live(current, spec, ctx.instances[current.id], ctx.now, ctx.settings)
+    live = _is_live(current, spec, ctx)
+    _plan_refresh(family, current, live, ctx)
     return _Current(family, current, live, current.name)
+
+
+def _plan_refresh(family: _Family, current: ScaleSet, live: bool, ctx: _Context) -> None:
+    """Refresh the idle runners of a live generation serving alone, in a settled family."""
+    spec, alone = family.spec, all(m.scaleset is current for m in family.members)
+    settled = not family.contested and spec.name.lower() not in ctx.unsettled
+    if not (ctx.settings.refresh_idle_runners and live and alone and settled):
+        return
+    step = refresh(spec, current, ctx.instances[current.id], ctx.observed.templates, ctx.now)
+    if step is not None:
+        ctx.draft.progress.append(step.progress)
+        if step.removal is not None:
+            runner = step.removal.instance_name
+            _plan_write(step.removal, f"refresh runner {runner} of {step.progress.names}", ctx)
+        if step.due is not None:
+            _due(step.due, ctx)
+        if step.awaited is not None:
+            _expected(step.awaited, ctx)
 
 
 def _plan_predecessors(current: _Current, cover: _Cover, ctx: _Context) -> None:
@@ -562,6 +596,10 @@ def _plan_create(
     if name is None:
         reason = "every candidate scaleset name is taken in GARM or on GitHub"
         ctx.draft.skipped.append(Skipped(spec.source, spec.name, reason, blocking=True))
+        # A name GitHub was found to hold is tried again once that is forgotten.
+        remembered = observed.refusals.taken.values()
+        if remembered:
+            _due(min(remembered), ctx)
         return ""
     entity = next(
         e
@@ -573,6 +611,7 @@ def _plan_create(
     refusal = observed.refusals.holding(write, asked, ctx.now)
     if refusal is not None:
         _report_refusal(spec, refusal, ctx.draft)
+        _due(refusal.retry_at, ctx)
         return ""
     taken.add(name.lower())
     ctx.draft.actions.append(create)
@@ -675,6 +714,7 @@ def _plan_update(
     # Found enabled with retirement notes (enabled again by hand): stamped enabled now.
     base = notes.enabled(ctx.now) if notes.retired_at is not None else notes
     noted = replace(base, specs=notes.specs if behind else digest_now)
+    noted = stamped(noted, fields, ctx.now)
     if noted.text() != current.extended_state:
         fields["extended_state"] = noted.text()
     ctx.draft.actions.append(UpdateScaleset(current.id, current.name, fields, "update", spec.name))
@@ -697,6 +737,7 @@ def _held(action: Action, write: str, ctx: _Context) -> bool:
         refusal = ctx.observed.refusals.holding(key, asked, ctx.now)
         if refusal is not None:
             ctx.draft.held.append(Held(write, refusal))
+            _due(refusal.retry_at, ctx)
             return True
     return False
 
@@ -741,13 +782,7 @@ def _field_changes(spec: ScalesetSpec, current: ScaleSet, notes: Notes) -> dict[
     return changes
 
 
-def _is_live(
-    current: ScaleSet,
-    spec: ScalesetSpec,
-    instances: list[Instance],
-    now: datetime,
-    settings: Settings,
-) -> bool:
+def _is_live(current: ScaleSet, spec: ScalesetSpec, ctx: _Context) -> bool:
     """Whether the current generation can take over from its predecessors.
 
     Registered on GitHub, enabled, and listening: GARM opens a scale set's GitHub
@@ -755,16 +790,35 @@ def _is_live(
     takes its labels' jobs, so the predecessor keeps them. With warm capacity asked
     for, it must also hold an idle runner, unless the hand-over timeout has passed since
     it was created or last enabled (a quota too small for both generations must not
-    stall the changeover).
+    stall the changeover). What it waits for is due when the listener opens, when the
+    timeout ends, and soon while a runner boots (``Plan.wake``).
     """
     if not current.scale_set_id or not current.enabled:
         return False
-    age = now - _enabled_since(current, now)
-    if age < LISTENER_STARTUP:
+    now, instances = ctx.now, ctx.instances[current.id]
+    since = _enabled_since(current, now)
+    if now - since < LISTENER_STARTUP:
+        _due(since + LISTENER_STARTUP, ctx, live=True)
         return False
     if spec.min_idle_runners == 0 or any(i.is_idle for i in instances):
         return True
-    return age >= settings.handover_timeout
+    if now - since >= ctx.settings.handover_timeout:
+        return True
+    _due(since + ctx.settings.handover_timeout, ctx, live=True)
+    # GARM makes the runner, then it boots and reports idle: awaited since the newest
+    # of those that are on their way, or since the listener opened when none is yet.
+    booting = [i.created_at for i in instances if _booting(i)]
+    _expected(max(booting) if booting else since + LISTENER_STARTUP, ctx, live=True)
+    return False
+
+
+def _booting(instance: Instance) -> bool:
+    """A runner GARM is making or that has yet to report idle: it is on its way."""
+    return instance.runner_status in ("pending", "installing") and instance.status in (
+        "pending_create",
+        "creating",
+        "running",
+    )
 
 
 def _enabled_since(scaleset: ScaleSet, now: datetime) -> datetime:
@@ -842,6 +896,7 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
         since = notes.since(instance.name, instance.status)
         return now - since if since is not None else timedelta(0)
 
+    _drain_due(instances, retired_at, past_deadline, waited, ctx)
     removing = [i for i in instances if _removable(i, waited(i)) and (past_deadline or failed(i))]
     sending, refused = _plan_removals(scaleset, logical, removing, ctx)
     stuck = [
@@ -869,6 +924,47 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
     # runner waiting out its grace, or one GARM will not remove, is still draining.
     forcing = sending or any(i.status == FORCE_REMOVED for i in instances)
     return Phase.FORCE_REMOVING if forcing else Phase.DRAINING
+
+
+def _drain_due(
+    instances: list[Instance],
+    retired_at: datetime | None,
+    past_deadline: bool,
+    waited: Callable[[Instance], timedelta],
+    ctx: _Context,
+) -> None:
+    """When the drain of a retired scaleset can next move on (``Plan.wake``).
+
+    GARM scales its runners that are not busy down within seconds of the retirement,
+    and reaps those on their way out: both are expected soon. A busy runner goes when
+    its job ends, which only GitHub knows: only the drain deadline, the end of a
+    runner's grace in ``pending_delete`` and the moment a runner counts as stuck are due.
+    """
+    deadline = ctx.settings.drain_deadline
+    if deadline and retired_at is not None and not past_deadline:
+        _due(retired_at + deadline, ctx)
+    for instance in instances:
+        if instance.status == "pending_delete" and waited(instance) < PENDING_DELETE_GRACE:
+            _due(ctx.now - waited(instance) + PENDING_DELETE_GRACE, ctx)
+        elif (
+            past_deadline
+            and instance.status not in _REMOVABLE_STATUSES
+            and waited(instance) < STUCK_RUNNER
+        ):
+            # Named to the operator once it has sat there long (``STUCK_RUNNER``).
+            _due(ctx.now - waited(instance) + STUCK_RUNNER, ctx)
+    # GARM scales down what is up and not busy, and reaps what it is deleting, within
+    # its grace; a runner it will not remove, or whose delete keeps failing past the
+    # grace, is not expected (the periodic timer looks at it).
+    going = [
+        i
+        for i in instances
+        if (i.status == "running" and i.runner_status != "active" and not failed(i))
+        or i.status == "deleting"
+        or (i.status == "pending_delete" and waited(i) < PENDING_DELETE_GRACE)
+    ]
+    if going and retired_at is not None:
+        _expected(retired_at, ctx)
 
 
 def _plan_removals(
@@ -909,6 +1005,8 @@ def _plan_delete(scaleset: ScaleSet, logical: str | None, ctx: _Context) -> Phas
     if ctx.now - scaleset.created_at >= YOUNGEST_DELETE:
         delete = DeleteScaleset(scaleset.id, scaleset.name, logical)
         _plan_write(delete, f"delete scaleset {shown_name(logical, scaleset.name)}", ctx)
+    else:
+        _due(scaleset.created_at + YOUNGEST_DELETE, ctx)
     return Phase.AWAITING_DELETION
 
 

@@ -93,6 +93,8 @@ class Outcome:
     observed: Observed | None = field(default=None, compare=False)
     # Writes GARM refused before, held back by their back-off (Plan.held).
     held: tuple[Held, ...] = ()
+    # When a pass can next make progress (Plan.wake of the pass's last plan).
+    wake: datetime | None = field(default=None, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -169,7 +171,8 @@ class Preview:
     Its writes in order, and its outcome as the pass's last plan would see it
     (``progress``, ``skipped``). ``errors`` are writes the charm could not even make (a
     base template it cannot build on); ``cut_short`` says the pass budget would end the
-    pass there; ``held`` are the writes GARM refused before that wait out their back-off.
+    pass there; ``held`` are the writes GARM refused before that wait out their back-off;
+    ``wake`` is when the pass after it could make progress (``Plan.wake``).
     """
 
     actions: tuple[Action, ...] = ()
@@ -178,6 +181,7 @@ class Preview:
     errors: tuple[ActionError, ...] = ()
     cut_short: bool = False
     held: tuple[Held, ...] = ()
+    wake: datetime | None = None
 
 
 def preview(
@@ -214,6 +218,7 @@ def preview(
         outcome.errors,
         outcome.cut_short,
         outcome.held,
+        outcome.wake,
     )
 
 
@@ -422,9 +427,13 @@ class _Ledger:
                 observed = self.apply(client, single, observed)
             return observed
         self.errors.append(ActionError(action, exc.cause))
+        # GitHub refusing a refresh means the runner took a job after it was read: nothing
+        # for the operator, who hears of it only if it keeps coming (docs/adr/0010).
+        refresh = isinstance(action, RemoveInstance) and not action.force
+        permanent = is_permanent(exc.status) and not refresh
         memory = self.memory
         for key, asked in keys:
-            memory = memory.refused(key, asked, self.now, exc.cause, is_permanent(exc.status))
+            memory = memory.refused(key, asked, self.now, exc.cause, permanent)
         return self._remember(memory, observed)
 
     def outcome(
@@ -435,7 +444,15 @@ class _Ledger:
         unreachable: str | None = None,
         cut_short: bool = False,
     ) -> Outcome:
-        """The pass's outcome: progress from the latest plan, GARM as last observed."""
+        """The pass's outcome: progress from the latest plan, GARM as last observed.
+
+        Writes the last plan still holds were left for the next pass (a scaleset closed
+        by a refusal of one of its fields, the budget spent): that pass is due at once,
+        unless GARM went away.
+        """
+        wake = current.wake
+        if current.actions and unreachable is None:
+            wake = self.now
         return Outcome(
             current.progress,
             current.skipped,
@@ -447,6 +464,7 @@ class _Ledger:
             current.current,
             observed,
             current.held,
+            wake,
         )
 
 
@@ -509,9 +527,11 @@ def _apply(
         scalesets = tuple(updated if s.id == updated.id else s for s in observed.scalesets)
         return dataclasses.replace(observed, scalesets=scalesets)
     if isinstance(action, RemoveInstance):
-        client.delete_instance(action.instance_name, force=True)
+        # A refresh is GARM's ordinary delete: GitHub refuses it while a job runs.
+        client.delete_instance(action.instance_name, force=action.force)
+        status = FORCE_REMOVED if action.force else "pending_delete"
         instances = tuple(
-            dataclasses.replace(i, status=FORCE_REMOVED, updated_at=now)
+            dataclasses.replace(i, status=status, updated_at=now)
             if i.name == action.instance_name
             else i
             for i in observed.instances
@@ -567,7 +587,8 @@ def describe_action(action: Action) -> str:
 
     A scaleset is named by its logical name, then GARM's (``shown_name``):
     ``create scaleset ci (ci-768c7d)``, ``retire scaleset ci (ci-24ec4a): enabled, …``,
-    ``force-remove runner garm-x of ci (ci-24ec4a)``, ``delete scaleset ci (ci-24ec4a)``.
+    ``force-remove runner garm-x of ci (ci-24ec4a)``, ``refresh runner garm-y of ci
+    (ci-768c7d)`` (an outdated idle runner removed), ``delete scaleset ci (ci-24ec4a)``.
     Values stay out because runner scripts may hold anything an operator pasted in.
     """
     if isinstance(action, CreateScaleset):
@@ -576,7 +597,8 @@ def describe_action(action: Action) -> str:
         keys = ", ".join(sorted(action.changes))
         return f"{action.purpose} scaleset {_names(action)}: {keys}"
     if isinstance(action, RemoveInstance):
-        return f"force-remove runner {action.instance_name} of {_names(action)}"
+        verb = "force-remove" if action.force else "refresh"
+        return f"{verb} runner {action.instance_name} of {_names(action)}"
     if isinstance(action, CreateTemplate):
         return f"create runner template {action.name} for {action.logical_name}"
     if isinstance(action, UpdateTemplate):

@@ -97,8 +97,11 @@ class Settings:
     ``name_budget`` exists because the OpenStack provider tags each VM with
     ``garm-pool-id=<scaleset name>-<entity UUID>`` and Nova tags are at most 60 bytes.
     ``drain_deadline`` of zero means a retired scaleset's runners are never force-removed.
+    ``refresh_idle_runners``: idle runners made before a change that new runners get (an
+    image, a flavor, a runner option) are replaced one at a time (docs/adr/0010).
     """
 
     name_budget: int = 10
     handover_timeout: timedelta = timedelta(minutes=30)
     drain_deadline: timedelta = timedelta(hours=7)
+    refresh_idle_runners: bool = True

@@ -344,3 +344,27 @@ def test_with_the_fence_no_runner_is_lost_across_a_failover_from_a_cut_off_leade
     assert running(old, new) == ["garm/1"]
     assert world.lost_jobs == []
     assert job in new.garm.runners()  # loaded from the database when it started
+
+
+def test_the_wait_for_a_silent_unit_ends_at_the_pass_it_asks_for(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    """The wait's end is a moment: the leader asks for a pass then (``garm.requeue``),
+    rather than starting GARM at whichever periodic tick comes after it."""
+    old, new = units
+    elect(new, old)
+    new.run(new.ctx.on.leader_elected(), monkeypatch)
+    end = clock.now + FENCE
+    assert new.systemd.requeue_due == end
+    # The periodic timer ticks meanwhile (every 30 s, its last 10 s before the end) ...
+    ticks(new, old, FENCE - timedelta(seconds=10), clock, monkeypatch)
+    assert running(old, new) == []
+    assert new.systemd.requeue_due == end  # ... each pass asking for the same moment
+
+    clock.advance(end - clock.now)
+    old.systemd.check_lease()
+    assert new.systemd.fire_requeue()
+    new.run(reconcile_tick(), monkeypatch)
+
+    assert running(old, new) == ["garm/1"]
+    assert new.status == ops.ActiveStatus("1 scaleset in sync")

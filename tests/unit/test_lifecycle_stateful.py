@@ -187,6 +187,7 @@ KINDS = (
     "fence-waited-out-a-silent-unit",
     "lease-stopped-garm",
     "external-url-asked-for",
+    "requeue-fired",
 )
 # What the stories exercised, summed over all examples; the test asserts each happened.
 COVERAGE: Counter[str] = Counter()
@@ -1040,6 +1041,21 @@ class Lifecycle(RuleBasedStateMachine):
         unit that has lost the lease since (or an operator's juju-exec)."""
         self.tick(self._pick([u for u in self.alive() if u.hooks], pick))
 
+    @precondition(lambda self: any(u.systemctl.requeue_due for u in self.alive()))
+    @rule(pick=st.integers(0, 9))
+    def requeue_fires(self, pick: int):
+        """The extra pass a unit's last pass asked for (``garm.requeue``) comes due: time
+        passes to it (GARM ticking) and its transient timer dispatches the tick."""
+        unit = self._pick([u for u in self.alive() if u.systemctl.requeue_due], pick)
+        due = unit.systemctl.requeue_due
+        assert due is not None
+        if due > self.clock.now:
+            self.advance(due - self.clock.now)
+            self.garm.tick()
+        assert unit.systemctl.fire_requeue()
+        COVERAGE["requeue-fired"] += 1
+        self.tick(unit)
+
     @rule(seconds=st.integers(1, 900))
     def time_passes(self, seconds: int):
         """Seconds to minutes pass, for GARM and the charm; GARM's workers tick."""
@@ -1529,6 +1545,9 @@ class Lifecycle(RuleBasedStateMachine):
         if unit.dying or not unit.state.leader:
             assert not unit.has_timer, self._explain(
                 f"{'dying' if unit.dying else 'non-leader'} {unit.name} keeps the timer"
+            )
+            assert unit.systemctl.requeue_due is None, self._explain(
+                f"{'dying' if unit.dying else 'non-leader'} {unit.name} keeps a requeue"
             )
         elif unit.runs_garm:
             assert unit.has_timer, self._explain(f"leader {unit.name} runs GARM, no timer")

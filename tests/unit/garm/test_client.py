@@ -95,6 +95,60 @@ def test_a_second_401_is_an_api_error_not_a_loop(garm, client):
     assert logins(garm) == 2
 
 
+# --- the token, handed in and handed on (``garm.admin_token`` keeps it across hooks) ------
+
+
+def test_a_token_from_before_is_used_without_a_login(garm, client):
+    client.list_scalesets()
+    token = client.token
+    assert token is not None
+    again = GarmClient(garm.url, garm.username, garm.password, token=token)
+    start = len(garm.requests)
+    assert again.list_scalesets() == []
+    assert [(r.path, r.status) for r in garm.requests[start:]] == [("/scalesets", 200)]
+    assert again.token == token
+    again.close()
+
+
+def test_no_token_until_a_login(garm, client):
+    assert client.token is None
+    client.list_scalesets()
+    assert client.token is not None
+
+
+def test_a_refused_token_is_replaced_by_the_fresh_one(garm, client):
+    client.list_scalesets()
+    refused = client.token
+    garm.expire_tokens()
+    stale = GarmClient(garm.url, garm.username, garm.password, token=refused)
+    assert stale.list_scalesets() == []
+    assert stale.token not in (None, refused)
+    stale.close()
+
+
+def test_no_token_is_handed_on_after_a_refused_login(garm, client):
+    client.list_scalesets()
+    token = client.token
+    old = garm.password
+    garm.change_admin_password("N3w-Admin-Passw0rd-Here")
+    stale = GarmClient(garm.url, garm.username, old, token=token)
+    with pytest.raises(GarmApiError):
+        stale.list_scalesets()
+    assert stale.token is None
+    stale.close()
+
+
+def test_a_token_answered_401_is_not_handed_on_until_garm_takes_it(garm, client):
+    # GARM's 401 for GitHub's refusal looks like a refused token: not handed on, until
+    # GARM answers the same token with something else.
+    garm.inject("GET", r"/scalesets/?", status=401, error="Not Authorized", times=2)
+    with pytest.raises(GarmApiError):
+        client.list_scalesets()
+    assert client.token is None
+    client.list_scalesets()
+    assert client.token is not None and logins(garm) == 2
+
+
 def test_wrong_password_is_an_api_error_without_the_password(garm):
     bad = GarmClient(garm.url, garm.username, "Wr0ng-Secret-Value!", timeout=(1.0, 1.0))
     with pytest.raises(GarmApiError) as caught:
@@ -207,9 +261,12 @@ def test_no_secret_reaches_logs_or_errors(garm, client, caplog):
     garm.inject("GET", r"/scalesets/?", status=500)
     with pytest.raises(GarmApiError) as caught:
         client.list_scalesets()
-    for text in (caplog.text, str(caught.value)):
+    token = client.token
+    assert token is not None
+    for text in (caplog.text, str(caught.value), repr(client)):
         assert garm.password not in text
         assert "Bearer" not in text
+        assert token not in text
 
 
 GITHUB_TAKEN = (

@@ -39,6 +39,8 @@ GOOD: list[tuple[str, object, Any]] = [
     ("reconcile-interval", 0, lambda c: c.reconcile_interval == 0),
     ("reconcile-interval", 10, lambda c: c.reconcile_interval == 10),
     ("reconcile-interval", 3600, lambda c: c.reconcile_interval == 3600),
+    ("refresh-idle-runners", True, lambda c: c.settings.refresh_idle_runners is True),
+    ("refresh-idle-runners", False, lambda c: c.settings.refresh_idle_runners is False),
 ]
 
 # (option, value, why it is refused)
@@ -96,6 +98,10 @@ BAD: list[tuple[str, object, str]] = [
     ("reconcile-interval", -1, "must be 0 or 10-3600"),
     ("reconcile-interval", 3601, "must be 0 or 10-3600"),
     ("reconcile-interval", "30s", WHOLE),
+    # Only a boolean: Juju hands one, and 1 or "yes" is a mistake somewhere else.
+    ("refresh-idle-runners", 1, "must be true or false"),
+    ("refresh-idle-runners", "true", "must be true or false"),
+    ("refresh-idle-runners", None, "must be true or false"),
 ]
 
 

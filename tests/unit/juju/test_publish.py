@@ -245,6 +245,13 @@ def replacing(runners: int, message: str, **more: str) -> dict[str, str]:
             id="an orphan made for the same name",
         ),
         pytest.param(
+            # No changeover: the generation serves, its outdated idle runners replaced.
+            (Progress("lg-x64", NEW, Phase.REFRESHING, 2),),
+            {"lg-x64": NEW},
+            {"phase": "serving", "scaleset": NEW, "message": "refreshing 2 idle runners"},
+            id="refreshing",
+        ),
+        pytest.param(
             (Progress("LG-X64", OLD, Phase.DRAINING, 1),),
             {"lg-x64": NEW},
             replacing(1, "draining 1 runner", scaleset=NEW, replaced=OLD),

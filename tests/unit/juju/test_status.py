@@ -220,6 +220,15 @@ def test_summary(outcome, state, expected):
             Progress(None, "stray", Phase.HANDING_OVER, orphan=True),
             "Removing scaleset stray: handing over",
         ),
+        # No changeover: the current generation's outdated idle runners (docs/adr/0010).
+        (
+            Progress("ci-small", "ci-768c7d", Phase.REFRESHING, 2),
+            "Refreshing scaleset ci-small (ci-768c7d): 2 idle runners made before its last change",
+        ),
+        (
+            Progress("ci-small", "ci-768c7d", Phase.REFRESHING, 1),
+            "Refreshing scaleset ci-small (ci-768c7d): 1 idle runner made before its last change",
+        ),
     ],
 )
 def test_a_changeover_names_the_logical_scaleset_then_garms(progress, line):

@@ -142,6 +142,19 @@ def test_each_pass_counts_the_force_removals_garm_accepted(passes, garm, clock):
     assert force_removals(passes.run(new_spec)) == 0
 
 
+def test_a_scaleset_refreshing_its_idle_runners_is_serving_and_forces_nothing():
+    # No changeover (docs/adr/0010): counted serving, its removals no force-removals.
+    refresh = RemoveInstance("garm-r0", 1, "ci-24ec4a", "ci", force=False)
+    outcome = Outcome(
+        progress=(Progress("ci", "ci-24ec4a", Phase.REFRESHING, 2),),
+        done=(refresh,),
+        current=(("ci", "ci-24ec4a"),),
+    )
+    counts = scalesets_by_phase(outcome)
+    assert {k: v for k, v in counts.items() if v} == {"serving": 1}
+    assert force_removals(outcome) == 0
+
+
 def test_kept_deletes_are_counted_and_a_stuck_one_is_blocked(passes, garm):
     passes.run(make_spec())
     passes.later()

@@ -25,7 +25,10 @@ from scalesets.planner import plan
 from scalesets.spec import Desired, HeldSpec, ScalesetSpec
 from tests.plans import NOW, ORG, PROVIDER, REPO, SETTINGS, generation, name_of, retired
 from tests.specs import make_spec
-from tests.wire import T0, template_json
+from tests.wire import T0, go_time, template_json
+
+# The note a pass at NOW writes with a change of what new runners get (docs/adr/0010).
+CHANGED_NOW = f"changed-at={go_time(NOW)}"
 
 BLOCKS = "# the charm's blocks\nprintf '%s\\n' 'DOCKERHUB_MIRROR=https://mirror' >> .env\n"
 BASE = Template.from_json(template_json(2, "github_linux", owner_id="system"))
@@ -84,7 +87,9 @@ def test_a_spec_without_options_leaves_the_template_to_garm():
 def test_options_added_to_a_serving_generation_change_it_in_place():
     live = generation(make_spec(), 1)
     result = run(SPEC, observed=observe(live, templates=(BASE, ours(7, SPEC))))
-    assert result.actions == (UpdateScaleset(1, live.name, {"template_id": 7}, "update"),)
+    # Noted as a change of what new runners get: idle runners are refreshed (ADR 0010).
+    changes = {"template_id": 7, "extended_state": CHANGED_NOW}
+    assert result.actions == (UpdateScaleset(1, live.name, changes, "update"),)
 
 
 def test_a_changed_option_rewrites_the_template_and_nothing_else():
@@ -128,7 +133,9 @@ def test_options_removed_point_the_scaleset_back_at_garms_template_then_delete_o
     live = generation(plain, 1, template_id=7)
     result = run(plain, observed=observe(live, templates=(BASE, ours(7, SPEC))))
     assert of_type(result, UpdateScaleset) == [
-        UpdateScaleset(1, live.name, {"template_id": BASE.id}, "update")
+        UpdateScaleset(
+            1, live.name, {"template_id": BASE.id, "extended_state": CHANGED_NOW}, "update"
+        )
     ]
     # GARM refuses to delete a template in use: the delete comes once nothing uses it.
     assert not of_type(result, DeleteTemplate)

@@ -36,6 +36,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from garm import requeue
 from garm.client import GarmClient
 from garm.models import parse_time
 from garm.refusals import (
@@ -69,6 +70,7 @@ from scalesets.reconciler import Outcome, preview, reconcile
 from scalesets.spec import Desired, ScalesetSpec, Settings
 from tests.clock import FakeClock
 from tests.garm_double import CONSOLIDATION_INTERVAL, GITHUB_LINUX_TEMPLATE, GarmDouble, Recorded
+from tests.plans import COMING_OR_GOING
 from tests.soak import soak_settings
 from tests.wire import T0
 
@@ -79,6 +81,9 @@ LABEL_SETS = (("linux",), ("linux", "x64"), ("linux", "arm64"), ("Linux", "X64",
 # Runner options a configurator may publish for a logical scaleset: none, or a pre-job
 # script in one of two versions (a change made in place, never by replacement).
 PRE_JOB_SCRIPTS = (None, "echo one", "echo two")
+# The images an image builder may publish: a new one is changed in place, and the idle
+# runners made before are refreshed (docs/adr/0010).
+IMAGES = ("image-uuid", "image-uuid-2")
 CREATE_ROUTE = r"/organizations/[^/]+/scalesets/?"
 # The runner groups a configurator may set: GitHub knows only the first (404 otherwise).
 RUNNER_GROUPS = ("Default", "ghost")
@@ -127,6 +132,9 @@ MUST_SEE = (
     "runner group refused beside a flip-flop",
     "pending_delete re-stamped",
     "pending_delete forced",
+    "requeued pass made progress",
+    "wake checked",
+    "idle runner refreshed",
 )
 
 
@@ -191,6 +199,8 @@ class Changeover(RuleBasedStateMachine):
         self.in_a_row: dict[str, tuple[str, int, datetime]] = {}
         # When a non-faulty pass first saw each runner of a retired scaleset pending_delete.
         self.first_pending: dict[str, datetime] = {}
+        # The image each logical scaleset's configurator publishes (absent: the first).
+        self.images: dict[str, str] = {}
 
     # --- what the world does ------------------------------------------------------------
 
@@ -232,6 +242,12 @@ class Changeover(RuleBasedStateMachine):
     def change_options(self, logical, script):
         """The configurator sets, changes or drops a runner option: changed in place."""
         self.pre_job[logical] = script
+
+    @rule(logical=st.sampled_from(LOGICAL), image=st.sampled_from(IMAGES))
+    def image_published(self, logical, image):
+        """An image builder publishes another image: changed in place, idle runners made
+        before it refreshed one at a time (``big`` keeps one warm; ``ci`` none)."""
+        self.images[logical] = image
 
     @rule(logical=st.sampled_from(LOGICAL))
     def unpublish(self, logical):
@@ -402,6 +418,21 @@ class Changeover(RuleBasedStateMachine):
     def reconcile_pass(self):
         self.run_pass(faulty=False)
 
+    @precondition(lambda self: self.last is not None and self.last.wake is not None)
+    @rule()
+    def requeue_fires(self):
+        """The extra pass the last one asked for (``garm.requeue``) runs at its moment,
+        never sooner than a few seconds on, GARM ticking first; when the timer's pass
+        comes first, that one runs instead."""
+        assert self.last is not None and self.last.wake is not None
+        seconds = requeue.delay(self.last.wake, self.clock.now, self.clock.now + TIMER_INTERVAL)
+        self.clock.advance(timedelta(seconds=seconds) if seconds else TIMER_INTERVAL)
+        self.garm.tick()
+        writes = len(self.garm.writes())
+        self.run_pass(faulty=False)
+        COVERAGE["requeued pass"] += 1
+        COVERAGE["requeued pass made progress"] += len(self.garm.writes()) > writes
+
     @rule(data=st.data(), kind=st.sampled_from(FAULTS))
     def faulty_pass(self, data, kind):
         """A pass in which GARM fails one of the calls it is about to get.
@@ -459,6 +490,7 @@ class Changeover(RuleBasedStateMachine):
         """What one pass sent, judged against GARM's ground truth as the pass started."""
         self.templates_written_as_asked(before, faulty=faulty)
         self.no_runner_removed_before_its_deadline(before)
+        self.refreshes_keep_warm_capacity(before)
         self.nothing_deleted_young(before)
         refused = self.nothing_resent_before_its_backoff(before)
         if not faulty:
@@ -495,10 +527,13 @@ class Changeover(RuleBasedStateMachine):
                     assert faulty or refused, f"{request.method} {path} answered {request.status}"
 
     def no_runner_removed_before_its_deadline(self, before: _Before) -> None:
-        """A runner is removed only from a retired scaleset, past the drain deadline by
-        GARM's clock and by the charm's stamp, unless it failed (it never takes a job)."""
+        """A runner is force-removed only from a retired scaleset, past the drain deadline
+        by GARM's clock and by the charm's stamp, unless it failed (it never takes a job).
+        A refresh (not forced) is judged by ``refreshes_keep_warm_capacity``."""
         by_id = {s["id"]: s for s in self.garm.scalesets()}
-        for name, scaleset_id, at, _ in self.garm.removals[before.removals :]:
+        for name, scaleset_id, at, force in self.garm.removals[before.removals :]:
+            if not force:
+                continue
             since = self.garm.disabled_since.get(scaleset_id)
             assert since is not None, f"runner {name} removed from an enabled scaleset"
             runner = before.runners[name]
@@ -510,6 +545,49 @@ class Changeover(RuleBasedStateMachine):
             stamp = Notes.read(by_id.get(scaleset_id, {}).get("extended_state", "")).retired_at
             assert stamp is not None, f"runner {name} removed without a retired-at stamp"
             assert at >= stamp + SETTINGS.drain_deadline, f"runner {name} removed early"
+
+    def refreshes_keep_warm_capacity(self, before: _Before) -> None:
+        """A refresh (GARM's ordinary delete of a runner) never asks for a busy runner, nor
+        one booting, and never takes warm capacity below ``min_idle_runners`` - 1: it asks
+        only for an idle runner of an enabled scaleset that, as the pass started, held at
+        least ``min_idle_runners`` idle runners and none on its way in or out, one runner
+        of a scaleset per pass (docs/adr/0010)."""
+        min_idle = {s.name: s.min_idle_runners for s in self.desired().specs}
+        enabled = {s["id"] for s in self.garm.scalesets() if s.get("enabled")}
+        tags = {s["id"]: {t["name"] for t in s.get("tags", [])} for s in self.garm.scalesets()}
+        asked: set[int] = set()
+        for request in self.garm.requests[before.requests :]:
+            path = request.path.rstrip("/")
+            if request.method != "DELETE" or not path.startswith("/instances/"):
+                continue
+            if request.query.get("forceRemove") == "true":
+                continue
+            runner = before.runners[path.removeprefix("/instances/")]
+            scaleset_id = runner["scale_set_id"]
+            assert (runner.get("status"), runner.get("runner_status")) == ("running", "idle"), (
+                f"refresh asked for runner {runner['name']}, {runner.get('status')}/"
+                f"{runner.get('runner_status')}"
+            )
+            assert scaleset_id in enabled, f"refresh on retired scaleset {scaleset_id}"
+            assert scaleset_id not in asked, f"two refreshes of scaleset {scaleset_id} in a pass"
+            asked.add(scaleset_id)
+            mine = [r for r in before.runners.values() if r["scale_set_id"] == scaleset_id]
+            idle = [
+                r for r in mine if (r.get("status"), r.get("runner_status")) == ("running", "idle")
+            ]
+            (logical,) = [n for n in LOGICAL if n in tags.get(scaleset_id, ())]
+            assert len(idle) >= min_idle.get(logical, 1) >= 1, (
+                f"refresh of {runner['name']} with {len(idle)} idle runners"
+            )
+            moving = [
+                r["name"]
+                for r in mine
+                if r.get("status") in COMING_OR_GOING
+                or (r.get("runner_status") in ("pending", "installing") and r["status"] != "error")
+            ]
+            assert not moving, f"refresh of {runner['name']} while {moving} come or go"
+            if request.status == 200:
+                COVERAGE["idle runner refreshed"] += 1
 
     def nothing_deleted_young(self, before: _Before) -> None:
         """GARM may not have started its worker for a scaleset younger than 30 s (ADR 0003)."""
@@ -536,7 +614,9 @@ class Changeover(RuleBasedStateMachine):
             assert request.method != "DELETE" or target not in seen.asked, f"{target} twice"
             seen.asked.add(target)
             if request.method == "DELETE" and path.startswith("/instances/"):
-                self._removal(before, seen, path.removeprefix("/instances/"), request.status)
+                forced = request.query.get("forceRemove") == "true"
+                name = path.removeprefix("/instances/")
+                self._removal(before, seen, name, request.status, forced)
             elif request.method == "DELETE" and re.fullmatch(r"/scalesets/\d+", path):
                 confirm = sent[index + 1 : index + 2]
                 kept = bool(confirm) and confirm[0].method == "GET" and confirm[0].status == 200
@@ -557,18 +637,21 @@ class Changeover(RuleBasedStateMachine):
             COVERAGE["held back, not re-sent"] += 1
         return seen.refused
 
-    def _removal(self, before: _Before, seen: _PassLog, name: str, status: int | None) -> None:
+    def _removal(
+        self, before: _Before, seen: _PassLog, name: str, status: int | None, forced: bool
+    ) -> None:
         runner = before.runners[name]
         scaleset_id = runner["scale_set_id"]
         scaleset = before.names[scaleset_id]
-        assert not _holds(before.memory, "remove", scaleset, before.now, runner=name), (
-            f"runner {name} force-removed before its retry-at (now {before.now})"
+        write, kind = ("remove", "refused") if forced else ("refresh", "refresh refused")
+        assert not _holds(before.memory, write, scaleset, before.now, runner=name), (
+            f"runner {name} removed ({write}) before its retry-at (now {before.now})"
         )
-        assert ("refused", (scaleset_id, name)) not in seen.noted, f"{name}: removed again"
-        COVERAGE["force removals"] += 1
+        assert (kind, (scaleset_id, name)) not in seen.noted, f"{name}: removed again"
+        COVERAGE["force removals" if forced else "refreshes"] += 1
         if status == 400:
-            seen.refused.add(("refused", (scaleset_id, name)))
-            seen.noted.add(("refused", (scaleset_id, name)))
+            seen.refused.add((kind, (scaleset_id, name)))
+            seen.noted.add((kind, (scaleset_id, name)))
             if runner.get("runner_status") == "active":
                 self.refused_runners.add(name)
                 COVERAGE["removal refused (job still running)"] += 1
@@ -606,7 +689,7 @@ class Changeover(RuleBasedStateMachine):
         live = {s["id"]: s for s in self.garm.scalesets()}
         soonest = self.clock.now + FIRST_RETRY
         for kind, what in refused:
-            scaleset_id, runner = what if kind == "refused" else (what, "")
+            scaleset_id, runner = what if kind.endswith("refused") else (what, "")
             if kind == "create":
                 key = f"create:{what}"
             elif scaleset_id not in live:
@@ -614,7 +697,8 @@ class Changeover(RuleBasedStateMachine):
             elif kind == "kept":
                 key = f"delete:{live[scaleset_id]['name'].lower()}"
             else:
-                key = f"remove:{live[scaleset_id]['name'].lower()}:{runner}"
+                write = "remove" if kind == "refused" else "refresh"
+                key = f"{write}:{live[scaleset_id]['name'].lower()}:{runner}"
             refusal = self.memory.refusals.get(key)
             assert refusal is not None, f"refused {key} not remembered"
             assert refusal.retry_at >= soonest, refusal
@@ -654,7 +738,9 @@ class Changeover(RuleBasedStateMachine):
             earlier, count, _ = self.in_a_row.get(key, (asked, 0, now))
             count = count + 1 if earlier == asked else 1
             self.in_a_row[key] = (asked, count, now)
-            if (not kept and is_permanent(request.status)) or count >= REFUSALS_BEFORE_BLOCKED:
+            # A refresh refused says a job started on the runner: blocked only in a row.
+            at_once = not kept and is_permanent(request.status) and not key.startswith("refresh:")
+            if at_once or count >= REFUSALS_BEFORE_BLOCKED:
                 due.append(key)
             COVERAGE["field refused"] += key.startswith("update:")
             COVERAGE["template refused"] += key.startswith("template")
@@ -772,6 +858,7 @@ class Changeover(RuleBasedStateMachine):
         if not faulty:
             self.labels_asked_for_are_enabled()
             self.stuck_pending_delete_forced(before)
+            self.wake_is_not_late()
         if any(p.blocked for p in self.last.progress):
             COVERAGE["blocked"] += 1
         if any(s.blocking for s in self.last.skipped):
@@ -787,6 +874,31 @@ class Changeover(RuleBasedStateMachine):
         ]
         if waiting and not faulty and self.last.ok:
             COVERAGE["waited out a back-off"] += 1
+
+    def wake_is_not_late(self) -> None:
+        """Nothing the pass waits on in time comes before the moment it said to wake at.
+
+        Read GARM as it stands now at a second before that moment (or, with no moment,
+        past the drain deadline): with nothing changed in GARM meanwhile, a pass then
+        plans no write, or the charm would sleep through progress it could make. What
+        only GARM's own changes bring (a runner reporting) is not a matter of time.
+        """
+        outcome = self.last
+        if outcome is None or outcome.unreachable is not None or outcome.cut_short:
+            return
+        wake = outcome.wake
+        # Nor early: due at once only when this pass left writes for the next one.
+        assert wake is None or wake > self.clock.now or outcome.done or outcome.errors, (
+            f"a pass that did nothing asks for the next one at once: {outcome.progress}"
+        )
+        at = wake - timedelta(seconds=1) if wake else self.clock.now + timedelta(hours=9)
+        if at <= self.clock.now:
+            return
+        later = preview(self.client, self.desired(), at, SETTINGS, self.memory).actions
+        assert not later, (
+            f"at {at} a pass would write {later}, but the last one said to wake at {wake}"
+        )
+        COVERAGE["wake checked"] += 1
 
     def before(self) -> _Before:
         scalesets = self.garm.scalesets()
@@ -833,7 +945,7 @@ class Changeover(RuleBasedStateMachine):
                     entity_kind="organization",
                     entity_name="example-org",
                     provider_name=PROVIDER,
-                    image="image-uuid",
+                    image=self.images.get(logical, IMAGES[0]),
                     flavor="m1.small",
                     os_arch="amd64",
                     max_runners=3,
@@ -993,7 +1105,8 @@ def _keys_of(request: Recorded, before: _Before, garm: GarmDouble) -> list[tuple
         if runner is None:
             return []
         name = path.removeprefix("/instances/")
-        return [(f"remove:{names[runner['scale_set_id']].lower()}:{name}", "")]
+        write = "remove" if request.query.get("forceRemove") == "true" else "refresh"
+        return [(f"{write}:{names[runner['scale_set_id']].lower()}:{name}", "")]
     if request.method == "DELETE" and (found := re.fullmatch(r"/scalesets/(\d+)", path)):
         return [(f"delete:{names[int(found[1])].lower()}", "")]
     return []

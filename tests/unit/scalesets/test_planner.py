@@ -49,7 +49,10 @@ from tests.plans import (
     writes,
 )
 from tests.specs import make_spec
-from tests.wire import T0, scaleset_json
+from tests.wire import T0, go_time, scaleset_json
+
+# When a pass at NOW notes that what new runners get changed (docs/adr/0010).
+STAMP = go_time(NOW)
 
 # --- rule 1: generation names ----------------------------------------------------------
 
@@ -265,9 +268,16 @@ def test_a_changed_mutable_field_is_updated_in_place_alone(field, value, wire_ke
     live = generation(spec, 1)
     (update,) = run(make_spec(**{field: value}), observed=observe(live)).actions
     expected = {wire_key: value}
+    # What new runners get is noted as changed now, for the refresh of the idle ones
+    # (docs/adr/0010); the counts are not.
+    changed = (
+        Notes(changed_at=NOW) if field not in ("max_runners", "min_idle_runners") else Notes()
+    )
     if field == "extra_specs":
         # What the charm set is noted, for a GARM whose list leaves extra_specs out.
-        expected["extended_state"] = f"specs={specs_digest(value)}"
+        changed = dataclasses.replace(changed, specs=specs_digest(value))
+    if changed.text():
+        expected["extended_state"] = changed.text()
     assert update == UpdateScaleset(1, live.name, expected, "update")
 
 
@@ -275,7 +285,7 @@ def test_extra_specs_removed_from_the_spec_are_cleared():
     live = generation(make_spec(extra_specs={"x": 1}), 1)
     (update,) = run(make_spec(), observed=observe(live)).actions
     assert isinstance(update, UpdateScaleset)
-    assert update.changes == {"extra_specs": {}}
+    assert update.changes == {"extra_specs": {}, "extended_state": Notes(changed_at=NOW).text()}
 
 
 def test_current_generation_found_disabled_is_re_enabled():
@@ -547,7 +557,10 @@ def test_a_flip_flop_re_enables_alone_first_whatever_else_changed():
     # Once enabled, the other fields follow, each its own write if GARM refuses it.
     enabled_again = generation(make_spec(), 1, extended_state=enabled_stamp(NOW))
     (fields,) = writes(run(first, observed=observe(enabled_again, interim)))
-    assert (fields.purpose, set(fields.changes)) == ("update", {"image", "runner_group"})
+    assert (fields.purpose, set(fields.changes) - {"extended_state"}) == (
+        "update",
+        {"image", "runner_group"},
+    )
 
 
 def test_a_held_re_enable_is_not_told_as_creating_a_replacement():
@@ -573,7 +586,7 @@ def test_a_field_garm_refused_is_held_back_alone():
     refused = Refusals({key: first_refusal(digest("ghost"), NOW, "does not exist", True)})
     result = run(spec, observed=dataclasses.replace(observe(current), refusals=refused))
     (update,) = writes(result)
-    assert update.changes == {"image": "new-image"}
+    assert update.changes == {"image": "new-image", "extended_state": f"changed-at={STAMP}"}
     (held,) = result.held
     assert held.write == f"update runner_group of scaleset ci ({current.name})"
     assert held.refusal.blocked
@@ -581,7 +594,11 @@ def test_a_field_garm_refused_is_held_back_alone():
     fixed = make_spec(image="new-image", runner_group="runners")
     observed = dataclasses.replace(observe(current), refusals=refused)
     (update,) = writes(run(fixed, observed=observed))
-    assert update.changes == {"image": "new-image", "runner_group": "runners"}
+    assert update.changes == {
+        "image": "new-image",
+        "runner_group": "runners",
+        "extended_state": f"changed-at={STAMP}",
+    }
 
 
 def test_extra_specs_held_back_keep_their_old_digest_in_the_notes():
@@ -591,7 +608,11 @@ def test_extra_specs_held_back_keep_their_old_digest_in_the_notes():
     key = field_key(current.name, "extra_specs")
     refused = Refusals({key: first_refusal(digest({"a": 2}), NOW, "no", False)})
     (update,) = writes(run(spec, observed=dataclasses.replace(observe(current), refusals=refused)))
-    assert update.changes == {"image": "new-image"}  # the notes still say {"a": 1}
+    # The notes still say {"a": 1}; the image is noted as changed.
+    assert update.changes == {
+        "image": "new-image",
+        "extended_state": Notes(changed_at=NOW, specs=specs_digest({"a": 1})).text(),
+    }
 
 
 # --- rule 11: orphans -------------------------------------------------------------------

@@ -116,7 +116,9 @@ def test_options_removed_tell_the_scaleset_moved_back_then_the_template_deleted(
     passes.later()
     told, _ = foresee_then_run(passes, with_options())
     update, delete = told.actions
-    assert isinstance(update, UpdateScaleset) and set(update.changes) == {"template_id"}
+    # With the note that what new runners get changed (docs/adr/0010).
+    assert isinstance(update, UpdateScaleset)
+    assert set(update.changes) == {"template_id", "extended_state"}
     assert isinstance(delete, DeleteTemplate)
     assert [t for t in garm.templates() if t["name"].startswith("garm-charm-")] == []
 

@@ -307,9 +307,10 @@ def test_an_update_garm_refuses_is_sent_again_field_by_field(passes, garm):
     (scaleset,) = garm.scalesets()
     outcome = passes.run(make_spec(image="new-image", runner_group="ghost", max_runners=7))
     fields = [sorted(w.body) for w in garm.writes() if w.method == "PUT"]  # type: ignore[arg-type]
+    # The note that what new runners get changed (docs/adr/0010) goes with the first.
     assert fields == [
-        ["image", "max_runners", "runner_group"],
-        ["image"],
+        ["extended_state", "image", "max_runners", "runner_group"],
+        ["extended_state", "image"],
         ["max_runners"],
         ["runner_group"],
     ]

@@ -1,0 +1,121 @@
+"""One extra pass at the moment the last one said it can next make progress.
+
+The reconcile timer (``garm.timer``) runs a pass every ``reconcile-interval``, whatever
+is going on: the safety net. A changeover, though, waits on moments it knows (a new
+scale set's listener open, a back-off over, a drain deadline) or expects soon (a runner
+to report idle), and the leader's pass says which comes first (``PassResult.requeue_at``).
+This module asks systemd for one pass then: a transient timer (``systemd-run
+--on-active``) that dispatches the same ``reconcile-tick`` as the periodic timer, through
+juju-exec, so it is a hook like any other and waits for the machine lock. No hook ever
+sleeps waiting.
+
+Each pass replaces what the one before asked for: the timers still pending are stopped
+first (``systemctl stop 'garm-requeue-*.timer'``), then one is made if the moment comes
+before the periodic timer's run at the latest. Each transient timer has a name of its
+own (the moment it fires, in seconds since the epoch): a pass that is itself dispatched
+by ``garm-requeue-<n>.service`` runs inside that service, which systemd still holds
+while the next one is asked for, so a fixed name would be refused. ``RemainAfterElapse=no``
+and ``--collect`` unload each timer and service once it has run, failed or not.
+
+A requeue comes at least ``SOONEST_SECONDS`` after the pass that asks for it, and none is
+asked for within that of the periodic timer's run. Every pass stops the requeue still
+pending, so a pass in between pushes the next one back; one whose timer already elapsed
+and whose dispatch waits for the machine lock runs after the hook that holds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from datetime import datetime, timedelta
+
+from charmlibs import systemd
+
+from garm import timer, workload
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "garm-requeue-"
+SYSTEMD_RUN = "/usr/bin/systemd-run"
+# The shortest time between a pass and the one it asks for.
+SOONEST_SECONDS = 3
+
+
+def delay(at: datetime | None, now: datetime, periodic: datetime | None) -> int | None:
+    """Whole seconds from ``now`` until the pass asked for at ``at``; None for no pass.
+
+    No pass is needed when nothing waits on time (``at`` None) or when the periodic
+    timer runs first anyway, or within ``SOONEST_SECONDS`` of it: ``periodic`` is when it
+    does at the latest (None: no periodic timer). Rounded up, so the pass never comes
+    before its moment, and never sooner than ``SOONEST_SECONDS``.
+    """
+    soonest = timedelta(seconds=SOONEST_SECONDS)
+    if at is None or (periodic is not None and at > periodic - soonest):
+        return None
+    wait = (at - now) / timedelta(seconds=1)
+    return max(SOONEST_SECONDS, -int(-wait // 1))
+
+
+def keep(paths: workload.Paths, unit_name: str, seconds: int | None, now: datetime) -> None:
+    """The one pending requeue, ``seconds`` after ``now``; none when ``seconds`` is None.
+
+    The name of the timer asked for is kept in ``paths.requeue_file``, so a pass with
+    nothing to ask for costs no call to systemd when none is pending. A failure of
+    systemd is logged and swallowed: the periodic timer is the safety net, and no hook
+    may fail for want of an early pass.
+    """
+    cancel(paths)
+    if seconds is None:
+        return
+    name = f"{PREFIX}{int(now.timestamp()) + seconds}"
+    executable, unit, command = timer.dispatch_command(unit_name, timer.TIMEOUT_SECONDS)
+    try:
+        # Marked first: a timer made whose mark was not written would never be stopped.
+        workload.write_own(paths.requeue_file, name)
+    except OSError as exc:
+        logger.warning("could not note the next pass (%s): none asked for", exc)
+        return
+    try:
+        subprocess.run(  # noqa: S603 (no shell; fixed words and a checked unit name)
+            [
+                SYSTEMD_RUN,
+                f"--unit={name}",
+                f"--on-active={seconds}s",
+                "--timer-property=AccuracySec=1s",
+                "--timer-property=RemainAfterElapse=no",
+                "--collect",
+                # Oneshot, as the periodic timer's: only then does TimeoutStartSec bound
+                # the dispatch (a simple service has started once it is forked).
+                "--service-type=oneshot",
+                f"--property=TimeoutStartSec={timer.TIMEOUT_SECONDS}s",
+                executable,
+                unit,
+                command,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as exc:
+        logger.warning("could not ask systemd for the next pass in %ss: %s", seconds, exc)
+        return
+    logger.debug("next pass in %ss (%s)", seconds, name)
+
+
+def cancel(paths: workload.Paths) -> None:
+    """Stop the requeue still pending, if one was asked for; one dispatching runs on.
+
+    Stopped by pattern: a timer that has elapsed is unloaded by systemd and not matched,
+    and stopping a timer leaves the service it started (maybe this very pass) running.
+    """
+    if not paths.requeue_file.exists():
+        return
+    try:
+        systemd.service_stop(f"{PREFIX}*.timer")
+    except (OSError, systemd.SystemdError) as exc:
+        logger.warning("could not stop the pending requeue: %s", exc)
+        return
+    try:
+        paths.requeue_file.unlink(missing_ok=True)
+    except OSError as exc:
+        logger.warning("could not forget the pending requeue (%s)", exc)
