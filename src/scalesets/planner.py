@@ -32,6 +32,7 @@ from typing import Any
 from garm.models import FORCE_REMOVED, Instance, ScaleSet
 from garm.refusals import Held, Refusal
 from runners.templates import Choice, DeleteTemplate, Templates, template_name
+from scalesets import registration
 from scalesets.actions import (
     KEPT_CAUSE,
     Action,
@@ -515,6 +516,10 @@ def _plan_current(family: _Family, choice: Choice, taken: set[str], ctx: _Contex
     if current is None:
         name = _plan_create(spec, key, choice.template_id, taken, ctx) if choice.ready else ""
         return _Current(family, None, False, name)
+    # Registered late on GitHub: noted, and not live before its listener (``registration``).
+    noted = registration.note(current, spec.name, ctx.now) if current.enabled else None
+    if noted is not None and _plan_write(noted, f"note on scaleset {noted.name}", ctx):
+        return _Current(family, current, False, current.name)
     _plan_update(spec, current, _template_change(current, choice, ctx), ctx)
     live = _is_live(current, spec, ctx)
     _plan_refresh(family, current, live, ctx)

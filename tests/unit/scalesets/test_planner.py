@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from garm.models import Entity, Instance, ScaleSet
-from garm.refusals import Refusals, digest, first_refusal
+from garm.refusals import LONGEST_RETRY, Refusals, digest, first_refusal
 from scalesets.actions import (
     CreateScaleset,
     DeleteScaleset,
@@ -324,10 +324,32 @@ def test_label_change_creates_replacement_and_keeps_old_serving():
 
 
 def test_no_hand_over_to_a_replacement_not_registered_on_github():
+    """Nor until its listener is up, counted from the pass that saw it registered: a
+    scale set GitHub registers late (however old) listens seconds after that."""
     new_spec, old, new = changeover(scale_set_id=0)
     result = run(new_spec, observed=observe(old, new))
-    assert writes(result) == []
+    marked = Notes(enabled_at=NOW + LONGEST_RETRY).text()
+    assert writes(result) == [
+        UpdateScaleset(2, new.name, {"extended_state": marked}, "note", new_spec.name)
+    ]
     assert result.progress[0].phase is Phase.CREATING_REPLACEMENT
+    new = dataclasses.replace(new, extended_state=marked)
+    assert writes(run(new_spec, observed=observe(old, new))) == []  # marked once
+    # GitHub registers it: noted now, and the old one keeps its jobs until it listens.
+    later = NOW + timedelta(minutes=5)
+    registered = dataclasses.replace(new, scale_set_id=106)
+    result = run(new_spec, observed=observe(old, registered), now=later)
+    seen = Notes(enabled_at=later).text()
+    assert writes(result) == [
+        UpdateScaleset(2, new.name, {"extended_state": seen}, "note", new_spec.name)
+    ]
+    listening = dataclasses.replace(registered, extended_state=seen)
+    assert writes(run(new_spec, observed=observe(old, listening), now=later)) == []
+    assert run(new_spec, observed=observe(old, listening), now=later).wake == (
+        later + LISTENER_STARTUP
+    )
+    result = run(new_spec, observed=observe(old, listening), now=later + LISTENER_STARTUP)
+    assert writes(result) == [retirement(old, at=later + LISTENER_STARTUP)]
 
 
 def test_hand_over_to_registered_enabled_replacement_without_warm_capacity():
@@ -791,7 +813,8 @@ def test_a_renamed_scaleset_serves_until_its_successor_is_live():
     assert Progress("ci", old.name, Phase.HANDING_OVER, orphan=True) in result.progress
     # Created but not registered on GitHub yet: still not live.
     unregistered = generation(after, 2, scale_set_id=0)
-    assert writes(run(after, observed=observe(old, unregistered))) == []
+    marks = writes(run(after, observed=observe(old, unregistered)))
+    assert [(a.scaleset_id, a.purpose) for a in marks] == [(2, "note")]  # marked, no retire
     live = generation(after, 2)
     (retire,) = writes(run(after, observed=observe(old, live)))
     assert isinstance(retire, UpdateScaleset) and retire.scaleset_id == 1
@@ -810,7 +833,7 @@ def test_a_leaving_scaleset_waits_for_another_spec_asking_its_labels():
     big = make_spec(name="big", labels=("x64", "large"))
     gone = generation(make_spec(name="ci", labels=("linux", "x64")), 1)
     result = run(big, observed=observe(gone, generation(big, 2, scale_set_id=0)))
-    assert writes(result) == []
+    assert [(a.scaleset_id, a.purpose) for a in writes(result)] == [(2, "note")]  # no retire
     result = run(big, observed=observe(gone, generation(big, 2)))
     assert [(type(a), a.scaleset_id) for a in writes(result)] == [(UpdateScaleset, 1)]
 
