@@ -24,10 +24,17 @@ from tests.machine import Machine
 pytestmark = pytest.mark.usefixtures("machine")
 
 STOP = ["stop", f"{requeue.PREFIX}*.timer"]
+ARM = "self-hosted,linux,arm64"
 
 
 def asked(machine: Machine) -> list[list[str]]:
     return [c for c in machine.systemctl.calls if c[0] == "systemd-run"]
+
+
+def relabelled(ctx, state):
+    """The configurator unit asks for other labels, and garm's relation-changed runs."""
+    state, relation = publish(state, 1, 0, {**SOLE_UNIT, "labels": ARM})
+    return ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
 
 
 def settled(ctx, world, resources, clock):
@@ -40,9 +47,8 @@ def settled(ctx, world, resources, clock):
 def test_a_label_change_is_finished_by_the_pass_it_asks_for(ctx, world, resources, machine, clock):
     state = settled(ctx, world, resources, clock)
     (old,) = live_names(world)
-    state, relation = publish(state, 1, 0, {**SOLE_UNIT, "labels": "self-hosted,linux,arm64"})
 
-    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    state = relabelled(ctx, state)
 
     created = clock()
     assert len(live_names(world)) == 2  # the new generation, beside the old one
@@ -76,8 +82,7 @@ def test_a_unit_that_stops_leading_takes_the_pending_pass_away(
     ctx, world, resources, machine, clock
 ):
     state = settled(ctx, world, resources, clock)
-    state, relation = publish(state, 1, 0, {**SOLE_UNIT, "labels": "self-hosted,linux,arm64"})
-    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    state = relabelled(ctx, state)
     assert machine.systemctl.requeue_due is not None
 
     assert machine.paths.admin_token_file.exists()
@@ -95,8 +100,7 @@ def test_a_config_that_does_not_read_takes_the_pending_pass_away(
     ctx, world, resources, machine, clock
 ):
     state = settled(ctx, world, resources, clock)
-    state, relation = publish(state, 1, 0, {**SOLE_UNIT, "labels": "self-hosted,linux,arm64"})
-    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    state = relabelled(ctx, state)
     assert machine.systemctl.requeue_due is not None
 
     bad = dataclasses.replace(state, config={**state.config, "reconcile-interval": 5})
@@ -109,9 +113,8 @@ def test_a_config_that_does_not_read_takes_the_pending_pass_away(
 def test_systemd_refusing_the_pass_fails_no_hook(ctx, world, resources, machine, clock):
     state = settled(ctx, world, resources, clock)
     machine.systemctl.failing.add("systemd-run")
-    state, relation = publish(state, 1, 0, {**SOLE_UNIT, "labels": "self-hosted,linux,arm64"})
 
-    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    state = relabelled(ctx, state)
 
     assert len(live_names(world)) == 2
     assert state.unit_status.name in ("active", "maintenance")
@@ -124,7 +127,7 @@ def test_plan_tells_when_the_pass_after_the_next_would_come(ctx, world, resource
     assert ctx.action_results is not None
     assert ctx.action_results["next-pass"] == "the reconcile timer's, within 30s"
 
-    state, _ = publish(state, 1, 0, {**SOLE_UNIT, "labels": "self-hosted,linux,arm64"})
+    state, _ = publish(state, 1, 0, {**SOLE_UNIT, "labels": ARM})
     ctx.run(ctx.on.action("plan"), state)
 
     # The create it would make: a pass when the new generation's listener counts as open.
@@ -140,8 +143,7 @@ def test_a_drain_waiting_on_a_job_asks_for_no_pass_before_the_timer(
     state = settled(ctx, world, resources, clock)
     (old,) = world.scalesets()
     world.add_runner(old["id"], runner_status="active")
-    state, relation = publish(state, 1, 0, {**SOLE_UNIT, "labels": "self-hosted,linux,arm64"})
-    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    state = relabelled(ctx, state)
     clock.advance(LISTENER_STARTUP)
     world.tick()
     assert machine.systemctl.fire_requeue()
