@@ -123,6 +123,9 @@ SETTLE_WITHIN = timedelta(hours=2)
 HOOK_TAKES = timedelta(seconds=2)
 # The timer fires between two hooks when a draw from 0..TIMER_ODDS is 0.
 TIMER_ODDS = 5
+# Hooks this machine runs on which the charm runs no pass (``juju.events``): they read
+# nothing of the configurators.
+NO_PASS = ("peer joined", "postgresql created", "postgresql-relation-created")
 # Where ``drain_deadline_comes`` lands: just before, at, or after the deadline.
 AROUND_THE_DEADLINE = tuple(timedelta(seconds=s) for s in (-1, 0, 1, 90))
 PHASE_B_KEYS = tuple(k for k in EXAMPLE_UNIT if k.startswith(("openstack_", "github_")))
@@ -368,8 +371,11 @@ class Lifecycle(RuleBasedStateMachine):
         self.together: dict[str, tuple[Entity, frozenset[str]]] = {}
         self.whole: set[tuple[str, tuple[Entity, frozenset[str]]]] = set()
         # Configurator units a leader's pass read publishing only one of org and repo:
-        # garm remembers which they mean, so it must never ask the operator (app, unit).
+        # garm remembers which they mean, so it must never ask the operator (app, unit),
+        # unless both changed between two of its reads (``_note_single_reads``).
         self.read_single: set[tuple[str, int]] = set()
+        # The org and repo each unit published when a leader's pass last read it.
+        self.last_read: dict[tuple[str, int], tuple[str | None, str | None]] = {}
         self.checked_removals = 0
         self.trail: list[str] = []
         self.healthy = True
@@ -600,6 +606,7 @@ class Lifecycle(RuleBasedStateMachine):
         app, n = self._pick(units, pick)
         del app.units[n]
         self.read_single.discard((app.name, n))
+        self.last_read.pop((app.name, n), None)
         if app.impostor == n:
             app.impostor = None
         for unit in self.alive():
@@ -757,6 +764,8 @@ class Lifecycle(RuleBasedStateMachine):
         app.relation_id = None  # the controller's goal: no such relation any more
         app.emptied = False
         self.read_single -= {(app.name, n) for n in app.units}
+        for n in app.units:
+            self.last_read.pop((app.name, n), None)
         for unit in self.alive():
             for n in sorted(unit.view.get(rid, ())):
                 self._depart(unit, rid, n)
@@ -1107,9 +1116,12 @@ class Lifecycle(RuleBasedStateMachine):
 
     def no_needless_choice(self) -> None:
         """The operator is asked which of org and repo a unit means only where garm
-        cannot know: never for a unit a leader read publishing one of them, since every
-        change after that was read too (a move back to the value left behind asks
-        nothing: the charm cannot see it)."""
+        cannot know: never for a unit a leader read publishing one of them, unless both
+        changed between two reads (ADR 0007, 3). Every change is read as it is made by a
+        leader that sees the unit; one that no leader sees (the unit has not joined the
+        leader yet: the one that read it went, say) is read at the next leader's join,
+        two of them as both changed (a move back to the value left behind asks nothing:
+        the charm cannot see it)."""
         for app in self.apps.values():
             for unit, message in self._told(app).items():
                 n = int(unit.rpartition("/")[2])
@@ -1328,7 +1340,7 @@ class Lifecycle(RuleBasedStateMachine):
         if unit.state.leader and unit.runs_garm and self._silent_records():
             COVERAGE["fence-waited-out-a-silent-unit"] += 1
         self.timer_only_on_the_leader(unit)
-        self._note_single_reads(unit)
+        self._note_single_reads(unit, what)
         self.check()
         self.healthy = True
 
@@ -1580,15 +1592,25 @@ class Lifecycle(RuleBasedStateMachine):
         units = {u.name: goal("dying" if u.dying else "active") for u in self.alive()}
         return {"units": units, "relations": relations}
 
-    def _note_single_reads(self, unit: GarmUnit) -> None:
-        """Which units a leader's pass just read publishing one of org and repo."""
-        if not unit.state.leader or unit.dying:
+    def _note_single_reads(self, unit: GarmUnit, what: str) -> None:
+        """Which units a leader's pass just read publishing one of org and repo, and
+        which it read with both changed since its last read of them: org and repo each
+        changed where no leader saw it (the unit joined the leader only now), in an
+        order no reader can tell, so garm cannot know either (``entities._take``)."""
+        if not unit.state.leader or unit.dying or what in NO_PASS:
             return
         for app in self.apps.values():
             for n in unit.view.get(app.relation_id, ()) if app.relation_id is not None else ():
                 data = app.units.get(n, {})
+                now = (data.get("org"), data.get("repo"))
+                before = self.last_read.get((app.name, n))
+                if before is not None and now[0] != before[0] and now[1] != before[1]:
+                    if (app.name, n) in self.read_single:
+                        COVERAGE["both-changed-between-reads"] += 1
+                    self.read_single.discard((app.name, n))
                 if ("org" in data) != ("repo" in data):
                     self.read_single.add((app.name, n))
+                self.last_read[(app.name, n)] = now
 
     def _share_app_data(self, unit: GarmUnit) -> None:
         """Juju propagates app data from the leader, and unit data to the peers."""
@@ -1898,3 +1920,73 @@ def test_juju_lifecycles_keep_every_invariant(
         path = Path(report).with_name("soak-lifecycle-report.json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(dict(sorted(COVERAGE.items())), indent=2) + "\n")
+
+
+class _NoTimer:
+    """The rules' ``data`` draw, for a story told by hand: the timer never fires between
+    hooks (``_timer_between_hooks``)."""
+
+    def draw(self, strategy: Any, label: str | None = None) -> Any:
+        assert label == "timer fires", label
+        return 1
+
+
+def _step(story: Lifecycle, rule: str, **kwargs: Any) -> None:
+    """One of the machine's rules, as Hypothesis would run it, the timer never firing."""
+    getattr(story, rule)(timer=_NoTimer(), **kwargs)
+
+
+@pytest.mark.parametrize(
+    "moves, held",
+    [
+        pytest.param([("repo", f"{ORG}/ci")], False, id="one-move-followed"),
+        pytest.param(
+            [("repo", f"{ORG}/ci"), ("org", "other-org")], True, id="two-moves-cannot-tell"
+        ),
+    ],
+)
+def test_moves_no_leader_saw_are_read_at_the_next_join(
+    garm: GarmDouble,
+    clock: FakeClock,
+    machines: Machines,
+    moves: list[tuple[str, str]],
+    held: bool,
+):
+    """The soak's seed 132819804145516356279025204099530783283, by hand: cfg-a/1 is read
+    publishing its org by the leader alone; that leader is removed before cfg-a/1 joins
+    the unit that leads next, and cfg-a/1 moves where no leader sees it. One move is
+    followed at the join (the peer data's memory outlives the leader that wrote it);
+    after two, org and repo both changed since the last read, in an order no reader can
+    tell: the operator is asked, and ``no_needless_choice`` lets it (it did not)."""
+    story = Lifecycle(garm, clock, machines)
+    try:
+        _step(
+            story,
+            "deploy",
+            database="postgresql",
+            units=1,
+            labels=("linux",),
+            jobs=0,
+            refused=None,
+            refused_with=400,
+            external_url=True,
+            apps=1,
+        )
+        _step(story, "garm_unit_removed", leader=False, dying_tick=-1)
+        story.add_configurator_unit(pick=0, publish=True)
+        _step(story, "units_join", pick=0)  # on the leader only: it is alone
+        assert ("cfg-a", 1) in story.read_single
+        _step(story, "add_garm_unit")  # cfg-a/0 and cfg-a/1 join it later
+        _step(story, "garm_unit_removed", leader=True, dying_tick=-1)
+        (heir,), rid = story.alive(), story.apps["cfg-a"].relation_id
+        assert heir.state.leader and rid is not None and not heir.view[rid]
+        for to in moves:
+            _step(story, "configurator_moves", pick=0, to=to)
+        while story._pending():
+            _step(story, "units_join", pick=0)
+        told = story._told(story.apps["cfg-a"]).get("cfg-a/1", "")
+        assert ("publishes both" in told) is held, told
+        assert (("cfg-a", 1) in story.read_single) is not held
+        story.teardown()  # settles: the operator says which where asked
+    finally:
+        shutil.rmtree(story.root, ignore_errors=True)
