@@ -19,37 +19,16 @@ import ops
 import leader
 from garm import workload
 from juju import secrets, telemetry, unit
+from juju.certificates import Certificates
+from juju.events import CONFIGURATOR, POSTGRESQL, GarmEvents, changes
 from juju.inputs import LeaderReads
-from juju.peers import PEERS, Peers
+from juju.peers import Peers
 from juju.postgresql import GarmDatabase
 from juju.status import Summary
-from juju.view import DEBUG_SSH, JujuView
-from observe.cos_agent import RELATION as COS_AGENT
+from juju.view import JujuView
 
-CONFIGURATOR = "garm-configurator"
-POSTGRESQL = "postgresql"
 # The charm's own files (alert rules, dashboards) sit under src/ beside this module.
 CHARM_ROOT = Path(__file__).resolve().parent.parent
-# The events after which what GARM should hold may have changed: each runs one pass.
-CHANGES = ("install", "start", "upgrade_charm", "config_changed", "leader_elected")
-CHANGES += ("leader_settings_changed", "update_status", "secret_changed", "reconcile_tick")
-RELATION_CHANGES = {
-    CONFIGURATOR: ("created", "joined", "changed", "departed", "broken"),
-    POSTGRESQL: ("joined", "changed", "departed", "broken"),
-    PEERS: ("changed", "departed"),
-    DEBUG_SSH: ("changed", "departed", "broken"),
-    COS_AGENT: ("created", "joined", "changed"),
-}
-
-
-class ReconcileTickEvent(ops.EventBase):
-    """The leader's reconcile timer fired (``garm.timer``): run a pass now."""
-
-
-class GarmEvents(ops.CharmEvents):
-    """Juju's events, and the one the reconcile timer dispatches with juju-exec."""
-
-    reconcile_tick = ops.EventSource(ReconcileTickEvent)
 
 
 class GarmCharm(ops.CharmBase):
@@ -72,10 +51,9 @@ class GarmCharm(ops.CharmBase):
         # Writes the database request and tracks the provider's answer; the events it
         # would add all come inside hooks observed below, so none is observed twice.
         self.database = GarmDatabase(self, POSTGRESQL)
-        events = [getattr(self.on, name) for name in CHANGES]
-        for endpoint, kinds in RELATION_CHANGES.items():
-            events += [getattr(self.on[endpoint], f"relation_{kind}") for kind in kinds]
-        for event in events:
+        # Asks for this unit's certificate and renews it, before the pass observes.
+        self.certificates = Certificates(self, CONFIGURATOR)
+        for event in changes(self):
             framework.observe(event, self._on_change)
         framework.observe(self.on.stop, self._on_stop)
         framework.observe(self.on.remove, self._on_remove)
@@ -129,7 +107,9 @@ class GarmCharm(ops.CharmBase):
         """What Juju tells this hook, as the pass takes it: the leader's, read on first use."""
         lead, asked = None, self.now()  # before is-leader: GARM's lease counts from it
         if unit.leads(self.unit):
-            lead = LeaderReads(self, self.view, self.peers, self.database, event)
+            lead = LeaderReads(
+                self, self.view, self.peers, self.database, self.certificates, event
+            )
         return leader.Inputs(
             unit=self.unit.name,
             machine=leader.Machine(self.paths, self.service_user),

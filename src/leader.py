@@ -65,6 +65,7 @@ from garm.setup import (
     read_controller,
 )
 from garm.setup import logger as setup_logger
+from garm.tls import Awaited, ServingTls, plain_http_warning, problem, runner_url, serving_hosts
 from juju import entities, fence, owners, tenancy
 from juju.config import FIRST_UNPRIVILEGED_PORT, CharmConfig, ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, sqlite_tenancy
@@ -147,6 +148,11 @@ class LeaderInputs(Protocol):
     @property
     def address(self) -> str | None:
         """The address runners would reach this unit at; None before it has one."""
+        ...
+
+    @property
+    def tls(self) -> ServingTls | Awaited | None:
+        """The certificate GARM is to serve (``garm.tls``); None: no provider related."""
         ...
 
     @property
@@ -248,7 +254,7 @@ def run(inputs: Inputs) -> PassResult:
             Summary("maintenance", BEING_REMOVED),
             ports=(),
             publish_telemetry=not unreadable,
-            garm_here=_garm_here(inputs.leader),
+            garm_here=_garm_here(inputs),
             garm_record=record,
         )
     if inputs.leader is None:
@@ -316,6 +322,9 @@ def plan(inputs: Inputs) -> ActionAnswer:
     if admin is None:
         return ActionAnswer(failure=NO_ADMIN_YET)
     now, wanted = inputs.now(), garm_inputs(state.units, leader.read_secret)
+    tls = _serving(inputs, leader, config)
+    if isinstance(tls, Summary):
+        return ActionAnswer(failure=f"The next pass would stop: {tls.message}")
     rehearsal = Rehearsal(setup_logger, {})
     try:
         with _client(inputs, config, admin) as client:
@@ -325,7 +334,7 @@ def plan(inputs: Inputs) -> ActionAnswer:
             setup = _ensure_setup(
                 garm,
                 admin,
-                _base_url(config, leader),
+                _controller_urls(config, leader, tls),
                 wanted,
                 state,
                 SetupOutcome(leader.peers.memory),
@@ -492,7 +501,7 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
         workload_version=running.version,
         sqlite_home=running.sqlite_home,
         chosen=_chosen(state, leader.peers),
-        garm_here=_garm_here(leader),
+        garm_here=_garm_here(inputs),
         garm_record=fenced.record,
         provider_record=running.record,
     )
@@ -504,11 +513,10 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
     so_far = dataclasses.replace(so_far, ports=(config.api_port,))
     now, earlier = inputs.now(), leader.peers.memory
     with _client(inputs, config, admin) as client:
-        base_url = _base_url(config, leader)
         setup = _ensure_setup(
             client,
             admin,
-            base_url,
+            _controller_urls(config, leader, running.tls),
             wanted,
             state,
             SetupOutcome(earlier),
@@ -547,7 +555,7 @@ def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
         outcome=outcome,
         publish_back=published(state, outcome, dict(outcome.current), leader.configurators.apps),
         memory=_changed(memory, leader.peers),
-        garm_here=_garm_here(leader, answered=inputs),
+        garm_here=_garm_here(inputs, answered=True),
         requeue_at=_wake(outcome.held, outcome.wake, now if outcome.cut_short else None),
     )
 
@@ -626,24 +634,26 @@ def _usable(leader: LeaderInputs | None) -> CharmConfig | None:
     return None if leader is None or isinstance(leader.config, ConfigError) else leader.config
 
 
-def _garm_here(
-    leader: LeaderInputs | None, *, answered: Inputs | None = None
-) -> LeaderGarm | None:
+def _garm_here(inputs: Inputs, *, answered: bool = False) -> LeaderGarm | None:
     """The leader's GARM for the collector; its metrics token is renewed only if it answered.
 
-    ``answered`` is the pass's inputs, given once GARM answered this pass.
+    ``answered``: GARM answered this pass. The collector scrapes GARM as GARM is
+    configured on this machine, over HTTPS once it serves it (``workload.local_api``).
     """
+    leader = inputs.leader
     config = _usable(leader)
     if leader is None or config is None:
         return None
+    secure = workload.local_api(inputs.machine.paths, config.api_port)[1] is not None
+    here = partial(LeaderGarm, config.api_port, https=secure)
     internal = leader.internal
     if internal is None:
-        return LeaderGarm(config.api_port)
-    admin = leader.admin if answered is not None else None  # read only when it is used
-    if answered is None or admin is None:
-        return LeaderGarm(config.api_port, internal.jwt_secret)
-    fetch = partial(_metrics_token, answered, config, admin)
-    return LeaderGarm(config.api_port, internal.jwt_secret, fetch)
+        return here()
+    admin = leader.admin if answered else None  # read only when it is used
+    if not answered or admin is None:
+        return here(jwt_secret=internal.jwt_secret)
+    fetch = partial(_metrics_token, inputs, config, admin)
+    return here(jwt_secret=internal.jwt_secret, fetch_token=fetch)
 
 
 def _metrics_token(inputs: Inputs, config: CharmConfig, admin: AdminLogin) -> str:
@@ -678,21 +688,31 @@ def _address(inputs: Inputs, config: CharmConfig) -> tuple[UnitProblem, ...]:
     return (UnitProblem("external-url", reason, True),)
 
 
-def _base_url(config: CharmConfig, leader: LeaderInputs) -> str:
-    """The URL runners reach GARM at: configured, or this unit's address."""
-    if config.external_url:
-        return config.external_url
-    return f"http://{leader.address or '127.0.0.1'}:{config.api_port}"
+def _base_url(config: CharmConfig, leader: LeaderInputs, tls: ServingTls | None = None) -> str:
+    """The URL runners reach GARM at: configured, or this unit's address (``garm.tls``).
+
+    https when GARM serves ``tls``.
+    """
+    address = None if config.external_url else leader.address  # network-get only if needed
+    return runner_url(config.external_url, address, config.api_port, tls is not None)
+
+
+def _controller_urls(
+    config: CharmConfig, leader: LeaderInputs, tls: ServingTls | None
+) -> ControllerUrls:
+    """GARM's controller URLs, and the CA runners are to trust GARM by.
+
+    From the certificate GARM serves (``tls``), the one ``_serving`` chose, which is not
+    always the one just issued.
+    """
+    bundle = b"" if tls is None else tls.runner_bundle()
+    return ControllerUrls.from_base(_base_url(config, leader, tls), bundle)
 
 
 def _where(inputs: Inputs) -> str:
     """Where GARM's data is, as its configuration on this machine names it."""
     database = workload.configured_database(inputs.machine.paths.config_file)
     return where(database, inputs.unit)
-
-
-def _api_url(config: CharmConfig) -> str:
-    return f"http://127.0.0.1:{config.api_port}"
 
 
 def _client(
@@ -703,12 +723,10 @@ def _client(
     The login token is kept on the machine while it is good (``garm.admin_token``), so a
     hook logs in only when it has none, or GARM refused it.
     """
+    paths = inputs.machine.paths
+    url, ca_file = workload.local_api(paths, config.api_port)
     return admin_token.admin_client(
-        inputs.machine.paths.admin_token_file,
-        _api_url(config),
-        admin.username,
-        admin.password,
-        inputs.now(),
+        paths.admin_token_file, url, admin.username, admin.password, inputs.now(), ca_file=ca_file
     )
 
 
@@ -720,7 +738,8 @@ class _OnMachine:
     """What making GARM run here did; ``stopped`` says why the pass cannot go on.
 
     ``kept`` is the providers GARM was configured with (None: it was not, this pass);
-    ``record`` the same to write to the charm's record, None when it is what was read.
+    ``record`` the same to write to the charm's record, None when it is what was read;
+    ``tls`` the certificate GARM was configured to serve (None: plain HTTP).
     """
 
     version: str | None = None
@@ -729,6 +748,7 @@ class _OnMachine:
     stopped: Summary | None = None
     kept: KeptProviders | None = None
     record: tuple[Recorded, ...] | None = None
+    tls: ServingTls | None = None
 
 
 def _ensure_running(
@@ -745,6 +765,9 @@ def _ensure_running(
     if isinstance(installed, Summary):
         return _OnMachine(stopped=installed)
     version, changed = installed
+    tls = _serving(inputs, leader, config)
+    if isinstance(tls, Summary):
+        return _OnMachine(version, stopped=tls)
     files = workload.read_provider_files(machine.paths.config_dir)
     current = workload.configured_database(machine.paths.config_file)
     # GARM's scalesets before it is reconfigured: read once, and only when a choice
@@ -768,12 +791,14 @@ def _ensure_running(
         proxy=leader.proxy,
         provider_executable=str(machine.paths.provider_binary),
         config_dir=str(machine.paths.config_dir),
+        tls=tls,
     )
     changed |= _configure(machine, garm_config)
-    answering = _start(config, changed)
-    return _OnMachine(
-        version, placed.sqlite_home, placed.problems, answering, kept, kept.to_write(recorded)
-    )
+    if changed and (warning := plain_http_warning(_base_url(config, leader, tls))):
+        logger.warning("%s", warning)
+    answering = _start(inputs, config, changed)
+    record = kept.to_write(recorded)
+    return _OnMachine(version, placed.sqlite_home, placed.problems, answering, kept, record, tls)
 
 
 def _install(
@@ -872,7 +897,35 @@ def _configure(machine: Machine, garm_config: GarmConfig) -> bool:
     return workload.ensure_service(paths.unit_file, unit) or changed
 
 
-def _start(config: CharmConfig, changed: bool) -> Summary | None:
+def _serving(
+    inputs: Inputs, leader: LeaderInputs, config: CharmConfig
+) -> ServingTls | Summary | None:
+    """The certificate GARM is to serve, None for plain HTTP; why not, to stop the pass.
+
+    A certificate GARM or a runner would refuse (``garm.tls.problem``), which GARM would
+    not even start with, stops the pass before GARM's files are touched. So does one
+    asked for and not here yet, unless GARM serves one that still holds for every name:
+    a renewal, or a request made again, leaves GARM and the pass going on with that one
+    until the new one comes. A provider's refusal is for the operator.
+    """
+    tls, now = leader.tls, inputs.now()
+    if tls is None:
+        return None
+    hosts = serving_hosts(leader.address, config.external_url)
+    if isinstance(tls, Awaited):
+        served = None if tls.blocked else workload.served_tls(inputs.machine.paths)
+        if served is None or problem(served, now, hosts) is not None:
+            return Summary("blocked" if tls.blocked else "waiting", tls.why)
+        logger.info("%s; GARM goes on serving the certificate it has", tls.why)
+        return served
+    wrong = problem(tls, now, hosts)
+    if wrong is None:
+        return tls
+    logger.error("GARM's certificate (certificates relation) cannot be served: %s", wrong)
+    return Summary("blocked", f"GARM's certificate (certificates relation): {wrong}")
+
+
+def _start(inputs: Inputs, config: CharmConfig, changed: bool) -> Summary | None:
     """GARM restarted if anything changed or it is down; None once it answers.
 
     A GARM that was not restarted, and that systemd says is running, is not probed:
@@ -884,7 +937,8 @@ def _start(config: CharmConfig, changed: bool) -> Summary | None:
         return None
     logger.info("starting GARM (configuration or binaries changed)")
     workload.restart()
-    if not workload.wait_until_answering(_api_url(config), START_TIMEOUT_SECONDS):
+    url, ca_file = workload.local_api(inputs.machine.paths, config.api_port)
+    if not workload.wait_until_answering(url, START_TIMEOUT_SECONDS, ca_file=ca_file):
         return Summary("waiting", "Waiting for GARM to answer on its API port")
     return None
 
@@ -927,7 +981,7 @@ class _Setup:
 def _ensure_setup(
     client: Garm,
     admin: AdminLogin,
-    base_url: str,
+    urls: ControllerUrls,
     wanted: GarmInputs,
     state: RelationState,
     so_far: SetupOutcome,
@@ -942,7 +996,6 @@ def _ensure_setup(
     now): another one, or an empty one where one was recorded, gets no write at all, its
     first run included, until the operator adopts it (``garm.identity``).
     """
-    urls = ControllerUrls.from_base(base_url)
     found: Identity | None = None
     try:
         have = read_controller(client)

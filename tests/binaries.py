@@ -7,8 +7,14 @@ A shell script (the kernel runs ``#!`` files as it runs ELF ones) carrying, afte
 
 from __future__ import annotations
 
+import functools
 import os
+import tempfile
 from pathlib import Path
+
+import pytest
+
+from garm import sandbox
 
 GARM_MAIN = "github.com/cloudbase/garm/cmd/garm"
 GARM_MODULE = "github.com/cloudbase/garm"
@@ -69,3 +75,50 @@ def fake_garm(
 
 def fake_provider(path: Path, body: str = PROVIDER_REFUSAL, version: str = "v0.1.5") -> Path:
     return fake_program(path, body, main=PROVIDER_MAIN, module=PROVIDER_MODULE, version=version)
+
+
+def running_with(argument: str) -> list[int]:
+    """The pids of the machine's processes with ``argument`` among their arguments.
+
+    Seen from here, the host's PID namespace, whatever namespace they run in: how a test
+    tells whether something a checked binary started still runs.
+    """
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                arguments = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argument.encode() in arguments:
+                found.append(int(entry.name))
+    return found
+
+
+@functools.cache
+def sandbox_missing() -> str | None:
+    """Why the checks' sandbox (``garm.sandbox``) cannot run here; None when it can.
+
+    Asked of the machine by running a stand-in in it, once: being root is not enough where
+    the kernel or a container refuses a namespace or a mount.
+    """
+    reason = sandbox.unavailable()
+    if reason is not None:
+        return reason
+    with tempfile.TemporaryDirectory() as directory:
+        program = fake_garm(Path(directory) / "garm")
+        program.chmod(0o755)
+        try:
+            run = sandbox.run(program, ("--version",), timeout=10, max_output=1 << 10)
+        except (sandbox.Unavailable, sandbox.Exceeded) as exc:
+            return str(exc)
+    if run.stdout != b"v0.2.1\n":
+        return f"a stand-in answered {run.stdout!r} in the sandbox"
+    return None
+
+
+def require_sandbox() -> None:
+    """Skip the calling test, saying why, where the checks' sandbox cannot run."""
+    reason = sandbox_missing()
+    if reason is not None:
+        pytest.skip(f"the checks' sandbox cannot run here: {reason}")

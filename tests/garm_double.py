@@ -67,6 +67,16 @@ message session per scale set and the other process's listener retries every
 and converges. Each serves the API on its own port (``GarmProcess.url``). With one
 process, the default, nothing of this shows.
 
+HTTPS as GARM serves it with ``[apiserver] use_tls`` (``tls=(certificate_file, key_file)``):
+every port takes TLS only, with the leaf and chain of the certificate file, loaded as
+GARM loads them at start (``load_cert_chain`` refuses a key that is not the leaf's, as
+Go's ``tls.LoadX509KeyPair`` does); ``url`` and the default controller URLs are
+``https://``. A client that refuses the certificate never sends a request, so none is
+recorded; its refusal (the TLS alert it sent) is in ``tls_failures``. GARM's metadata
+routes (``/api/v1/metadata/...``) are there so a runner's TLS can be tried: they want an
+instance token, which the double never issues, so they answer 401 as GARM does without
+one (``auth/instance_middleware.go``).
+
 Run it standalone with ``python -m tests.garm_double --port 9997 --seed``.
 """
 
@@ -84,6 +94,7 @@ import random
 import re
 import secrets
 import socket
+import ssl
 import threading
 import time
 import unicodedata
@@ -96,6 +107,9 @@ from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
 
 API_PREFIX = "/api/v1"
 DEFAULT_PASSWORD = "Garm-D0uble-Passw0rd!"  # strong enough for GARM's first-run rules
@@ -936,7 +950,7 @@ def _error_response(status: int, error: str, details: str) -> _Response:
 
 _INIT_REQUIRED = ("init_required", "Missing superuser")
 _AUTH_FAILED = ("Authentication failed", "")
-DEFAULT_JWT_TTL = timedelta(hours=8760)  # the charm's [jwt_auth] time_to_live
+DEFAULT_JWT_TTL = timedelta(hours=24)  # the charm's [jwt_auth] time_to_live
 _DEFAULT_JWT_SECRET = "Double-JWT-5ecret-" + "x" * 46  # the double's own
 # golang-jwt v5's HMAC methods, which GARM's metrics middleware accepts (auth/metrics.go).
 _JWT_HMAC = {"HS256": hashlib.sha256, "HS384": hashlib.sha384, "HS512": hashlib.sha512}
@@ -964,6 +978,18 @@ class _Route:
 
 _ROUTES = [
     _Route(re.compile(r"/first-run"), "none", {"POST": "_first_run"}),
+    # apiserver/routers/routers.go: the metadata router, behind the instance middleware
+    # only (no init or URLs gate); the handlers are never reached without an instance
+    # token, and the double issues none.
+    _Route(
+        re.compile(
+            r"/metadata/(?:runner-metadata|runner-registration-token|credentials/[^/]+"
+            r"|system/service-name|systemd/unit-file|system/cert-bundle|install-script"
+            r"|tools/garm-agent(?:/[^/]+(?:/download)?)?)"
+        ),
+        "instance",
+        {"GET": "_no_instance"},
+    ),
     _Route(re.compile(r"/auth/login"), "login", {"POST": "_login"}),
     _Route(re.compile(r"/metrics-token"), "api", {"GET": "_metrics_token"}),
     _Route(
@@ -1080,14 +1106,19 @@ class GarmDouble:
         urls_set: bool = True,
         port: int = 0,
         seed: int = 0,
+        tls: tuple[str, str] | None = None,
     ):
         """``clock`` drives every timestamp and timing (listener, consolidation, pool
         manager start-up); ``seed`` fixes the order tags come back in, so a run that a
-        client's order-dependence breaks can be replayed."""
+        client's order-dependence breaks can be replayed. ``tls`` (the certificate file,
+        leaf then chain, and the key file) serves HTTPS on every port instead of HTTP."""
         self._clock = clock or (lambda: datetime.now(UTC))
         self._initial = (username, password, initialised, urls_set)
         self._seed = seed
         self._lock = threading.RLock()
+        self._tls: ssl.SSLContext | None = None
+        if tls is not None:
+            self.use_certificate(*tls)
         self._serve_http = False
         self._http: dict[str, _Http] = {FIRST_PROCESS: _Http(self, FIRST_PROCESS, port)}
         self.url = self._http[FIRST_PROCESS].url
@@ -1113,6 +1144,33 @@ class GarmDouble:
             servers = list(self._http.values())
         for http in servers:
             http.close()
+
+    def use_certificate(self, certificate_file: str, key_file: str) -> None:
+        """Serve HTTPS with this certificate and key from the next connection on, as GARM
+        restarted with new TLS files would (open connections are dropped). Raises
+        ``ssl.SSLError`` for a pair GARM would refuse to start with. Only in TLS mode (or
+        from the constructor): the double's URLs do not change scheme."""
+        with self._lock:
+            if self._tls is None and hasattr(self, "_http"):
+                raise ValueError("the double serves HTTP: pass tls= to the constructor")
+        self.serve_as(certificate_file, key_file)
+
+    def serve_as(self, certificate_file: str | None, key_file: str | None) -> None:
+        """Serve as GARM restarted with ``[apiserver] use_tls`` on (these files) or off
+        (None): HTTPS or plain HTTP from the next connection on, open connections dropped,
+        ``url`` following. The controller's stored URLs stay as they were set, as GARM's
+        do. Raises ``ssl.SSLError`` for a pair GARM would refuse to start with."""
+        context = None
+        if certificate_file is not None and key_file is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(certificate_file, key_file)
+        with self._lock:
+            self._tls = context
+            servers = list(getattr(self, "_http", {}).values())
+            if servers:
+                self.url = self._http[FIRST_PROCESS].url
+        for http in servers:
+            http.drop_connections()
 
     def __enter__(self) -> GarmDouble:
         return self.start()
@@ -1168,12 +1226,15 @@ class GarmDouble:
             self._recovered: set[str] = set()
             self.requests: list[Recorded] = []
             self.unexpected: list[str] = []
+            # TLS handshakes that failed (TLS mode): the reason OpenSSL gave, e.g.
+            # TLSV1_ALERT_UNKNOWN_CA for a client that does not trust the certificate.
+            self.tls_failures: list[str] = []
             self.disabled_since: dict[int, datetime] = {}
             self.removals: list[tuple[str, int, datetime, bool]] = []
             self.deletions: list[tuple[int, str, datetime]] = []
             self._faults: list[_Fault] = []
             self._tokens: set[str] = set()
-            # [jwt_auth] and [metrics] as the charm renders them: time_to_live 8760h.
+            # [jwt_auth] and [metrics] as the charm renders them: time_to_live 24h.
             self.jwt_secret = _DEFAULT_JWT_SECRET
             self.jwt_ttl = DEFAULT_JWT_TTL
             self.metrics_enabled = True
@@ -2581,9 +2642,13 @@ class GarmDouble:
         return _error_response(404, "Not found", "Resource not found")
 
     def _gate(self, group: str, headers: Message) -> _Response | None:
-        """GARM's middlewares in order: init-required, urls-required, JWT."""
+        """GARM's middlewares in order: init-required, urls-required, JWT. The metadata
+        router has only the instance middleware, which wants a runner's token: none is
+        ever issued here, so it refuses every request (``_AUTH_FAILED``, as GARM's)."""
         if group == "none":
             return None
+        if group == "instance":
+            return _error_response(401, *_AUTH_FAILED)
         if self._admin is None:
             return _error_response(409, *_INIT_REQUIRED)
         if group == "login":
@@ -2595,6 +2660,9 @@ class GarmDouble:
         return None
 
     # ------------------------------------------------------------------ handlers: auth
+
+    def _no_instance(self, req: _Request) -> _Response:
+        raise AssertionError("the instance gate lets no request through")  # pragma: no cover
 
     def _first_run(self, req: _Request) -> _Response:
         if self._admin is not None:
@@ -2754,7 +2822,7 @@ class GarmDouble:
         if body.get("clear_ca_cert_bundle"):
             ctl["ca_cert_bundle"] = b""
         elif body.get("ca_cert_bundle"):
-            ctl["ca_cert_bundle"] = body["ca_cert_bundle"]
+            ctl["ca_cert_bundle"] = _sanitized_bundle(body["ca_cert_bundle"])
         return _json_response(self._controller_json(with_hostname=False))
 
     # ------------------------------------------------------------------ handlers: scale sets
@@ -3499,7 +3567,8 @@ class GarmProcess:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:<port>``: its API is under ``url + API_PREFIX``."""
+        """``http://127.0.0.1:<port>`` (``https`` in TLS mode): its API is under
+        ``url + API_PREFIX``."""
         with self._double._lock:
             self._proc()
             return self._double._http[self.name].url
@@ -3692,6 +3761,13 @@ def _validate_controller(body: dict[str, Any]) -> None:
         raise _bad_request("ca_cert_bundle and clear_ca_cert_bundle are mutually exclusive")
     if bundle and b"-----BEGIN CERTIFICATE-----" not in bundle:
         raise _bad_request('invalid ca_cert_bundle: "no valid certificates found"')
+    if bundle:
+        try:
+            _sanitized_bundle(bundle)
+        except ValueError:
+            raise _bad_request(
+                'invalid ca_cert_bundle: "invalid certificate in PEM bundle"'
+            ) from None
     for key in ("callback_url", "webhook_url", "agent_url"):
         if key in body and not _url_ok(body[key]):
             raise _bad_request(f"invalid {key}")
@@ -4340,6 +4416,26 @@ class _Server(ThreadingHTTPServer):
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
 
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """In TLS mode, the handshake first, in this connection's own thread (so a client
+        that never finishes it holds up no other): one that fails is recorded and the
+        connection closed, with nothing read from it."""
+        context = self.double._tls
+        if context is None:
+            super().finish_request(request, client_address)
+            return
+        request.settimeout(_TLS_HANDSHAKE_TIMEOUT)
+        try:
+            wrapped = context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            with self.double._lock:
+                self.double.tls_failures.append(getattr(exc, "reason", None) or str(exc))
+            return
+        try:
+            super().finish_request(wrapped, client_address)
+        finally:
+            self.shutdown_request(wrapped)
+
     def track(self, connection: socket.socket, open_: bool) -> None:
         with self._connections_lock:
             if open_:
@@ -4353,6 +4449,20 @@ class _Server(ThreadingHTTPServer):
         for connection in connections:
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
+
+
+_TLS_HANDSHAKE_TIMEOUT = 10.0
+
+
+def _sanitized_bundle(bundle: bytes) -> bytes:
+    """A CA bundle as GARM stores it (garm-provider-common ``SanitizeCABundle``, applied by
+    ``Runner.UpdateController``): every PEM block parsed (ValueError for one that is not
+    a certificate), duplicates by DER dropped, each re-encoded as Go's ``pem.Encode``
+    writes it. So what a client sent is not always what it reads back."""
+    seen: dict[bytes, bytes] = {}
+    for cert in x509.load_pem_x509_certificates(bundle):
+        seen.setdefault(cert.public_bytes(Encoding.DER), cert.public_bytes(Encoding.PEM))
+    return b"".join(seen.values())
 
 
 class _Http:
@@ -4371,7 +4481,12 @@ class _Http:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "http" if self._double._tls is None else "https"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    def drop_connections(self) -> None:
+        if self._server is not None:
+            self._server.close_connections()
 
     def bind(self) -> None:
         if self._server is None:
@@ -4473,13 +4588,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="GARM REST API test double on 127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="port to listen on (0: any free)")
     parser.add_argument(
+        "--tls", nargs=2, metavar=("CERTIFICATE", "KEY"), help="serve HTTPS with these files"
+    )
+    parser.add_argument(
         "--seed",
         action="store_true",
         help='add provider "openstack", GitHub App credential "example-app", and org '
         '"example-org" and repo "example/repo" using it',
     )
     args = parser.parse_args(argv)
-    double = GarmDouble(port=args.port)
+    double = GarmDouble(port=args.port, tls=(args.tls[0], args.tls[1]) if args.tls else None)
     if args.seed:
         double.add_provider("openstack")
         print(f"credential example-app: {double.add_credential('example-app')}")

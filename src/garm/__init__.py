@@ -2,9 +2,10 @@
 
 Holds the thin client and the wire-exact models of GARM's API (``client``, ``models``)
 and the admin's login token kept across hooks (``admin_token``);
-GARM's rendered configuration and systemd unit (``config``) and the machine verbs that
-install and run it (``workload``, ``resources``, ``timer``); where GARM keeps its data
-(``database``) and which providers it keeps (``providers``); the setup that makes a
+GARM's rendered configuration and systemd unit (``config``), the certificate it serves
+its API with and the CA runners get (``tls``), and the machine verbs that install and
+run it (``workload``, ``resources``, checked in the ``sandbox``, ``timer``); where GARM
+keeps its data (``database``) and which providers it keeps (``providers``); the setup that makes a
 fresh GARM usable (``setup``: admin, URLs, GitHub credentials, orgs and repos), and
 which GARM that is (``identity``); and the one memory of what GARM refused, whatever the
 write (``refusals``).

@@ -3,7 +3,7 @@
 Why: every hook is a new process, and a client that logs in afresh spends a request
 (``POST /auth/login``, and a bcrypt check inside GARM) on every hook, one of the few a
 settled hook makes. GARM's login token is a JWT that lives ``[jwt_auth] time_to_live``,
-never less than 24 hours (docs/reference/garm-api.md §1.2; the charm renders 8760 h), so
+never less than 24 hours (docs/reference/garm-api.md §1.2; the charm renders 24 h), so
 one login serves the hooks of a day at the very least.
 
 The token is GARM's admin for as long as it lives, and GARM cannot revoke it: it is kept
@@ -38,6 +38,7 @@ from pathlib import Path
 
 from garm import workload
 from garm.client import GarmClient
+from garm.config import JWT_CLOCK_SLACK, JWT_LIFETIME
 
 logger = logging.getLogger(__name__)
 
@@ -49,14 +50,22 @@ MARGIN = timedelta(hours=1)
 
 @contextlib.contextmanager
 def admin_client(
-    path: Path, url: str, username: str, password: str, now: datetime
+    path: Path,
+    url: str,
+    username: str,
+    password: str,
+    now: datetime,
+    *,
+    ca_file: Path | None,
 ) -> Iterator[GarmClient]:
     """A client of GARM's admin that starts from the kept token, and keeps the one it ends with.
 
     Kept however the block ends, an exception included: a fresh login's token is worth
     keeping even when a later request failed, and one GARM refused must go.
     """
-    client = GarmClient(url, username, password, token=load(path, username, now))
+    token = load(path, username, now)
+    ca = None if ca_file is None else str(ca_file)
+    client = GarmClient(url, username, password, token=token, ca_file=ca)
     try:
         yield client
     finally:
@@ -65,7 +74,11 @@ def admin_client(
 
 
 def load(path: Path, username: str, now: datetime) -> str | None:
-    """The token kept for ``username``, if it is good for more than ``MARGIN`` after ``now``."""
+    """The token kept for ``username``, if it is good for more than ``MARGIN`` after ``now``.
+
+    Not one that lives longer than a token GARM issues now would (``JWT_LIFETIME``): it
+    was issued before the charm shortened GARM's lifetime, and is let go.
+    """
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError, RecursionError):
@@ -78,6 +91,8 @@ def load(path: Path, username: str, now: datetime) -> str | None:
     expiry = expires(token)
     if expiry is None or expiry - now.timestamp() <= MARGIN.total_seconds():
         return None
+    if expiry - now.timestamp() > (JWT_LIFETIME + JWT_CLOCK_SLACK).total_seconds():
+        return None  # issued under a longer lifetime than GARM gives now: log in afresh
     return token
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 from typing import Any
 
 import requests
+from requests.adapters import HTTPAdapter
 
 from garm.models import ControllerInfo, Credential, Entity, Instance, ScaleSet, Template
 
@@ -79,6 +81,10 @@ class GarmClient:
 
     ``token`` is a login token from before (another hook's: ``garm.admin_token`` keeps
     it), used until GARM refuses it; ``token`` the property is the one to keep after.
+
+    ``ca_file`` is the CA GARM's HTTPS certificate must chain to (``garm.tls``); a GARM
+    that shows another is not GARM: nothing is sent to it, the login least of all, and
+    the request fails as ``GarmUnreachable`` (``SSLError``).
     """
 
     def __init__(
@@ -90,6 +96,7 @@ class GarmClient:
         timeout: tuple[float, float] = (5.0, 30.0),
         session: requests.Session | None = None,
         token: str | None = None,
+        ca_file: str | None = None,
     ):
         self._base = base_url.rstrip("/") + API_PREFIX
         self._username = username
@@ -99,6 +106,8 @@ class GarmClient:
         # GARM is reached on this machine: a proxy from the hook's environment
         # (http_proxy without loopback in no_proxy) would only stand in the way.
         self._session.trust_env = False
+        if ca_file is not None:
+            trust_only(self._session, ca_file)
         self._token = token or None
         # Whether GARM's last answer to ``_token`` was a 401 (a retry that failed too).
         self._refused = False
@@ -374,6 +383,35 @@ class GarmClient:
             # not decode, a redirect loop): GARM's answer was not heard. The exception
             # text can carry the request; name only the route and the kind.
             raise GarmUnreachable(f"{method} {path}: {type(exc).__name__}") from None
+
+
+def trust_only(session: requests.Session, ca_file: str) -> None:
+    """Have ``session`` accept only HTTPS servers whose certificate chains to ``ca_file``.
+
+    The CA a TLS provider names may itself be an intermediate, with no self-signed root
+    in sight (an intermediate PKI). OpenSSL stops at a trusted certificate only with
+    ``X509_V_FLAG_PARTIAL_CHAIN``, which curl sets by default (7.68 and after), so a
+    runner's ``curl`` trusts GARM then; Python's default context does not set it, and
+    would refuse the GARM its runners reach. Nothing else is trusted: not the public
+    CAs requests ships with.
+    """
+    context = ssl.create_default_context(cafile=ca_file)
+    context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    session.verify = ca_file
+    session.mount("https://", _Anchored(context))
+
+
+class _Anchored(HTTPAdapter):
+    """Connections made with one SSL context (``trust_only``)."""
+
+    def __init__(self, context: ssl.SSLContext):
+        self._context = context
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        """The pool manager, its connections using the adapter's context."""
+        kwargs["ssl_context"] = self._context
+        super().init_poolmanager(*args, **kwargs)
 
 
 def _api_error(method: str, path: str, response: requests.Response) -> GarmApiError:

@@ -13,6 +13,10 @@ import posixpath
 import re
 import tomllib
 from dataclasses import dataclass, field
+from datetime import timedelta
+
+from garm import tls as serving
+from garm.tls import ServingTls
 
 # The relation library's provider-name rule, repeated here because the name also becomes
 # a file name under providers/: nothing else may reach the file system through it.
@@ -24,6 +28,11 @@ _UNIT_WORD = re.compile(r"^[A-Za-z0-9/._+-]+$")
 LOG_DIRECTORY = "garm"
 LOG_FILE = f"/var/log/{LOG_DIRECTORY}/garm.log"
 _LOG_LEVELS = ("debug", "info", "warn", "error")
+# GARM's JWT lifetime (logins and metrics tokens): the shortest it allows. Whatever is
+# kept of a token outliving it was issued before the charm shortened it, and is not used.
+JWT_LIFETIME = timedelta(hours=24)
+# The clocks of GARM and the charm may differ a little.
+JWT_CLOCK_SLACK = timedelta(minutes=5)
 _SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
 # TOML basic strings must escape the quote, the backslash and every control character
@@ -125,6 +134,8 @@ class GarmConfig:
     provider_executable: str
     config_dir: str
     log_level: str = "info"
+    # The certificate GARM serves its API with; None: plain HTTP.
+    tls: ServingTls | None = None
 
     def __post_init__(self) -> None:
         # GARM refuses to start on each of these; failing here names the cause instead.
@@ -145,9 +156,14 @@ def render_files(config: GarmConfig) -> dict[str, str]:
     """Every file GARM reads, by path relative to ``config.config_dir``.
 
     Each provider gets its garm-provider-openstack config and a clouds.yaml of its own,
-    so one configurator's credentials never sit in another's file.
+    so one configurator's credentials never sit in another's file. With a certificate,
+    GARM's TLS files sit under ``tls/``, beside the CA the charm's client checks GARM by.
     """
     files = {"config.toml": _render_config(config)}
+    if config.tls is not None:
+        files[serving.CERTIFICATE_FILE] = config.tls.certificate_file()
+        files[serving.KEY_FILE] = config.tls.private_key.strip() + "\n"
+        files[serving.CA_FILE] = config.tls.runner_bundle().decode()
     for provider in config.providers:
         clouds = posixpath.join(config.config_dir, _clouds_file(provider))
         files[_provider_file(provider)] = _render_provider(provider, clouds)
@@ -253,10 +269,11 @@ def _render_config(config: GarmConfig) -> str:
         # /var/log/**/*log and nothing of the journal (opentelemetry-collector); GARM
         # rotates it itself (lumberjack: 500 MB, 3 backups, 28 days).
         _table("logging", {"log_level": config.log_level, "log_file": LOG_FILE}),
-        # Runners on other machines call back to GARM, so it listens on every address.
-        _table("apiserver", {"bind": "0.0.0.0", "port": config.port, "use_tls": False}),  # noqa: S104
-        # time_to_live is required; GARM clamps anything under 24h up to 24h.
-        _table("jwt_auth", {"secret": config.jwt_secret, "time_to_live": "8760h"}),
+        *_apiserver_tables(config),
+        # time_to_live is required; GARM clamps anything under 24h up to 24h. The least,
+        # for no JWT can be revoked: a metrics token in the collector's databag, or the
+        # admin's, opens GARM no longer than a day after it is replaced or leaks.
+        _table("jwt_auth", {"secret": config.jwt_secret, "time_to_live": _hours(JWT_LIFETIME)}),
         _table("metrics", {"enable": True, "disable_auth": False}),
         *_database_tables(config.database, config.db_passphrase),
         *(_provider_tables(config, provider) for provider in config.providers),
@@ -276,6 +293,24 @@ def _render_config(config: GarmConfig) -> str:
             )
         )
     return "\n".join(sections)
+
+
+def _apiserver_tables(config: GarmConfig) -> tuple[str, ...]:
+    # Runners on other machines call back to GARM, so it listens on every address.
+    settings: dict[str, str | int | bool] = {"bind": "0.0.0.0", "port": config.port}  # noqa: S104
+    if config.tls is None:
+        return (_table("apiserver", {**settings, "use_tls": False}),)
+    directory = config.config_dir
+    return (
+        _table("apiserver", {**settings, "use_tls": True}),
+        _table(
+            "apiserver.tls",
+            {
+                "certificate": posixpath.join(directory, serving.CERTIFICATE_FILE),
+                "key": posixpath.join(directory, serving.KEY_FILE),
+            },
+        ),
+    )
 
 
 def _database_tables(database: Database, passphrase: str) -> tuple[str, ...]:
@@ -341,6 +376,14 @@ def read_database(config_toml: str) -> Database | None:
         )
     except (KeyError, TypeError, ValueError, RecursionError):
         return None
+
+
+def serves_tls(config_toml: str) -> bool:
+    """Whether a rendered ``config.toml`` has GARM serve HTTPS; False when unreadable."""
+    try:
+        return tomllib.loads(config_toml)["apiserver"]["use_tls"] is True
+    except (KeyError, TypeError, ValueError, RecursionError):
+        return False
 
 
 def read_provider(name: str, files: dict[str, str]) -> OpenstackProvider | None:
@@ -411,6 +454,10 @@ def _toml_value(value: str | int | bool) -> str:
 def _toml_escape(match: re.Match[str]) -> str:
     char = match.group()
     return "\\" + char if char in '"\\' else f"\\u{ord(char):04X}"
+
+
+def _hours(span: timedelta) -> str:
+    return f"{int(span.total_seconds() // 3600)}h"
 
 
 def _require_absolute(what: str, path: str) -> None:

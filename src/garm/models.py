@@ -68,6 +68,14 @@ def _str(data: dict[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _bytes(data: dict[str, Any], key: str) -> bytes:
+    """A Go ``[]byte`` field: base64 text on the wire; empty when absent or not base64."""
+    try:
+        return base64.b64decode(_str(data, key), validate=True)
+    except ValueError:
+        return b""
+
+
 def _int(data: dict[str, Any], key: str) -> int:
     value = data.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
@@ -296,6 +304,8 @@ class ControllerInfo:
     # entities in agent mode: the charm uses no agent, so it keeps this off.
     agent_tools_sync: bool = False
     controller_id: str = ""
+    # The CA bundle GARM hands runners (Go []byte: base64 on the wire), as it stored it.
+    ca_cert_bundle: bytes = b""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ControllerInfo:
@@ -306,4 +316,5 @@ class ControllerInfo:
             webhook_url=_str(data, "webhook_url"),
             agent_tools_sync=data.get("enable_agent_tools_sync") is True,
             controller_id=_str(data, "controller_id"),
+            ca_cert_bundle=_bytes(data, "ca_cert_bundle"),
         )

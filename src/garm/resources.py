@@ -17,9 +17,13 @@ does not start or a provider GARM cannot run:
    the expected main package: ``.../cmd/garm`` or ``.../garm-provider-openstack``. This tells
    GARM from garm-cli and the OpenStack provider from GARM's other providers (and from GARM)
    before anything is run;
-3. it is run as ``<binary> --version``: no shell, a minimal environment without the caller's
-   variables, stdin from /dev/null, its own process group (killed whole on timeout), output
-   captured and bounded.
+3. it must be a program the kernel runs itself (ELF, or a ``#!`` script as the tests'
+   stand-ins are), and it is run as ``<binary> --version`` in ``garm.sandbox``: as nobody,
+   with no network, on a read-only root of its own, with a minimal environment, stdin from
+   /dev/null, bounded time (everything it started killed past it) and bounded output.
+   Where that sandbox cannot be made (the charm not root, a tool missing, the kernel
+   refusing a namespace), the binary is not run at all and the resource is refused as
+   unchecked (UncheckedError): it is never run as root instead.
 
    * ``garm --version`` prints ``appdefaults.Version`` and exits 0 (Go's flag package up to
      v0.2.x, cobra's version template on main). Releases set it from
@@ -40,22 +44,19 @@ Nothing here imports ops: the charm turns a ResourceError into a blocked status.
 from __future__ import annotations
 
 import contextlib
-import errno
 import gzip
 import os
 import platform
 import re
-import selectors
-import signal
-import subprocess
 import tarfile
 import tempfile
-import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, BinaryIO, Literal
+
+from garm import sandbox
 
 # The largest binary accepted, bare or in an archive (GARM's is about 50 MiB).
 MAX_BINARY_BYTES = 512 << 20
@@ -73,9 +74,6 @@ MAX_OUTPUT_BYTES = 64 << 10
 DEFAULT_TIMEOUT = 10.0
 # Output echoed into a status line is cut to this many characters.
 SHOWN_CHARS = 80
-# The whole environment the candidate runs with: nothing of the charm's (secrets, JUJU_*,
-# or a GARM_COMMAND that would make a provider act).
-_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
 # ``git describe --tags`` of a v-tag, as GARM and its providers stamp their builds.
 _VERSION = re.compile(r"v\d+\.\d+\.\d+(?:[-+][0-9A-Za-z][0-9A-Za-z.+-]*)?")
 _MAX_VERSION_CHARS = 64
@@ -118,10 +116,29 @@ class ResourceError(Exception):
     def __init__(self, resource: str, reason: str) -> None:
         self.resource = resource
         self.reason = reason
+        super().__init__(self._status_line())
+
+    def _status_line(self) -> str:
+        resource = self.resource
         product = _SPECS[resource].product if resource in _SPECS else resource
-        super().__init__(
-            f"Resource {resource} is not {product}: {reason}; attach a {product} release binary"
-            f" or archive (juju attach-resource garm {resource}=<file>)"
+        return (
+            f"Resource {resource} is not {product}: {self.reason}; attach a {product} release"
+            f" binary or archive (juju attach-resource garm {resource}=<file>)"
+        )
+
+
+class UncheckedError(ResourceError):
+    """The resource was not run, because the sandbox it must run in cannot be made here.
+
+    Not the file's fault, so the status says so and asks for nothing to be attached: the
+    reason names what is missing (root, a tool, a namespace the kernel refused).
+    """
+
+    def _status_line(self) -> str:
+        return (
+            f"Resource {self.resource} cannot be checked on this machine: {self.reason};"
+            " an attached binary is run only as nobody without network on a read-only root,"
+            " never as root"
         )
 
 
@@ -159,6 +176,10 @@ class _Refused(Exception):  # noqa: N818 (internal: the reason, before the resou
     """A check failed; the public functions add the resource and raise ResourceError."""
 
 
+class _Unchecked(Exception):  # noqa: N818 (internal, as _Refused)
+    """The sandbox cannot be made; ``verify`` adds the resource and raises UncheckedError."""
+
+
 @dataclass(frozen=True)
 class _Spec:
     """What one resource must be."""
@@ -175,7 +196,8 @@ def prepare(
 
     ``resource`` is ``garm`` or ``garm-provider-openstack`` (each binary's name too).
     ``work_dir`` should be private to the charm and not mounted noexec: the candidate is
-    written and run there. Raises ResourceError when the file is not the binary it should be.
+    written there and run from there, in the sandbox. Raises ResourceError when the file is
+    not the binary it should be, or cannot be checked here (UncheckedError).
     """
     binary = unpack(resource, source, work_dir)
     return Prepared(binary, verify(resource, binary, timeout=timeout))
@@ -239,20 +261,25 @@ def verify(resource: str, binary: Path, *, timeout: float = DEFAULT_TIMEOUT) -> 
 
     Raises ResourceError when it is built for another architecture, is not a Go program
     built from the expected main package, cannot be run here, times out, or answers
-    ``--version`` other than that program does.
+    ``--version`` other than that program does; UncheckedError, a ResourceError, when the
+    sandbox it must run in cannot be made here.
     """
     spec = _spec(resource)
     try:
         with binary.open("rb") as file:
-            _check_arch(file.read(_HEAD_BYTES))
+            head = file.read(_HEAD_BYTES)
+        _check_arch(head)
         build = go_build(binary)
         if build is None:
             raise _Refused("it is not a Go program (it has no Go build info)")
         if not build.main_package.endswith(spec.main_suffix):
             raise _Refused(f"it is built from {_shown(build.main_package)}")
+        _check_runnable(head)
         return spec.version_of(_run_version(binary, timeout=timeout), build)
     except _Refused as exc:
         raise ResourceError(resource, str(exc)) from None
+    except _Unchecked as exc:
+        raise UncheckedError(resource, str(exc)) from None
 
 
 def content_kind(head: bytes) -> Kind:
@@ -312,31 +339,19 @@ def go_build(binary: Path) -> GoBuild | None:
 
 
 def _run_version(binary: Path, *, timeout: float = DEFAULT_TIMEOUT) -> _Answer:
-    """Run ``binary --version`` contained: how it answered, or _Refused if it could not.
+    """Run ``binary --version`` in the sandbox (``garm.sandbox``): how it answered.
 
-    No shell, the environment is only _ENV, stdin is /dev/null, the working directory is the
-    binary's own; it gets its own process group so a timeout kills everything it started.
+    _Refused when it ran past the time or printed past the output bound; _Unchecked when
+    the sandbox cannot be made here, and then it was not run at all.
     """
     try:
-        process = subprocess.Popen(  # noqa: S603 (no shell; checking this file is the point)
-            [str(binary), "--version"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=binary.parent,
-            env=dict(_ENV),
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise _Refused(_exec_failure(exc)) from None
-    with process:
-        try:
-            stdout, stderr = _collect(process, time.monotonic() + timeout, timeout)
-        except _Refused:
-            _kill_group(process)
-            raise
+        run = sandbox.run(binary, ("--version",), timeout=timeout, max_output=MAX_OUTPUT_BYTES)
+    except sandbox.Exceeded as exc:
+        raise _Refused(f"`--version` {exc}") from None
+    except sandbox.Unavailable as exc:
+        raise _Unchecked(_shown(str(exc), 2 * SHOWN_CHARS)) from None
     return _Answer(
-        process.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
+        run.status, run.stdout.decode("utf-8", "replace"), run.stderr.decode("utf-8", "replace")
     )
 
 
@@ -394,6 +409,17 @@ def _check_arch(head: bytes) -> None:
     built, here = elf_arch(head), host_arch()
     if built is not None and here is not None and built != here:
         raise _Refused(f"it is built for {built}, this machine is {here}")
+
+
+def _check_runnable(head: bytes) -> None:
+    """Refuse a file the kernel would not run itself: neither ELF nor a ``#!`` script.
+
+    The exec error is not left to say so: setpriv runs the binary with execvp(3), which
+    hands a file the kernel refuses (ENOEXEC) to /bin/sh as a script instead of failing
+    (https://man7.org/linux/man-pages/man3/exec.3.html).
+    """
+    if not head.startswith((b"\x7fELF", b"#!")):
+        raise _Refused("it is not a program this machine can run (exec format error)")
 
 
 def _extract(file: BinaryIO, mode: Literal["r:gz", "r:"], binary: str, target: Path) -> None:
@@ -570,52 +596,6 @@ def _occurrences(file: BinaryIO, needle: bytes) -> Iterator[int]:
             start = window.find(needle, start + 1)
         position += len(chunk)
         carry = window[-(len(needle) - 1) :]
-
-
-def _collect(
-    process: subprocess.Popen[bytes], deadline: float, timeout: float
-) -> tuple[bytes, bytes]:
-    """Both outputs of ``process`` until it exits; _Refused past the deadline or the size bound."""
-    assert process.stdout is not None and process.stderr is not None  # noqa: S101 (PIPE)
-    streams = (process.stdout.fileno(), process.stderr.fileno())
-    outputs = {fd: bytearray() for fd in streams}
-    with selectors.DefaultSelector() as selector:
-        for fd in streams:
-            selector.register(fd, selectors.EVENT_READ)
-        while selector.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise _Refused(f"`--version` did not finish within {timeout:g}s")
-            for key, _events in selector.select(left):
-                chunk = os.read(key.fd, 1 << 16)
-                if not chunk:
-                    selector.unregister(key.fileobj)
-                    continue
-                buffer = outputs[key.fd]
-                buffer += chunk
-                if len(buffer) > MAX_OUTPUT_BYTES:
-                    raise _Refused(f"`--version` printed over {MAX_OUTPUT_BYTES >> 10} KiB")
-    try:
-        process.wait(max(deadline - time.monotonic(), 0))
-    except subprocess.TimeoutExpired:
-        raise _Refused(f"`--version` did not finish within {timeout:g}s") from None
-    return bytes(outputs[streams[0]]), bytes(outputs[streams[1]])
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """Kill the candidate's process group (it leads it) and reap the candidate."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-
-
-def _exec_failure(exc: OSError) -> str:
-    """Why the kernel would not run the candidate, in an operator's words."""
-    if exc.errno == errno.ENOEXEC:
-        return "it is not a program this machine can run (exec format error)"
-    if exc.errno == errno.EACCES:
-        return "it cannot be executed here (permission denied)"
-    return f"it cannot be run ({_shown(exc.strerror or str(exc))})"
 
 
 def _exit(answer: _Answer) -> str:

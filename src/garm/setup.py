@@ -49,17 +49,24 @@ class AdminLogin:
 
 @dataclass(frozen=True)
 class ControllerUrls:
-    """Where runners and GitHub reach GARM; GARM refuses most calls until they are set."""
+    """Where runners and GitHub reach GARM, and the CA runners check it by.
+
+    GARM refuses most calls until the URLs are set. ``ca_bundle`` is GARM's controller
+    ``ca_cert_bundle``, which GARM hands every new runner (``garm.tls``): the CA of GARM's
+    own certificate, or empty when GARM serves plain HTTP. The charm owns it.
+    """
 
     metadata_url: str
     callback_url: str
     webhook_url: str
+    ca_bundle: bytes = b""
 
     @classmethod
-    def from_base(cls, base: str) -> ControllerUrls:
+    def from_base(cls, base: str, ca_bundle: bytes = b"") -> ControllerUrls:
         """The URLs ``garm-cli init`` sets for this base (docs/reference/garm-api.md §1.4)."""
         base = base.rstrip("/")
-        return cls(f"{base}/api/v1/metadata", f"{base}/api/v1/callbacks", f"{base}/webhooks")
+        urls = (f"{base}/api/v1/metadata", f"{base}/api/v1/callbacks", f"{base}/webhooks")
+        return cls(*urls, ca_bundle)
 
 
 @dataclass(frozen=True)
@@ -315,6 +322,7 @@ def plan_controller(
     another tool may have turned it on): the charm runs no garm-agent, and the sync
     downloads every new release into GARM's database. After a first run the controller
     is read again and planned again: a settled GARM costs one read here and gets no write.
+    The CA bundle is compared as GARM stores it (the bytes sent); none wanted clears it.
     """
     if have is None:
         return [CreateAdmin(admin)]
@@ -329,6 +337,11 @@ def plan_controller(
     }
     if have.agent_tools_sync:
         changes["enable_agent_tools_sync"] = False
+    if have.ca_cert_bundle != urls.ca_bundle:
+        if urls.ca_bundle:
+            changes["ca_cert_bundle"] = base64.b64encode(urls.ca_bundle).decode()
+        else:
+            changes["clear_ca_cert_bundle"] = True
     return [SetControllerUrls(changes)] if changes else []
 
 

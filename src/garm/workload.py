@@ -23,7 +23,9 @@ from pathlib import Path
 import requests
 from charmlibs import passwd, systemd
 
-from garm.config import Database, read_database
+from garm.client import trust_only
+from garm.config import Database, read_database, serves_tls
+from garm.tls import CA_FILE, CERTIFICATE_FILE, KEY_FILE, LOOPBACK, ServingTls
 
 SERVICE = "garm"
 USER = "garm"
@@ -32,9 +34,9 @@ _CHUNK = 1 << 20
 # A written file's name, relative to its directory: plain components only, so no key can
 # climb out with "..", start at "/", or collide with a temporary ".name.*" file.
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
-# Files under here are owned by this module: one per provider, so a provider that is gone
-# must not leave its credentials behind.
-_PRUNED_DIR = "providers"
+# Files under these are owned by this module: one per provider, and GARM's TLS files, so a
+# provider or a certificate that is gone must not leave its credentials behind.
+_PRUNED_DIRS = ("providers", "tls")
 
 
 class MissingResource(Exception):  # noqa: N818 (the name says what is wrong)
@@ -233,7 +235,8 @@ def write_files(directory: Path, files: dict[str, str], owner: str) -> bool:
     """Make ``directory`` hold exactly ``files`` (0600, owned by ``owner``).
 
     Only files that differ are rewritten, each atomically, so GARM never reads a partial
-    config. Files under ``providers/`` that are not in ``files`` are removed.
+    config. Files under ``providers/`` and ``tls/`` that are not in ``files`` are removed:
+    a provider dropped, or the certificate gone with its relation.
     """
     for name in files:
         if not _FILE_NAME.match(name):
@@ -245,10 +248,9 @@ def write_files(directory: Path, files: dict[str, str], owner: str) -> bool:
         for parent in reversed(path.relative_to(directory).parents[:-1]):
             changed |= ensure_directory(directory / parent, owner)
         changed |= _ensure_file(path, text.encode(), owner_ids)
-    pruned = directory / _PRUNED_DIR
-    if pruned.is_dir():
-        wanted = {directory / name for name in files}
-        for path in sorted(pruned.rglob("*")):
+    wanted = {directory / name for name in files}
+    for pruned in (directory / name for name in _PRUNED_DIRS):
+        for path in sorted(pruned.rglob("*")) if pruned.is_dir() else ():
             if path.is_file() and path not in wanted:
                 path.unlink()
                 changed = True
@@ -258,6 +260,30 @@ def write_files(directory: Path, files: dict[str, str], owner: str) -> bool:
 def configured_database(config_file: Path) -> Database | None:
     """The database GARM's configuration on this machine names; None if none is written."""
     return read_database(config_file.read_text()) if config_file.exists() else None
+
+
+def local_api(paths: Paths, port: int) -> tuple[str, Path | None]:
+    """Where the charm reaches GARM on this machine, as GARM is configured there now.
+
+    Its URL on loopback, and the CA its certificate is checked against (None: GARM
+    serves plain HTTP). What is written decides, not what is wanted: before a pass
+    rewrites GARM's files it talks to GARM as GARM still serves, after it as GARM will.
+    """
+    config = paths.config_file
+    secure = config.exists() and serves_tls(config.read_text())
+    if not secure:
+        return f"http://{LOOPBACK}:{port}", None
+    return f"https://{LOOPBACK}:{port}", paths.config_dir / CA_FILE
+
+
+def served_tls(paths: Paths) -> ServingTls | None:
+    """The certificate GARM's files on this machine hold, None when there is none to read."""
+    directory = paths.config_dir
+    texts = [read_text(directory / name) for name in (CERTIFICATE_FILE, KEY_FILE, CA_FILE)]
+    if None in texts:
+        return None
+    certificate, key, ca = (text or "" for text in texts)
+    return ServingTls.from_files(certificate, key, ca)
 
 
 def read_provider_files(config_dir: Path) -> dict[str, str]:
@@ -336,16 +362,21 @@ def is_active() -> bool:
     return systemd.service_running(SERVICE)
 
 
-def wait_until_answering(url: str, timeout: float, interval: float = 0.5) -> bool:
+def wait_until_answering(
+    url: str, timeout: float, interval: float = 0.5, *, ca_file: Path | None = None
+) -> bool:
     """Poll GARM at ``url`` until it answers HTTP at all, for at most about ``timeout`` s.
 
     Any status counts: before first-run GARM answers 409, without a token 401. Only a
-    failed connection means it is not listening yet.
+    failed connection means it is not listening yet. Over HTTPS, GARM is checked
+    against ``ca_file``: a GARM still serving an older certificate is not answering yet.
     """
     deadline = time.monotonic() + timeout
     with requests.Session() as session:
         # A proxy from the environment would answer (502) for a GARM that is down.
         session.trust_env = False
+        if ca_file is not None:
+            trust_only(session, str(ca_file))
         while True:
             remaining = deadline - time.monotonic()
             try:

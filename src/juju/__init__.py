@@ -3,8 +3,9 @@
 Holds the readers of Juju's answers, which use ops: ``view`` (the configurator relations
 and goal-state; it also writes what each configurator is told), ``postgresql``,
 ``secrets``, ``peers`` (the peer relation), ``unit`` (resources, address, the model's
-proxy), ``telemetry`` (the cos-agent databags) and ``inputs`` (the leader's inputs, each
-read on first use). And, without ops, what they hand the
+proxy), ``telemetry`` (the cos-agent databags), ``certificates`` (GARM's certificate
+from a tls-certificates provider), ``events`` (what the charm runs its pass on) and
+``inputs`` (the leader's inputs, each read on first use). And, without ops, what they hand the
 leader's pass (``records``), the rules that judge what is read (``config``,
 ``lifecycle``, ``relation``: databags into specs; ``owners``: the relation each provider
 came from), and what goes back (``status``: the one status line; ``publish``: what each

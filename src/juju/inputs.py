@@ -15,14 +15,15 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import ops
 
 from garm.config import PostgresqlDatabase, Proxy
 from garm.providers import Recorded
 from garm.setup import AdminLogin
+from garm.tls import Awaited, ServingTls
 from juju import secrets, unit
+from juju.certificates import Certificates
 from juju.config import CharmConfig, ConfigError
 from juju.peers import Peers
 from juju.postgresql import GarmDatabase
@@ -39,6 +40,7 @@ class LeaderReads:
         view: JujuView,
         peers: Peers,
         database: GarmDatabase,
+        certificates: Certificates,
         event: ops.EventBase | None,
     ):
         self._charm = charm
@@ -46,24 +48,14 @@ class LeaderReads:
         self._view = view
         self._peers = peers
         self._database = database
+        self._certificates = certificates
         self._event = event
 
     @property
     @cache
     def config(self) -> CharmConfig | ConfigError:
-        """The checked config, or why it cannot be used.
-
-        charmcraft.yaml's defaults are handed in too, so an option Juju leaves out reads
-        as its default rather than failing the hook; Juju's values win.
-        """
-        defaults: dict[str, Any] = {
-            name.replace("-", "_"): option.default
-            for name, option in self._charm.meta.config.items()
-        }
-        try:
-            return self._charm.load_config(CharmConfig, **defaults)
-        except ConfigError as exc:
-            return exc
+        """The checked config, or why it cannot be used."""
+        return unit.config(self._charm)
 
     @property
     @cache
@@ -105,6 +97,12 @@ class LeaderReads:
     def address(self) -> str | None:
         """The unit's address on the configurator relation's network."""
         return unit.ingress_address(self._model, self._view.endpoint)
+
+    @property
+    @cache
+    def tls(self) -> ServingTls | Awaited | None:
+        """The certificate GARM is to serve, from the certificates relation."""
+        return self._certificates.read()
 
     @property
     @cache

@@ -1,4 +1,4 @@
-"""What Juju gives this unit besides relations: its resources, its address, the model proxy.
+"""What Juju gives this unit besides relations: its config, resources, address, model proxy.
 
 Small readers for the leader's pass: each answers with a plain value, and a thing Juju
 does not have (a resource never attached, no address yet) is None. A hook tool that
@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import ops
 
 from garm.config import Proxy
+from juju.config import CharmConfig, ConfigError
 from juju.status import Summary
 
 _STATUS = {
@@ -22,6 +24,21 @@ _STATUS = {
     "waiting": ops.WaitingStatus,
     "blocked": ops.BlockedStatus,
 }
+
+
+def config(charm: ops.CharmBase) -> CharmConfig | ConfigError:
+    """The checked config, or why it cannot be used.
+
+    charmcraft.yaml's defaults are handed in too, so an option Juju leaves out reads as
+    its default rather than failing the hook; Juju's values win.
+    """
+    defaults: dict[str, Any] = {
+        name.replace("-", "_"): option.default for name, option in charm.meta.config.items()
+    }
+    try:
+        return charm.load_config(CharmConfig, **defaults)
+    except ConfigError as exc:
+        return exc
 
 
 def leads(unit: ops.Unit) -> bool:

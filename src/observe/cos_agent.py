@@ -20,12 +20,34 @@ data and its leader forwards, per principal application, the first copy it meets
 may come from any unit. So every unit publishes them, and the scrape jobs only on the
 leader: GARM, and the charm's own metrics endpoint, run on the leader alone.
 
-The leader also hands the collector GARM's metrics token (``token``: which one, and when
-it is renewed), kept in this unit's databag (under ``TOKEN_KEY``, with when and under
-which secret it was fetched) beside the scrape job that carries it: the cos-agent
-relation is container-scoped, so the only unit that reads the databag is the collector
-on this machine (and, as for every databag, a Juju administrator). The collector then
-writes it into its own configuration on this machine. Nothing here logs it.
+The leader also hands the collector GARM's metrics token (``token``: which one, when it
+is renewed, and what it opens), as the bearer credentials of the ``garm`` scrape job: the
+interface has no other way. ``CosAgentProviderUnitData`` is plain JSON in a unit databag
+and ``metrics_scrape_jobs`` are Prometheus ``scrape_configs`` taken as they are (the
+library's own example puts ``authorization: {credentials: ...}`` in one); nothing in the
+library or either collector reads a Juju secret for a scrape job. So the token is where
+relation data is, once (``TOKEN_KEY`` holds only when and under which secret it was
+fetched), and can be read:
+
+- in Juju: by every user with read access to the model (``juju show-unit`` shows this
+  unit's data as ``local-unit`` and, from the collector's side, as ``related-units``), by
+  model admins (``juju exec``, ``juju ssh`` and ``relation-get`` on either unit), and in
+  the controller's database, as any relation data;
+- by the collector unit on this machine, the only unit that joins the relation (it is
+  container-scoped); the collector does not copy scrape jobs to its peers
+  (``CosAgentPeersUnitData`` has none) nor send them to Prometheus, it scrapes here;
+- on this machine, by every local account: the collector writes the job into its
+  configuration, readable by all (opentelemetry-collector
+  ``/etc/otelcol/config.d/<unit>.yaml``, ``LocalPath.write_text``'s default 0644;
+  grafana-agent ``/etc/grafana-agent.yaml``, ``open(path, "w")``: 0644 under a 022
+  umask), and rewrites it when this databag changes.
+
+Whoever has it can read GARM's ``/metrics`` from anywhere that reaches GARM's API port
+(GARM listens on every address, for the runners) until its ``exp``. After a renewal the
+databag holds the new token only; one expired and not renewed is withdrawn; a unit that
+does not lead, or leads but may not run GARM yet (``juju.fence``), holds none from its
+next hook on; Juju deletes the databag with the relation. A token replaced or withdrawn
+stays good until its ``exp`` all the same: GARM cannot revoke it. Nothing here logs it.
 
 Logs: neither collector reads a principal's log files through this interface except a
 snap's (``log_slots``), and GARM is no snap. Both read ``/var/log/**/*log`` on the
@@ -54,6 +76,7 @@ logger = logging.getLogger(__name__)
 
 RELATION = "cos-agent"
 KEY = "config"  # the one key the collectors read (CosAgentProviderUnitData.KEY)
+# The held token's record (HeldToken.record), not the token: that is in the garm job.
 TOKEN_KEY = "garm-metrics-token"  # noqa: S105 (a key name, not a secret)
 GARM_JOB = "garm"
 CHARM_JOB = "garm-charm"
@@ -72,18 +95,27 @@ class Telemetry:
     dashboards: tuple[str, ...]
 
 
-def scrape_jobs(api_port: int, token: str | None) -> list[dict[str, Any]]:
+def scrape_jobs(api_port: int, token: str | None, https: bool = False) -> list[dict[str, Any]]:
     """The leader's two scrape jobs: GARM's ``/metrics`` and the charm's own.
 
     Without a token GARM's job is still published: GARM then answers 401 and
     ``up{job="garm"}`` reads 0, as it would were GARM down, which the charm's
     status says more about.
+
+    Over HTTPS (``https``: GARM serves only that on its port then) the collector does
+    not check GARM's certificate: it scrapes on loopback, where only root on this
+    machine could stand between, and root can read the token from the collector's
+    config anyway. Both collectors are confined snaps that cannot read the CA's file,
+    and an inline CA (``tls_config.ca``) is not understood by every collector release.
     """
     garm: dict[str, Any] = {
         "job_name": GARM_JOB,
         "metrics_path": "/metrics",
         "static_configs": [{"targets": [f"127.0.0.1:{api_port}"]}],
     }
+    if https:
+        garm["scheme"] = "https"
+        garm["tls_config"] = {"insecure_skip_verify": True}
     if token:
         garm["authorization"] = {"type": "Bearer", "credentials": token}
     charm = {
@@ -154,18 +186,34 @@ def publish(
     """Bring this unit's cos-agent databag up to date; ``leader`` None on non-leaders.
 
     On the leader, fetches a new metrics token when ``renewal_due`` says so and GARM can
-    be asked; a failed fetch keeps the token held (it may still be good) and is logged,
-    the next hook tries again. A non-leader drops the scrape jobs and any token.
+    be asked; a failed fetch keeps the token held while it has not expired (it may still
+    be good) and is logged, the next hook tries again. The token held is the one this
+    unit last published in its ``garm`` job. A non-leader drops the scrape jobs and any
+    token.
     """
     if leader is None:
         jobs: list[dict[str, Any]] = []
         databag.pop(TOKEN_KEY, None)
     else:
-        held = renewed(HeldToken.from_json(databag.get(TOKEN_KEY)), now, leader)
-        if held is not None:
-            _put(databag, TOKEN_KEY, held.to_json())
-        jobs = scrape_jobs(leader.api_port, held.token if held else None)
+        published = HeldToken.from_record(_published_token(databag), databag.get(TOKEN_KEY))
+        held = renewed(published, now, leader)
+        if held is None:
+            databag.pop(TOKEN_KEY, None)
+        else:
+            _put(databag, TOKEN_KEY, held.record())
+        jobs = scrape_jobs(leader.api_port, held.token if held else None, leader.https)
     _put(databag, KEY, unit_config(telemetry, jobs))
+
+
+def _published_token(databag: MutableMapping[str, str]) -> str | None:
+    """The bearer token of the ``garm`` job this unit last published; None when none reads."""
+    try:
+        jobs = json.loads(databag.get(KEY) or "{}")["metrics_scrape_jobs"]
+        [garm] = [job for job in jobs if job["job_name"] == GARM_JOB]
+        token = garm["authorization"]["credentials"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return token if isinstance(token, str) else None
 
 
 def _put(databag: MutableMapping[str, str], key: str, value: str) -> None:

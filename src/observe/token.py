@@ -1,12 +1,23 @@
 """GARM's metrics token: which one the leader holds, and when it asks GARM for a new one.
 
-GARM's ``/metrics`` wants a metrics token (a JWT with ``read_metrics``, from ``GET
-/api/v1/metrics-token``; lifetime ``[jwt_auth] time_to_live``; signed with the JWT
-secret, so a new secret voids it). Only the leader holds one. It is renewed once half its
-lifetime has passed or the JWT secret changed; ``cos_agent`` keeps it in the collector's
-databag. The token grants reading GARM's metrics and nothing else (GARM's API refuses
-it: it names no user). It is never logged: nothing here puts it in a message, an
-exception or a repr.
+GARM's ``/metrics`` wants a metrics token: a JWT with ``read_metrics``, from ``GET
+/api/v1/metrics-token`` (admin only; the route takes no parameter, so no shorter token can
+be asked for). It lives ``[jwt_auth] time_to_live``, the same as every GARM login, never
+less than 24 hours (GARM's ``config/config.go`` ``timeToLive.Duration`` clamps it up), and
+GARM checks only its signature, its ``exp`` and its ``read_metrics`` claim
+(``auth/metrics.go``): it keeps no record of the tokens it hands out, so none can be
+revoked, and only a new JWT secret voids them all before they expire. The token grants
+reading GARM's metrics and nothing else (GARM's API refuses it: it names no user,
+``auth/jwt.go``).
+
+Only the leader holds one, kept in the scrape job ``cos_agent`` hands the collector, the
+one place the interface gives it (``cos_agent`` says who can read it there). Beside it is
+only its record (``HeldToken.record``): when it was fetched, as GARM's token says no
+``iat``, and a fingerprint of the JWT secret that signed it. It is renewed once half its
+lifetime has passed or the JWT secret changed; the new one replaces it in the databag.
+A token past its ``exp`` that could not be renewed is withdrawn, not kept: GARM refuses
+it anyway, and nothing that expired stays behind. It is never logged: nothing here puts
+it in a message, an exception or a repr.
 
 Pure but for the one call the leader's GARM makes (``LeaderGarm.fetch_token``): the
 leader's pass builds a ``LeaderGarm`` without knowing the collector's databag.
@@ -24,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from garm.client import GarmError
+from garm.config import JWT_CLOCK_SLACK, JWT_LIFETIME
 
 logger = logging.getLogger(__name__)
 
@@ -36,35 +48,34 @@ class HeldToken:
     fetched_at: datetime
     secret_fingerprint: str
 
-    def to_json(self) -> str:
-        """The form kept in the databag under ``TOKEN_KEY``."""
+    def record(self) -> str:
+        """What is kept about the token beside its scrape job: never the token itself."""
         return json.dumps(
             {
-                "token": self.token,
                 "fetched-at": self.fetched_at.isoformat(),
                 "jwt-secret-fingerprint": self.secret_fingerprint,
             }
         )
 
     @classmethod
-    def from_json(cls, text: str | None) -> HeldToken | None:
-        """Back from ``to_json``; None when absent or unreadable (a new one is fetched)."""
-        if not text:
+    def from_record(cls, token: str | None, text: str | None) -> HeldToken | None:
+        """The token published, with ``record``'s text; None when either does not read.
+
+        None makes the leader fetch a new one. A record from before the token was kept
+        once only also carries a ``token`` key: it is ignored, and the next ``record`` is
+        written without it.
+        """
+        if not token or not text:
             return None
         try:
             data = json.loads(text)
-            held = cls(
-                data["token"],
-                datetime.fromisoformat(data["fetched-at"]),
-                data["jwt-secret-fingerprint"],
-            )
+            fetched_at = datetime.fromisoformat(data["fetched-at"])
+            fingerprint = data["jwt-secret-fingerprint"]
         except (ValueError, KeyError, TypeError, RecursionError):
             return None
-        if not isinstance(held.token, str) or not isinstance(held.secret_fingerprint, str):
+        if not isinstance(fingerprint, str) or fetched_at.tzinfo is None:
             return None
-        if held.fetched_at.tzinfo is None:
-            return None
-        return held
+        return cls(token, fetched_at, fingerprint)
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,8 @@ class LeaderGarm:
     api_port: int
     jwt_secret: str | None = field(default=None, repr=False)
     fetch_token: Callable[[], str] | None = field(default=None, repr=False)
+    # Whether GARM serves HTTPS (a certificate from the certificates relation).
+    https: bool = False
 
 
 def secret_fingerprint(jwt_secret: str) -> str:
@@ -109,7 +122,8 @@ def renewal_due(held: HeldToken | None, now: datetime, fingerprint: str) -> str 
 
     A token is renewed once half its lifetime (from when it was fetched to its ``exp``)
     has passed, which leaves the other half to retry in, and at once when GARM's JWT
-    secret is not the one it was signed with.
+    secret is not the one it was signed with, or when it lives longer than a token GARM
+    issues now (one from before the charm shortened GARM's lifetime to a day).
     """
     if held is None:
         return "no metrics token held"
@@ -118,6 +132,8 @@ def renewal_due(held: HeldToken | None, now: datetime, fingerprint: str) -> str 
     expires = token_expiry(held.token)
     if expires is None:
         return "the metrics token has no expiry"
+    if expires > now + JWT_LIFETIME + JWT_CLOCK_SLACK:
+        return "the metrics token outlives the lifetime GARM gives tokens now"
     lifetime = expires - held.fetched_at
     if now >= expires or now >= held.fetched_at + lifetime / 2:
         return "half the metrics token's lifetime has passed"
@@ -127,11 +143,12 @@ def renewal_due(held: HeldToken | None, now: datetime, fingerprint: str) -> str 
 def renewed(held: HeldToken | None, now: datetime, leader: LeaderGarm) -> HeldToken | None:
     """The token to hold from now: ``held``, or a new one when due and GARM can be asked.
 
-    A failed fetch keeps ``held`` (it may still be good) and is logged; the next hook
-    tries again.
+    None once ``held`` has expired and no new one came. A failed fetch keeps ``held``
+    while it has not expired (it may still be good) and is logged; the next hook tries
+    again.
     """
     if leader.jwt_secret is None or leader.fetch_token is None:
-        return held
+        return _unexpired(held, now)
     fingerprint = secret_fingerprint(leader.jwt_secret)
     why = renewal_due(held, now, fingerprint)
     if why is None:
@@ -141,11 +158,22 @@ def renewed(held: HeldToken | None, now: datetime, leader: LeaderGarm) -> HeldTo
     except GarmError as exc:
         # GarmError texts name the route and GARM's error, never a token.
         logger.warning("GARM's metrics token not renewed (%s): %s", why, exc)
-        return held
+        return _unexpired(held, now)
     except Exception as exc:  # telemetry never fails a hook
         # Anything else (the admin login unreadable, a transport error): its kind only,
         # as its text is not known to be free of what was sent.
         logger.warning("GARM's metrics token not renewed (%s): %s", why, type(exc).__name__)
-        return held
+        return _unexpired(held, now)
     logger.info("GARM's metrics token renewed: %s", why)
     return HeldToken(token, now, fingerprint)
+
+
+def _unexpired(held: HeldToken | None, now: datetime) -> HeldToken | None:
+    """``held`` unless its ``exp`` has passed: GARM refuses it then, so it is not kept."""
+    if held is None:
+        return None
+    expires = token_expiry(held.token)
+    if expires is not None and now >= expires:
+        logger.warning("GARM's metrics token expired before it was renewed: it is withdrawn")
+        return None
+    return held

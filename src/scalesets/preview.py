@@ -244,8 +244,12 @@ class SimulatedGarm:
         return True
 
     def update_controller(self, changes: dict[str, Any]) -> ControllerInfo:
-        """The controller with the URLs sent."""
-        sent = {k: v for k, v in changes.items() if k in _CONTROLLER_URLS}
+        """The controller with the URLs and the CA bundle sent."""
+        sent: dict[str, Any] = {k: v for k, v in changes.items() if k in _CONTROLLER_URLS}
+        if "ca_cert_bundle" in changes:
+            sent["ca_cert_bundle"] = base64.b64decode(changes["ca_cert_bundle"])
+        if changes.get("clear_ca_cert_bundle"):
+            sent["ca_cert_bundle"] = b""
         self._controller = dataclasses.replace(self.get_controller(), **sent)
         return self._controller
 

@@ -9,6 +9,7 @@ double's ``/metrics`` as the collector would scrape it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from datetime import timedelta
 
@@ -78,6 +79,12 @@ def token_in(data: CollectorUnitData) -> str | None:
     return garm.get("authorization", {}).get("credentials")
 
 
+def copies(bag: dict[str, str], token: str | None) -> dict[str, int]:
+    """How many times each value of the databag carries ``token``."""
+    assert token, "a token to look for"
+    return {key: value.count(token) for key, value in bag.items() if token in value}
+
+
 def scrape(garm: GarmDouble, token: str | None) -> int:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return requests.get(f"{garm.url}/metrics", headers=headers, timeout=2).status_code
@@ -133,6 +140,11 @@ def test_the_token_is_renewed_at_half_life_and_when_the_jwt_secret_changes(
     second = token_in(collector_reads(published(state)))
     assert second != first and world.metrics_tokens == [first, second]
     assert scrape(world, second) == 200
+    # The databag carries the new one once, in the job, and the old one nowhere; GARM
+    # cannot revoke the old one, which opens /metrics until its exp all the same.
+    assert copies(published(state), second) == {cos_agent.KEY: 1}
+    assert copies(published(state), first) == {}
+    assert scrape(world, first) == 200
 
     # GARM's JWT secret changes: the next hook writes GARM's config and restarts it (the
     # double is told, as GARM would read the new secret), then gets a new token.
@@ -146,6 +158,7 @@ def test_the_token_is_renewed_at_half_life_and_when_the_jwt_secret_changes(
     assert ROTATED_SECRET in machine.paths.config_file.read_text()
     third = token_in(collector_reads(published(state)))
     assert third not in (first, second) and scrape(world, third) == 200
+    assert copies(published(state), second) == {}
 
     logged = caplog.text + "\n".join(line.message for line in ctx.juju_log)
     for token in world.metrics_tokens:
@@ -168,6 +181,7 @@ def test_leadership_moves_the_scrape_jobs_and_the_token(ctx, world, resources):
     on_follower = collector_reads(bag)
     assert on_follower.metrics_scrape_jobs == []
     assert cos_agent.TOKEN_KEY not in bag
+    assert copies(bag, token_in(on_leader) or "no token") == {}
     assert on_follower.metrics_alert_rules == on_leader.metrics_alert_rules
     assert on_follower.dashboards == on_leader.dashboards
 
@@ -188,24 +202,57 @@ def test_a_follower_joining_publishes_without_scrape_jobs(ctx, world, resources)
     assert world.metrics_tokens == []
 
 
-def test_garm_not_answering_keeps_the_held_token(ctx, world, resources, clock):
+def test_garm_not_answering_keeps_the_held_token_until_it_expires(
+    ctx, world, resources, clock, caplog
+):
+    caplog.set_level(logging.DEBUG)
     relation = collector()
     state = state_of(world, resources, configurator(EXAMPLE_UNIT), relation)
     state = ctx.run(ctx.on.relation_created(relation), state)
     token = token_in(collector_reads(published(state)))
 
-    clock.advance(DEFAULT_JWT_TTL)  # due, and expired
     world.inject("*", ".*", drop=True, times=1000)
+    clock.advance(DEFAULT_JWT_TTL / 2)  # due, still good
     asked = len(world.requests)
     state = ctx.run(ctx.on.update_status(), with_bag(state, published(state)))
-    world.clear_faults()
     # The pass found GARM not answering: the charm does not go on to ask it for a token.
     assert "/metrics-token" not in [r.path for r in world.requests[asked:]]
     assert token_in(collector_reads(published(state))) == token
+
+    clock.advance(DEFAULT_JWT_TTL / 2)  # expired: withdrawn, with its record
+    state = ctx.run(ctx.on.update_status(), with_bag(state, published(state)))
+    world.clear_faults()
+    bag = published(state)
+    assert token_in(collector_reads(bag)) is None
+    assert cos_agent.TOKEN_KEY not in bag and token is not None and copies(bag, token) == {}
+    assert scrape(world, token) == 401  # GARM refuses it too: it expired
     assert world.metrics_tokens == [token]
+    assert "expired before it was renewed: it is withdrawn" in caplog.text
 
     state = ctx.run(ctx.on.update_status(), with_bag(state, published(state)))
-    assert token_in(collector_reads(published(state))) == world.metrics_tokens[-1] != token
+    renewed = token_in(collector_reads(published(state)))
+    assert renewed == world.metrics_tokens[-1] != token
+    assert scrape(world, renewed) == 200
+
+
+def test_an_upgrade_drops_the_copy_an_older_charm_kept_beside_the_job(ctx, world, resources):
+    """Before, the record under TOKEN_KEY held the token too: the upgrade keeps the token
+    and drops the copy, asking GARM for no new one."""
+    relation = collector()
+    state = state_of(world, resources, configurator(EXAMPLE_UNIT), relation)
+    state = ctx.run(ctx.on.relation_created(relation), state)
+    bag = published(state)
+    token = token_in(collector_reads(bag))
+    assert token is not None
+    older = {
+        **bag,
+        cos_agent.TOKEN_KEY: json.dumps({"token": token, **json.loads(bag[cos_agent.TOKEN_KEY])}),
+    }
+
+    state = ctx.run(ctx.on.upgrade_charm(), with_bag(state, older))
+    assert published(state) == bag
+    assert copies(published(state), token) == {cos_agent.KEY: 1}
+    assert world.metrics_tokens == [token]
 
 
 def test_a_failed_token_fetch_is_logged_without_the_token(ctx, world, resources, clock, caplog):

@@ -174,10 +174,11 @@ def test_any_memory_of_refusals_reads_and_ages(text):
 @HOSTILE
 @given(st.one_of(st.none(), st.text(max_size=80), DEEP), TIMES, st.none() | DEEP)
 def test_any_held_token_reads_and_is_judged(text, fetched_at, payload):
-    held = HeldToken.from_json(
+    held = HeldToken.from_record(
+        "a.b.c",
         text
         if text is None or "{" in text
-        else f'{{"token": "a.b.c", "fetched-at": "{fetched_at}", "jwt-secret-fingerprint": "f"}}'
+        else f'{{"fetched-at": "{fetched_at}", "jwt-secret-fingerprint": "f"}}',
     )
     renewal_due(held, NOW, "f")
     if held is not None:

@@ -25,6 +25,7 @@ import leader
 from garm.config import PostgresqlDatabase, Proxy
 from garm.providers import Recorded
 from garm.setup import NO_ADMIN_YET, AdminLogin
+from garm.tls import Awaited, ServingTls
 from juju.config import CharmConfig, ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, WHOLE, View
 from juju.records import Configurators, InternalSecrets, PeerRecords
@@ -57,6 +58,7 @@ class Given:
     proxy: Proxy
     granted: Mapping[str, str]
     provider_record: tuple[Recorded, ...] | None = None
+    tls: ServingTls | Awaited | None = None
 
     def resource(self, name: str) -> Path | None:
         return self.resources.get(name)

@@ -43,7 +43,7 @@ def kept(path: Path) -> str:
 def a_hook(path: Path, garm: GarmDouble, password: str | None = None) -> None:
     """One hook's use of GARM: a read, as the admin the double knows."""
     url, username = garm.url, garm.username
-    with admin_client(path, url, username, password or garm.password, T0) as client:
+    with admin_client(path, url, username, password or garm.password, T0, ca_file=None) as client:
         client.list_scalesets()
 
 
@@ -65,7 +65,7 @@ def test_a_token_near_or_past_its_expiry_is_not_offered(path: Path, left: timede
 
 
 def test_a_token_of_another_username_is_not_offered(path: Path) -> None:
-    keep(path, "admin", token_expiring(T0 + timedelta(days=300)))
+    keep(path, "admin", token_expiring(T0 + timedelta(hours=20)))
     assert load(path, "root", T0) is None
 
 
@@ -136,14 +136,14 @@ def test_no_file_and_a_directory_in_its_place_are_no_token(path: Path) -> None:
 
 
 def test_the_file_is_roots_alone_and_written_whole(path: Path) -> None:
-    keep(path, "admin", token_expiring(T0 + timedelta(days=300)))
+    keep(path, "admin", token_expiring(T0 + timedelta(hours=20)))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left
 
 
 def test_the_same_token_is_not_written_again_and_none_deletes_it(path: Path) -> None:
-    token = token_expiring(T0 + timedelta(days=300))
+    token = token_expiring(T0 + timedelta(hours=20))
     keep(path, "admin", token)
     before = path.stat()
     keep(path, "admin", token)
@@ -155,17 +155,26 @@ def test_the_same_token_is_not_written_again_and_none_deletes_it(path: Path) -> 
 
 
 def test_a_mode_gone_wide_is_put_back(path: Path) -> None:
-    token = token_expiring(T0 + timedelta(days=300))
+    token = token_expiring(T0 + timedelta(hours=20))
     keep(path, "admin", token)
     path.chmod(0o644)
     keep(path, "admin", token)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
+def test_a_token_of_a_longer_lifetime_than_garms_now_is_let_go(path: Path) -> None:
+    # Kept before the charm shortened GARM's lifetime from a year to a day.
+    keep(path, "admin", token_expiring(T0 + timedelta(days=300)))
+    assert load(path, "admin", T0) is None
+    day = token_expiring(T0 + timedelta(hours=24, minutes=4))
+    keep(path, "admin", day)
+    assert load(path, "admin", T0) == day
+
+
 def test_garbage_is_written_over(path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_bytes(b"\xff\xfe")
-    token = token_expiring(T0 + timedelta(days=300))
+    token = token_expiring(T0 + timedelta(hours=20))
     keep(path, "admin", token)
     assert load(path, "admin", T0) == token
 
@@ -175,7 +184,7 @@ def test_a_file_that_cannot_be_written_costs_a_warning_without_the_token(
 ) -> None:
     blocked = tmp_path / "a-file"
     blocked.write_text("")
-    token = token_expiring(T0 + timedelta(days=300))
+    token = token_expiring(T0 + timedelta(hours=20))
     with caplog.at_level(logging.DEBUG):
         keep(blocked / "admin-token.json", "admin", token)  # its directory is a file
     assert "GARM's admin token could not be kept" in caplog.text
@@ -185,7 +194,7 @@ def test_a_file_that_cannot_be_written_costs_a_warning_without_the_token(
 def test_the_charm_keeps_it_in_its_own_directory_and_removal_deletes_it(tmp_path: Path) -> None:
     paths = workload.Paths(tmp_path)
     assert paths.admin_token_file.parent == paths.lease_file.parent
-    keep(paths.admin_token_file, "admin", token_expiring(T0 + timedelta(days=300)))
+    keep(paths.admin_token_file, "admin", token_expiring(T0 + timedelta(hours=20)))
     workload.remove(paths)
     assert not paths.admin_token_file.exists()
 

@@ -79,7 +79,7 @@ def test_sqlite_config_has_what_garm_validates() -> None:
     apiserver = parsed["apiserver"]
     assert ipaddress.ip_address(apiserver.pop("bind")).is_unspecified  # an IP literal
     assert apiserver == {"port": 9997, "use_tls": False}
-    assert parsed["jwt_auth"] == {"secret": "jwt-Secret-0f8d2c!x", "time_to_live": "8760h"}
+    assert parsed["jwt_auth"] == {"secret": "jwt-Secret-0f8d2c!x", "time_to_live": "24h"}
     assert parsed["metrics"] == {"enable": True, "disable_auth": False}
     assert parsed["database"] == {
         "backend": "sqlite3",

@@ -76,6 +76,7 @@ SINKS = (
     Sink("RunnerContext", "debug_ssh_problem"),
     Sink("ActionError", "error"),
     Sink("refused", "cause"),
+    Sink("Awaited", "why"),
 )
 # ``<draft>.blocked[<scaleset id>] = <cause>``: a stuck changeover's cause, before its
 # Progress is made.

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("machine")
 
 def reads(manager) -> LeaderReads:
     charm: GarmCharm = manager.charm
-    return LeaderReads(charm, charm.view, charm.peers, charm.database, None)
+    return LeaderReads(charm, charm.view, charm.peers, charm.database, charm.certificates, None)
 
 
 def test_an_option_juju_leaves_out_reads_as_its_charmcraft_yaml_default(ctx, world, resources):

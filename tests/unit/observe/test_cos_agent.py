@@ -112,7 +112,7 @@ def telemetry(tmp_path: Path) -> cos_agent.Telemetry:
 class Fetcher:
     """Stands in for the charm's call to GARM: hands out tokens and counts calls."""
 
-    def __init__(self, lifetime: timedelta = timedelta(hours=8760)):
+    def __init__(self, lifetime: timedelta = timedelta(hours=24)):
         self.lifetime = lifetime
         self.now = NOW
         self.calls = 0
@@ -296,11 +296,11 @@ def test_an_unchanged_databag_is_not_written_again(telemetry):
 def test_publish_renews_at_half_life_and_on_secret_change(telemetry):
     fetch, databag = Fetcher(), {}
     cos_agent.publish(databag, telemetry, NOW, leader(fetch))
-    later = NOW + timedelta(hours=4000)
+    later = NOW + timedelta(hours=11)
     cos_agent.publish(databag, telemetry, later, leader(fetch))
     assert fetch.calls == 1
 
-    fetch.now = NOW + timedelta(hours=4380)
+    fetch.now = NOW + timedelta(hours=12)
     cos_agent.publish(databag, telemetry, fetch.now, leader(fetch))
     assert fetch.calls == 2
     assert _credentials(databag) == fetch.issued[-1]
@@ -308,7 +308,7 @@ def test_publish_renews_at_half_life_and_on_secret_change(telemetry):
     cos_agent.publish(databag, telemetry, fetch.now, leader(fetch, secret=SECRET + "-new"))
     assert fetch.calls == 3
     assert _credentials(databag) == fetch.issued[-1]
-    kept = HeldToken.from_json(databag[cos_agent.TOKEN_KEY])
+    kept = HeldToken.from_record(_credentials(databag), databag[cos_agent.TOKEN_KEY])
     assert kept is not None
     assert kept.secret_fingerprint == secret_fingerprint(SECRET + "-new")
 
@@ -349,9 +349,88 @@ def test_an_unreadable_secret_keeps_the_token_without_asking_garm(telemetry):
     fetch, databag = Fetcher(), {}
     cos_agent.publish(databag, telemetry, NOW, leader(fetch))
     blind = LeaderGarm(api_port=9997, jwt_secret=None, fetch_token=fetch)
-    cos_agent.publish(databag, telemetry, NOW + timedelta(days=300), blind)
+    cos_agent.publish(databag, telemetry, NOW + timedelta(hours=20), blind)
     assert fetch.calls == 1
     assert _credentials(databag) == fetch.issued[0]
+
+
+def test_the_token_is_in_the_databag_once_and_a_replaced_one_nowhere(telemetry):
+    """The collector reads the token in the garm job; the record beside it says only when
+    and under which secret it came. After a renewal, no value carries the old one."""
+    fetch, databag = Fetcher(), {}
+    cos_agent.publish(databag, telemetry, NOW, leader(fetch))
+    [first] = fetch.issued
+    assert _copies(databag, first) == {cos_agent.KEY: 1}
+    assert set(databag) == {cos_agent.KEY, cos_agent.TOKEN_KEY}
+
+    fetch.now = NOW + timedelta(hours=12)
+    cos_agent.publish(databag, telemetry, fetch.now, leader(fetch))
+    second = fetch.issued[-1]
+    assert _copies(databag, first) == {}
+    assert _copies(databag, second) == {cos_agent.KEY: 1}
+
+
+def test_a_databag_holding_a_copy_of_the_token_in_its_record_loses_the_copy(telemetry):
+    """A databag from before the token was kept once: same token, no new one asked for."""
+    fetch, databag = Fetcher(), {}
+    cos_agent.publish(databag, telemetry, NOW, leader(fetch))
+    [token] = fetch.issued
+    databag[cos_agent.TOKEN_KEY] = json.dumps(
+        {"token": token, **json.loads(databag[cos_agent.TOKEN_KEY])}
+    )
+    cos_agent.publish(databag, telemetry, NOW + timedelta(hours=1), leader(fetch))
+    assert fetch.calls == 1
+    assert _credentials(databag) == token
+    assert _copies(databag, token) == {cos_agent.KEY: 1}
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        None,
+        "{",
+        json.dumps({"metrics_scrape_jobs": []}),
+        json.dumps({"metrics_scrape_jobs": [{"job_name": "garm"}]}),
+        json.dumps({"metrics_scrape_jobs": [{"job_name": "garm", "authorization": 5}]}),
+        json.dumps(
+            {"metrics_scrape_jobs": [{"job_name": "garm", "authorization": {"credentials": 5}}]}
+        ),
+        json.dumps({"metrics_scrape_jobs": ["garm"]}),
+    ],
+)
+def test_a_record_without_a_published_token_gets_a_new_one(telemetry, config):
+    fetch, databag = Fetcher(), {}
+    cos_agent.publish(databag, telemetry, NOW, leader(fetch))
+    if config is None:
+        del databag[cos_agent.KEY]
+    else:
+        databag[cos_agent.KEY] = config
+    cos_agent.publish(databag, telemetry, NOW + timedelta(hours=1), leader(fetch))
+    assert fetch.calls == 2
+    assert _credentials(databag) == fetch.issued[-1]
+
+
+def test_an_expired_token_not_renewed_is_withdrawn_with_its_record(telemetry):
+    fetch, databag = Fetcher(lifetime=timedelta(hours=24)), {}
+    cos_agent.publish(databag, telemetry, NOW, leader(fetch))
+    [token] = fetch.issued
+
+    fetch.error = GarmUnreachable("GET /metrics-token: ConnectionError")
+    cos_agent.publish(databag, telemetry, NOW + timedelta(hours=23), leader(fetch))
+    assert _credentials(databag) == token  # due, not renewed, still good: kept
+    cos_agent.publish(databag, telemetry, NOW + timedelta(hours=24), leader(fetch))
+    [garm, _] = collector_reads(databag).metrics_scrape_jobs
+    assert "authorization" not in garm
+    assert cos_agent.TOKEN_KEY not in databag and _copies(databag, token) == {}
+
+    fetch.error, fetch.now = None, NOW + timedelta(hours=25)
+    cos_agent.publish(databag, telemetry, fetch.now, leader(fetch))
+    assert _credentials(databag) == fetch.issued[-1] != token
+
+
+def _copies(databag: dict[str, str], token: str) -> dict[str, int]:
+    """How many times each key's value carries ``token``."""
+    return {key: value.count(token) for key, value in databag.items() if token in value}
 
 
 def _credentials(databag: dict[str, str]) -> str:
@@ -457,3 +536,19 @@ def test_a_token_less_answer_is_an_error_without_the_body(garm, client):
     with pytest.raises(GarmApiError) as refused:
         client.get_metrics_token()
     assert "no token" in str(refused.value)
+
+
+def test_garm_over_https_is_scraped_over_https_on_loopback():
+    plain, _ = cos_agent.scrape_jobs(9997, "tok")
+    secure, charm = cos_agent.scrape_jobs(9997, "tok", https=True)
+
+    # GARM answers only HTTPS on its port once it has a certificate: a plain scrape of it
+    # would read nothing. The collector cannot read the CA's file (a confined snap), and
+    # the scrape stays on loopback.
+    assert "scheme" not in plain and "tls_config" not in plain
+    assert secure["scheme"] == "https"
+    assert secure["tls_config"] == {"insecure_skip_verify": True}
+    assert secure["static_configs"] == [{"targets": ["127.0.0.1:9997"]}]
+    assert secure["authorization"] == plain["authorization"]
+    # The charm's own endpoint is plain HTTP on loopback either way.
+    assert "scheme" not in charm

@@ -1,13 +1,23 @@
-"""GARM's metrics token: read without verifying, renewed at half its life or a new secret."""
+"""GARM's metrics token: read without verifying, renewed at half its life or a new secret,
+withdrawn once expired, and never in its own record."""
 
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from observe.token import HeldToken, renewal_due, secret_fingerprint, token_expiry
+from garm.client import GarmUnreachable
+from observe.token import (
+    HeldToken,
+    LeaderGarm,
+    renewal_due,
+    renewed,
+    secret_fingerprint,
+    token_expiry,
+)
 from tests.garm_double import DEFAULT_JWT_TTL
 from tests.tokens import jwt, token_expiring
 
@@ -32,21 +42,33 @@ def test_token_expiry_is_read_without_verifying():
     ("now", "due"),
     [
         (NOW, False),
-        (NOW + timedelta(days=182), False),
-        (NOW + timedelta(hours=4380) - timedelta(seconds=1), False),
-        (NOW + timedelta(hours=4380), True),  # half of 8760h
-        (NOW + timedelta(hours=8760), True),
+        (NOW + timedelta(hours=11), False),
+        (NOW + timedelta(hours=12) - timedelta(seconds=1), False),
+        (NOW + timedelta(hours=12), True),  # half of GARM's 24h, as the charm sets it
+        (NOW + timedelta(hours=24), True),
         (NOW + timedelta(days=400), True),
     ],
 )
 def test_renewal_at_half_the_lifetime(now, due):
-    token = held(token_expiring(NOW + timedelta(hours=8760)))
+    token = held(token_expiring(NOW + timedelta(hours=24)))
     fingerprint = secret_fingerprint(SECRET)
     assert (renewal_due(token, now, fingerprint) is not None) is due
 
 
+def test_a_token_from_before_the_lifetime_was_shortened_is_renewed_at_once():
+    # The charm rendered 8760h before: a token of then outlives any GARM issues now, and
+    # opens /metrics for months if it leaks. A day's, and a few minutes of clock, do not.
+    fingerprint = secret_fingerprint(SECRET)
+    year = held(token_expiring(NOW + timedelta(hours=8760)))
+    assert renewal_due(year, NOW, fingerprint) == (
+        "the metrics token outlives the lifetime GARM gives tokens now"
+    )
+    day = held(token_expiring(NOW + timedelta(hours=24, minutes=4)))
+    assert renewal_due(day, NOW, fingerprint) is None
+
+
 def test_renewal_when_the_jwt_secret_changed_or_nothing_is_held():
-    token = held(token_expiring(NOW + timedelta(hours=8760)))
+    token = held(token_expiring(NOW + timedelta(hours=24)))
     other = secret_fingerprint(SECRET + "-rotated")
     assert renewal_due(token, NOW, other) == "GARM's JWT secret changed"
     assert renewal_due(None, NOW, other) == "no metrics token held"
@@ -61,13 +83,84 @@ def test_the_fingerprint_tells_secrets_apart_and_does_not_contain_them():
     assert SECRET not in first and len(first) == 16
 
 
-def test_held_token_survives_the_databag_and_hides_in_repr():
+def test_the_record_says_when_and_under_which_secret_and_never_the_token():
     token = held(token_expiring(NOW + DEFAULT_JWT_TTL))
-    assert HeldToken.from_json(token.to_json()) == token
-    assert token.token not in repr(token)
-    for text in (None, "", "{", "[]", '{"token": 1}', json.dumps({"token": "t"})):
-        assert HeldToken.from_json(text) is None
-    naive = json.dumps(
-        {"token": "t", "fetched-at": "2026-11-01T12:00:00", "jwt-secret-fingerprint": "f"}
+    record = token.record()
+    assert json.loads(record) == {
+        "fetched-at": NOW.isoformat(),
+        "jwt-secret-fingerprint": secret_fingerprint(SECRET),
+    }
+    assert token.token not in record and token.token not in repr(token)
+    assert HeldToken.from_record(token.token, record) == token
+
+
+@pytest.mark.parametrize(
+    ("published", "text"),
+    [
+        (None, "record"),
+        ("", "record"),
+        ("token", None),
+        ("token", ""),
+        ("token", "{"),
+        ("token", "[]"),
+        ("token", json.dumps({"fetched-at": NOW.isoformat()})),
+        ("token", json.dumps({"fetched-at": 1, "jwt-secret-fingerprint": "f"})),
+        ("token", json.dumps({"fetched-at": NOW.isoformat(), "jwt-secret-fingerprint": 7})),
+        (
+            "token",
+            json.dumps({"fetched-at": "2026-11-01T12:00:00", "jwt-secret-fingerprint": "f"}),
+        ),
+    ],
+)
+def test_a_record_or_token_that_does_not_read_holds_nothing(published, text):
+    if text == "record":
+        text = held("t").record()
+    assert HeldToken.from_record(published, text) is None
+
+
+def test_a_record_that_still_carries_a_copy_of_the_token_reads_without_it():
+    """Before the token was kept once only, the record held a copy of it too."""
+    legacy = json.dumps(
+        {"token": "the-copy", "fetched-at": NOW.isoformat(), "jwt-secret-fingerprint": "f"}
     )
-    assert HeldToken.from_json(naive) is None
+    kept = HeldToken.from_record("the-published-one", legacy)
+    assert kept == HeldToken("the-published-one", NOW, "f")
+    assert kept is not None and "the-copy" not in kept.record()
+
+
+def _unreachable() -> str:
+    raise GarmUnreachable("GET /metrics-token: ConnectionError")
+
+
+def _broken() -> str:
+    raise RuntimeError("Bearer the-token-it-sent")
+
+
+@pytest.mark.parametrize(
+    "leader",
+    [
+        LeaderGarm(9997, SECRET, None),  # GARM did not answer this pass
+        LeaderGarm(9997, None, lambda: "never asked"),  # the JWT secret does not read
+        LeaderGarm(9997, SECRET, _unreachable),
+        LeaderGarm(9997, SECRET, _broken),
+    ],
+)
+def test_a_token_not_renewed_is_kept_until_it_expires_then_withdrawn(leader, caplog):
+    caplog.set_level(logging.DEBUG)
+    token = held(token_expiring(NOW + timedelta(hours=24)))
+    assert renewed(token, NOW + timedelta(hours=24) - timedelta(seconds=1), leader) == token
+    assert renewed(token, NOW + timedelta(hours=24), leader) is None
+    assert "expired before it was renewed: it is withdrawn" in caplog.text
+    assert token.token not in caplog.text and "the-token-it-sent" not in caplog.text
+
+
+def test_a_token_without_an_expiry_is_not_withdrawn():
+    """GARM's tokens all say ``exp``; one that does not cannot be told to have expired."""
+    token = held(jwt({"read_metrics": True}))
+    assert renewed(token, NOW + timedelta(days=800), LeaderGarm(9997, SECRET, None)) == token
+
+
+def test_a_renewed_token_replaces_an_expired_one():
+    token = held(token_expiring(NOW))
+    new = renewed(token, NOW, LeaderGarm(9997, SECRET, lambda: "new"))
+    assert new == HeldToken("new", NOW, secret_fingerprint(SECRET))

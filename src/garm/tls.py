@@ -1,0 +1,248 @@
+"""GARM's serving certificate: checked as GARM will load it, and the CA runners get.
+
+GARM serves HTTPS when ``[apiserver] use_tls`` is on, from the files ``[apiserver.tls]
+certificate`` and ``key`` name (``config/config.go``, ``TLSConfig``). It checks them with
+Go's ``tls.LoadX509KeyPair`` before it starts and refuses to start otherwise: the
+certificate file is PEM, its first CERTIFICATE block the leaf and any after it the chain
+towards the root; the key file holds one private key whose public half is the leaf's.
+``problem`` applies the same rules here, so a certificate GARM would refuse never
+reaches its files: the charm says what is wrong and GARM keeps running as it was.
+
+The controller's ``ca_cert_bundle`` is what GARM hands every new runner in its bootstrap
+parameters (combined with the forge credential's bundle, ``workers/provider/instance_manager.go``);
+garm-provider-openstack has cloud-init add it to the runner's trust store before the
+runner calls GARM's metadata and callback URLs. ``runner_bundle`` is that bundle: the
+issuing CA and the chain's intermediates, deduplicated, so a runner trusts GARM's
+certificate whichever of them it is anchored at.
+
+Pure: PEM text in, text out. The private key is never logged nor put in a message.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+
+# Where GARM's TLS files sit, relative to its config dir (``workload.write_files``).
+CERTIFICATE_FILE = "tls/certificate.pem"
+KEY_FILE = "tls/key.pem"
+# The CA the charm's own client checks GARM against.
+CA_FILE = "tls/ca.pem"
+# Where the charm's own client reaches GARM: on this machine, so the certificate names it.
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Awaited:
+    """A certificate asked for and not usable yet: ``why``, for the status.
+
+    ``blocked``: the provider refused the request, and waiting will not help.
+    """
+
+    why: str
+    blocked: bool = False
+
+
+@dataclass(frozen=True)
+class ServingTls:
+    """A certificate the TLS provider issued for this unit, and the key it was asked with.
+
+    ``chain`` is the provider's chain, leaf first (the interface carries it so);
+    ``ca`` the certificate that anchors it.
+    """
+
+    certificate: str
+    chain: tuple[str, ...]
+    ca: str
+    private_key: str = field(repr=False)
+
+    def above(self) -> tuple[str, ...]:
+        """The chain's certificates other than the leaf, in the provider's order."""
+        return tuple(pem for pem in self.chain if _normal(pem) != _normal(self.certificate))
+
+    def certificate_file(self) -> str:
+        """The file GARM serves: the leaf, then the chain's other certificates in order."""
+        return "".join(_normal(pem) for pem in (self.certificate, *self.above()))
+
+    def runner_bundle(self) -> bytes:
+        """The CA bundle for runners: the CA and the chain's intermediates, once each.
+
+        Runners trust every certificate in it, so it is handed out only once ``problem``
+        found the chain anchored at ``ca``: a chain that named another root would
+        otherwise make runners trust that root. Each is encoded as GARM stores a bundle
+        (``SanitizeCABundle`` in garm-provider-common: every block parsed, duplicates by
+        DER dropped, each re-encoded by Go's ``pem.Encode``, which writes what
+        ``cryptography`` writes), so the bundle GARM keeps reads back as the one sent.
+        """
+        seen: dict[bytes, bytes] = {}
+        for pem in (self.ca, *self.above()):
+            try:
+                cert = x509.load_pem_x509_certificate(pem.encode())
+            except ValueError:
+                continue  # ``problem`` refuses it before any bundle is sent
+            seen.setdefault(cert.public_bytes(serialization.Encoding.DER), _pem(cert))
+        return b"".join(seen.values())
+
+    @classmethod
+    def from_files(cls, certificate_file: str, key: str, ca_file: str) -> ServingTls | None:
+        """The certificate GARM's files hold (as ``render_files`` wrote them); None if unread."""
+        chain = tuple(_blocks(certificate_file))
+        authorities = _blocks(ca_file)
+        if not chain or not authorities or "PRIVATE KEY" not in key:
+            return None
+        return cls(chain[0], chain, authorities[0], key)
+
+
+def serving_hosts(address: str | None, external_url: str) -> tuple[str, ...]:
+    """Every name GARM's certificate must carry, in the order it is asked for.
+
+    ``external_url``'s host, the one runners are told when it is set; the unit's own
+    address, which they are told otherwise; and loopback, where the charm's own client
+    reaches GARM. Each once.
+    """
+    hosts = (urlsplit(external_url).hostname or "", address or "", LOOPBACK)
+    return tuple(dict.fromkeys(host for host in hosts if host))
+
+
+def runner_url(external_url: str, address: str | None, port: int, secure: bool) -> str:
+    """The URL runners reach GARM at: ``external_url`` when set, else the unit's address.
+
+    Over TLS the scheme is https whatever ``external_url`` says: GARM then answers only
+    HTTPS on its port, and the certificate names ``external_url``'s host. An IPv6
+    address is bracketed, as a URL must have it.
+    """
+    scheme = "https" if secure else "http"
+    if external_url:
+        parts = urlsplit(external_url)
+        if not secure or parts.scheme == "https":
+            return external_url
+        # http's port stays the port: https would otherwise mean 443 where 80 was meant.
+        netloc = parts.netloc if parts.port is not None else f"{parts.netloc}:80"
+        return parts._replace(scheme=scheme, netloc=netloc).geturl()
+    host = address or LOOPBACK
+    if is_address(host) and ipaddress.ip_address(host).version == 6:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}"
+
+
+def plain_http_warning(url: str) -> str | None:
+    """What to log when runners reach GARM at ``url`` over plain HTTP off this machine.
+
+    Each runner fetches its GitHub registration (a JIT config) from GARM's metadata URL
+    and authenticates with a bearer token; over HTTP anyone on the path can take them.
+    None on loopback or HTTPS, where nothing crosses the network in the clear.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.scheme == "https" or host == "localhost" or _loopback(host):
+        return None
+    return (
+        f"GARM serves its API over plain HTTP at {url}: runners fetch their GitHub "
+        "registration over it unencrypted. Relate a tls-certificates provider "
+        "(juju integrate garm:certificates <provider>) to serve it over HTTPS"
+    )
+
+
+def _loopback(host: str) -> bool:
+    return is_address(host) and ipaddress.ip_address(host).is_loopback
+
+
+def is_address(host: str) -> bool:
+    """Whether ``host`` is an IP address (an IP SAN) rather than a DNS name."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def problem(tls: ServingTls, now: datetime, hosts: tuple[str, ...]) -> str | None:
+    """Why GARM, or a runner reaching one of ``hosts``, would refuse ``tls``; None if neither.
+
+    The rules of ``tls.LoadX509KeyPair`` (the leaf parses; the key parses and is the
+    leaf's), then what a client would check: the chain in order, each issued by the
+    next; the leaf anchored at the CA; each valid at ``now``; naming every host.
+    """
+    try:
+        leaf = x509.load_pem_x509_certificate(tls.certificate.encode())
+        chain = [leaf, *(x509.load_pem_x509_certificate(p.encode()) for p in tls.above())]
+        anchor = x509.load_pem_x509_certificate(tls.ca.encode())
+    except ValueError:
+        return "a certificate in it is not PEM"
+    try:
+        key = serialization.load_pem_private_key(tls.private_key.encode(), password=None)
+    except (ValueError, TypeError):
+        return "this unit's private key does not load"
+    if key.public_key() != leaf.public_key():
+        return "the certificate is not for this unit's private key"
+    if not _anchored(chain, anchor):
+        return "its chain is out of order or not issued by its CA"
+    for cert in (*chain, anchor):
+        start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
+        if not start <= now <= end:
+            which = "it is" if cert is leaf else "a CA of its chain is"
+            return f"{which} not valid now (valid {start:%Y-%m-%d} to {end:%Y-%m-%d})"
+    missing = [host for host in hosts if not _names(leaf, host)]
+    if missing:
+        return f"it does not name {', '.join(missing)}"
+    return None
+
+
+def _anchored(chain: list[x509.Certificate], anchor: x509.Certificate) -> bool:
+    """Whether each certificate of ``chain`` is issued by the next, the last by ``anchor``.
+
+    The anchor may stand in the chain itself (a provider's chain often ends with its CA).
+    """
+    for cert, issuer in zip(chain, [*chain[1:], anchor], strict=True):
+        if cert == issuer:
+            continue
+        try:
+            cert.verify_directly_issued_by(issuer)
+        except (ValueError, TypeError, InvalidSignature):
+            return False
+    return True
+
+
+def _names(cert: x509.Certificate, host: str) -> bool:
+    """Whether ``cert``'s subject alternative names cover ``host`` (an address or a name).
+
+    Clients (Go's crypto/tls, curl, Python's ssl) match names against the SANs only, a
+    single ``*`` covering one leftmost label.
+    """
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return False
+    if is_address(host):
+        return ipaddress.ip_address(host) in san.get_values_for_type(x509.IPAddress)
+    wanted = host.lower().rstrip(".")
+    for name in san.get_values_for_type(x509.DNSName):
+        name = name.lower().rstrip(".")
+        if name == wanted:
+            return True
+        if name.startswith("*.") and "." in wanted and wanted.split(".", 1)[1] == name[2:]:
+            return True
+    return False
+
+
+def _normal(pem: str) -> str:
+    return pem.strip() + "\n"
+
+
+def _pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _blocks(text: str) -> list[str]:
+    """The CERTIFICATE blocks of a PEM text, in order."""
+    end = "-----END CERTIFICATE-----"
+    parts = text.split(end)
+    return [
+        part[part.index("-----BEGIN") :] + end + "\n" for part in parts if "-----BEGIN" in part
+    ]
