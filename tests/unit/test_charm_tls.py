@@ -488,3 +488,25 @@ def test_the_private_key_never_reaches_a_log_or_a_databag(ctx, world, resources,
         text = str(relation.local_unit_data) + str(relation.local_app_data)
         assert body not in text
     assert base64.b64encode(key.encode()).decode()[:40] not in str(world.controller())
+
+
+def test_plan_stops_where_the_pass_would_and_previews_what_it_would_set(
+    ctx, world, resources, ca, later
+):
+    # GARM set up on plain HTTP; then a provider is related and has not answered.
+    state = ctx.run(ctx.on.config_changed(), make_state(world, resources, configurator(SOLE_UNIT)))
+    state = with_relation(state, certificates())
+    state = ctx.run(ctx.on.relation_created(state.get_relation(CERTS_ID)), state)
+
+    with pytest.raises(testing.ActionFailed, match="The next pass would stop: Waiting for a"):
+        ctx.run(ctx.on.action("plan"), state)
+
+    # Once GARM serves the certificate, nothing is left for the controller to change.
+    relation = answered(state, ca)
+    state = ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=0), with_relation(state, relation)
+    )
+    later()
+    ctx.run(ctx.on.action("plan"), state)
+    assert ctx.action_results is not None
+    assert "controller" not in ctx.action_results.get("actions", "")
