@@ -224,6 +224,9 @@ class CfgApp:
     # Units whose move back to the value their data still held changed nothing in it:
     # garm cannot see the move, so the operator says it (``choose-entity``).
     unseen_moves: set[int] = dataclasses.field(default_factory=set)
+    # The org or repo garm can know it means: ``entity`` as of the last move it could see
+    # (or the operator told it), held while a move it cannot see is not yet told.
+    known: tuple[str, str] = ("org", ORG)
 
     def provider(self, n: int) -> str:
         return f"{self.name}-{n}"
@@ -686,8 +689,12 @@ class Lifecycle(RuleBasedStateMachine):
             self._publish(app, n)
             if moved and [app.units[n].get(key) for key in ("org", "repo")] == before:
                 app.unseen_moves.add(n)  # back to the value its data still held
+            elif moved:
+                app.unseen_moves.discard(n)  # this move shows: garm follows it
             if "org" in app.units[n] and "repo" in app.units[n]:
                 COVERAGE["both-org-and-repo"] += 1
+        if not app.unseen_moves:
+            app.known = app.entity
         for n in sorted(app.units):
             self._changed_everywhere(app, n)
 
@@ -709,6 +716,8 @@ class Lifecycle(RuleBasedStateMachine):
             unit, f"choose-entity {params}", lambda _: ON.action("choose-entity", params=params)
         )
         app.unseen_moves.discard(n)
+        if not app.unseen_moves:
+            app.known = app.entity
         COVERAGE["entity-chosen-by-the-operator"] += 1
 
     def _undecided(self) -> list[tuple[CfgApp, int]]:
@@ -1643,6 +1652,7 @@ class Lifecycle(RuleBasedStateMachine):
         for data in app.units.values():
             data.pop(unused, None)
         app.unseen_moves.clear()
+        app.known = app.entity
         rid = app.relation_id = self.next_relation
         self.next_relation += 1
         self.relation_app[rid] = app
@@ -1768,10 +1778,13 @@ class Lifecycle(RuleBasedStateMachine):
 
         Not while garm asks the operator which of org and repo one of its units means:
         garm cannot serve what it cannot know (``no_needless_choice`` holds it to asking
-        only then).
+        only then). What it asks for is the org or repo garm can know (``CfgApp.known``):
+        a move back to the value its data still held shows nothing (ADR 0007), so until
+        the operator says it, the unit still asks for what garm read; the scaleset left
+        serving where the unit has moved back to is on its way out, not a guarantee.
         """
         return {
-            a.name: (a.entity, a.wanted())
+            a.name: (a.known, a.wanted())
             for a in self.apps.values()
             if a.valid and not any("publishes both" in m for m in self._told(a).values())
         }
@@ -1988,5 +2001,52 @@ def test_moves_no_leader_saw_are_read_at_the_next_join(
         assert ("publishes both" in told) is held, told
         assert (("cfg-a", 1) in story.read_single) is not held
         story.teardown()  # settles: the operator says which where asked
+    finally:
+        shutil.rmtree(story.root, ignore_errors=True)
+
+
+def test_a_move_back_garm_cannot_see_asks_for_what_garm_read(
+    garm: GarmDouble, clock: FakeClock, machines: Machines
+):
+    """The soak's seed 185668691704366227116040303805697861743, by hand: cfg-a moves from
+    its org to a repo (garm sees it and starts the changeover), then back to the org while
+    the org's scaleset still serves. The data is as it was (ADR 0007: that move shows
+    nothing), so garm goes on to the repo and retires the org's scaleset, as it must until
+    the operator says otherwise. What cfg-a asks for meanwhile is the repo garm read, not
+    the org the old scaleset happens to serve still: ``no_label_gap`` guaranteed that org
+    and failed when the changeover ended. The operator's ``choose-entity`` then moves it."""
+    story = Lifecycle(garm, clock, machines)
+    try:
+        _step(
+            story,
+            "deploy",
+            database="sqlite",
+            units=1,
+            labels=("linux",),
+            jobs=0,
+            refused=None,
+            refused_with=400,
+            external_url=False,
+            apps=1,
+        )
+        story.every_invariant()
+        app = story.apps["cfg-a"]
+        _step(story, "configurator_moves", pick=0, to=("repo", f"{ORG}/ci"))
+        story.every_invariant()
+        _step(story, "configurator_moves", pick=0, to=("org", ORG))
+        assert app.unseen_moves == {0} and app.known == ("repo", f"{ORG}/ci")
+        assert story._asked()["cfg-a"][0] == ("repo", f"{ORG}/ci")
+        story.every_invariant()
+        for minutes in (0, 5, 45, 180):
+            story.garm_works(minutes=minutes)
+            story.every_invariant()
+            story.reconcile_timer_fires(pick=0)
+            story.every_invariant()
+        live = [s for s in garm.scalesets() if story.serves(s)]
+        assert {_entity(s) for s in live} == {("repo", f"{ORG}/ci")}, live  # the org retired
+        _step(story, "operator_chooses_entity", pick=0)
+        assert not app.unseen_moves and app.known == ("org", ORG)
+        story.every_invariant()
+        story.teardown()  # settles: back in the org
     finally:
         shutil.rmtree(story.root, ignore_errors=True)
