@@ -608,6 +608,9 @@ class Lifecycle(RuleBasedStateMachine):
         units = [(a, n) for a in self._apps(lambda a: bool(a.units)) for n in sorted(a.units)]
         app, n = self._pick(units, pick)
         del app.units[n]
+        app.unseen_moves.discard(n)  # garm no longer serves what it cannot see of it
+        if not app.unseen_moves:
+            app.known = app.entity
         self.read_single.discard((app.name, n))
         self.last_read.pop((app.name, n), None)
         if app.impostor == n:
