@@ -240,9 +240,9 @@ def _pem(cert: x509.Certificate) -> bytes:
 
 
 def _blocks(text: str) -> list[str]:
-    """The CERTIFICATE blocks of a PEM text, in order."""
-    end = "-----END CERTIFICATE-----"
-    parts = text.split(end)
-    return [
-        part[part.index("-----BEGIN") :] + end + "\n" for part in parts if "-----BEGIN" in part
-    ]
+    """A PEM text's certificates in order, as written by ``cryptography``; none if unread."""
+    try:
+        certs = x509.load_pem_x509_certificates(text.encode())
+    except ValueError:
+        return []
+    return [_pem(cert).decode() for cert in certs]
