@@ -51,7 +51,7 @@ from typing import Any
 import ops
 import pytest
 from charmlibs import passwd
-from charms.garm_machine.v0.garm_configurator import GarmAppData
+from charms.garm_machine.v0.garm_configurator import SERVING, GarmAppData, ScalesetState
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -227,6 +227,9 @@ class CfgApp:
     # The org or repo garm can know it means: ``entity`` as of the last move it could see
     # (or the operator told it), held while a move it cannot see is not yet told.
     known: tuple[str, str] = ("org", ORG)
+    # GARM's scalesets made for an earlier relation of this application: on their way
+    # out since the operator removed it, whatever a new relation asks for.
+    leftover: frozenset[int] = frozenset()
 
     def provider(self, n: int) -> str:
         return f"{self.name}-{n}"
@@ -757,14 +760,17 @@ class Lifecycle(RuleBasedStateMachine):
 
     def _told(self, app: CfgApp) -> dict[str, str]:
         """What garm's leader last told ``app``'s units (held units: why)."""
+        return {unit: state.message or "" for unit, state in self._said(app).items()}
+
+    def _said(self, app: CfgApp) -> dict[str, ScalesetState]:
+        """What garm's leader last published for each of ``app``'s units."""
         if app.relation_id is None:
             return {}
         try:
             relation = self.leader().state.get_relation(app.relation_id)
         except (KeyError, ValueError):
             return {}
-        said = GarmAppData.from_databag(relation.local_app_data)
-        return {unit: state.message or "" for unit, state in said.scalesets.items()}
+        return dict(GarmAppData.from_databag(relation.local_app_data).scalesets)
 
     @precondition(lambda self: self._apps(lambda a: a.relation_id is not None))
     @between_hooks(pick=st.integers(0, 9))
@@ -1119,12 +1125,28 @@ class Lifecycle(RuleBasedStateMachine):
 
     def check(self) -> None:
         """The invariants on GARM's ground truth, after every hook and every step."""
+        self._taken_over()
         self.one_garm_at_a_time()
         self.no_label_gap()
         self.no_valid_scaleset_retired()
         self.no_runner_removed_before_its_deadline()
         self.providers_only_as_their_unit_published()
         self.no_needless_choice()
+
+    def _taken_over(self) -> None:
+        """A scaleset left from an earlier relation is the new relation's once garm says
+        it serves one of its units with it: a provider name published again with the same
+        settings is taken over at once (``garm.providers``); with others, its scalesets
+        drain and go first."""
+        by_name = {s["name"]: s["id"] for s in self.garm.scalesets()}
+        for app in self.apps.values():
+            if app.leftover:
+                serving = {
+                    by_name.get(said.scaleset)
+                    for said in self._said(app).values()
+                    if said.phase == SERVING
+                }
+                app.leftover -= serving
 
     def no_needless_choice(self) -> None:
         """The operator is asked which of org and repo a unit means only where garm
@@ -1146,17 +1168,25 @@ class Lifecycle(RuleBasedStateMachine):
 
         A label drops out of the guarantee only when no current valid spec asks for it
         in that org or repo (a rename, a relabel, a move to another org or repo, a
-        departure); a new label set is guaranteed once served. Served means by a
-        scaleset that can take jobs (enabled and registered on GitHub) of that org or
-        repo: GitHub gives a repository's jobs to its own scale sets and to its owner
-        organisation's. Since a job needs one runner with all its labels, what an
+        departure); a new label set is guaranteed once served, by a scaleset garm made
+        for this relation (not one left from an earlier one: ``CfgApp.leftover``). Served
+        means by a scaleset that can take jobs (enabled and registered on GitHub) of that
+        org or repo: GitHub gives a repository's jobs to its own scale sets and to its
+        owner organisation's. Since a job needs one runner with all its labels, what an
         application was served and still asks for must stay together on one such scaleset.
         """
         asked = self._asked()
-        serving = [(_entity(s), _tags(s)) for s in self.garm.scalesets() if self.serves(s)]
+        serving = [
+            (s["id"], _entity(s), _tags(s)) for s in self.garm.scalesets() if self.serves(s)
+        ]
 
-        def served(jobs: Entity, labels: frozenset[str]) -> bool:
-            return any(_takes(runners, jobs) and labels <= tags for runners, tags in serving)
+        def served(
+            jobs: Entity, labels: frozenset[str], leftover: frozenset[int] = frozenset()
+        ) -> bool:
+            return any(
+                _takes(runners, jobs) and labels <= tags and id_ not in leftover
+                for id_, runners, tags in serving
+            )
 
         # Jobs stay guaranteed while an application still asks for their labels at an org
         # or repo whose runners take them (a repo moving to its owner org keeps its own).
@@ -1177,7 +1207,7 @@ class Lifecycle(RuleBasedStateMachine):
                 f"{app}'s labels {sorted(kept)} no longer on one scaleset serving {e}"
             )
         for app, (e, wanted) in asked.items():
-            if served(e, wanted):
+            if served(e, wanted, self.apps[app].leftover):
                 self.guaranteed |= {(e, label) for label in wanted}
                 self.together[app] = (e, wanted)
 
@@ -1186,14 +1216,20 @@ class Lifecycle(RuleBasedStateMachine):
 
         Retiring is only right for a changeover (its labels, name, provider, org or repo
         changed, and then a replacement with the same labels serves first) or when the
-        spec is no longer valid (related, with a leader publishing Phase B).
+        spec is no longer valid (related, with a leader publishing Phase B). A scaleset left
+        from an earlier relation (``CfgApp.leftover``) is not the spec's: it retires.
         """
         asked = self._asked()
         self.whole = {(app, want) for app, want in self.whole if asked.get(app) == want}
         live = self.garm.scalesets()
         for app, (entity, wanted) in asked.items():
             exact = [
-                s for s in live if self.serves(s) and _tags(s) == wanted and _entity(s) == entity
+                s
+                for s in live
+                if self.serves(s)
+                and _tags(s) == wanted
+                and _entity(s) == entity
+                and s["id"] not in self.apps[app].leftover
             ]
             if (app, (entity, wanted)) in self.whole:
                 assert exact, self._explain(f"{app}'s scaleset {sorted(wanted)} retired")
@@ -1625,10 +1661,16 @@ class Lifecycle(RuleBasedStateMachine):
                 self.last_read[(app.name, n)] = now
 
     def _share_app_data(self, unit: GarmUnit) -> None:
-        """Juju propagates app data from the leader, and unit data to the peers."""
+        """Juju propagates app data and the application's own secrets from the leader
+        (every unit of the application reads their latest revision), and unit data to
+        the peers."""
+        owned = [s for s in unit.state.secrets if s.owner == "app"]
         for other in self.alive():
             if other is unit:
                 continue
+            if unit.state.leader:
+                theirs = [s for s in other.state.secrets if s.owner != "app"]
+                other.state = dataclasses.replace(other.state, secrets=[*theirs, *owned])
             for relation in unit.state.relations:
                 try:
                     theirs = other.state.get_relation(relation.id)
@@ -1656,6 +1698,9 @@ class Lifecycle(RuleBasedStateMachine):
             data.pop(unused, None)
         app.unseen_moves.clear()
         app.known = app.entity
+        app.leftover = frozenset(
+            s["id"] for s in self.garm.scalesets() if s["provider_name"].startswith(f"{app.name}-")
+        )
         rid = app.relation_id = self.next_relation
         self.next_relation += 1
         self.relation_app[rid] = app
@@ -2051,5 +2096,68 @@ def test_a_move_back_garm_cannot_see_asks_for_what_garm_read(
         assert not app.unseen_moves and app.known == ("org", ORG)
         story.every_invariant()
         story.teardown()  # settles: back in the org
+    finally:
+        shutil.rmtree(story.root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("rotate", [False, True], ids=["same-settings", "rotated-meanwhile"])
+def test_a_scaleset_left_from_a_removed_relation_is_the_new_ones_only_once_taken_over(
+    garm: GarmDouble, clock: FakeClock, machines: Machines, rotate: bool
+):
+    """The soak's seed 248267500367597811291653613472527549111, by hand: the garm leader
+    is cut off, so the heir runs no pass while it waits out the lease; meanwhile cfg-a's
+    OpenStack settings may change (``rotate``), and the operator removes cfg-a's relation
+    and integrates it again. The heir's first pass, once every unit has joined, finds
+    cfg-a's scaleset made for the removed relation. With the settings it was made with,
+    the new relation takes its provider over and the scaleset with it; with others, the
+    scaleset drains and goes first (the provider keeps the old settings meanwhile), as
+    the removal meant. ``no_label_gap`` had counted that scaleset as serving the new
+    relation from its relation-created on, and failed at the retirement."""
+    story = Lifecycle(garm, clock, machines)
+    try:
+        _step(
+            story,
+            "deploy",
+            database="postgresql",
+            units=1,
+            labels=("linux",),
+            jobs=0,
+            refused=None,
+            refused_with=400,
+            external_url=True,
+            apps=1,
+        )
+        story.every_invariant()
+        app = story.apps["cfg-a"]
+        (before,) = [s["id"] for s in garm.scalesets() if story.serves(s)]
+        _step(story, "garm_leader_cut_off", pace=None)
+        if rotate:
+            _step(
+                story,
+                "configurator_config_changes",
+                pick=0,
+                labels=("linux",),
+                rename=False,
+                rotate=True,
+                new_key=False,
+                slow_github=False,
+                move=None,
+            )
+        _step(story, "remove_relation", pick=0)
+        story.every_invariant()
+        _step(story, "integrate", pick=0)
+        assert app.leftover == {before}
+        story.every_invariant()
+        _step(story, "cut_off_unit_reconnects")
+        story.every_invariant()
+        while story._pending():
+            _step(story, "units_join", pick=0)
+            story.every_invariant()
+        kept = any(story.serves(s) for s in garm.scalesets() if s["id"] == before)
+        assert kept is not rotate, story._explain(str(story.leader().state.unit_status))
+        assert app.leftover == (frozenset({before}) if rotate else set())
+        story.teardown()  # settles: a scaleset serves the new relation
+        (after,) = [s["id"] for s in garm.scalesets() if story.serves(s)]
+        assert (after != before) is rotate
     finally:
         shutil.rmtree(story.root, ignore_errors=True)
