@@ -53,7 +53,10 @@ configurator unit's scaleset. ``GarmAppData`` is that databag, parsed and render
     replaced (the least advanced one, when there are several).
   - ``draining`` (``replacing`` only): how many runners the older generations still hold.
   - ``message``: one short line: why it is held or waiting, or the step of a replacement
-    (``handing over``, ``draining 3 runners``, ``stuck: <cause and what to do>``).
+    (``handing over``, ``draining 3 runners``, ``stuck: <cause and what to do>``); with
+    ``serving``, ``refreshing 2 idle runners`` while the idle runners made before the
+    scaleset's last change (its image, flavor or runner setup) are replaced one at a
+    time (LIBPATCH 6 documents it; garm publishes it since its refresh of idle runners).
 
   Example: ``{"garm-configurator/0": {"draining": "3", "message": "draining 3 runners",
   "name": "lg-x64", "phase": "replacing", "replaced": "lg-x64-9b8c7d", "scaleset":
@@ -89,7 +92,7 @@ from urllib.parse import urlsplit
 
 LIBID = "5c0a8f4e3b8d4f1e9a7c2d6b1e4f8a90"
 LIBAPI = 0
-LIBPATCH = 5
+LIBPATCH = 6
 
 MAX_RUNNERS_LIMIT = 1000
 MAX_LABELS = 32
