@@ -74,6 +74,8 @@ ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "
 TOOLS = ("unshare", "setpriv", "mount", "chroot", "sh")
 # What the setup prints once the sandbox is made, before the program runs.
 READY = b"sandbox ready\n"
+# How long unshare may take to reap a killed sandbox, whose processes the kernel ends.
+_REAPED_WITHIN = 5.0
 
 _NAMESPACES = ("--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child")
 # The privileges dropped, last. A change of user clears the parent-death signal that
@@ -262,21 +264,35 @@ def _collect(
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
-    """Kill the sandbox's init (which ends every process in it) and unshare, and reap them.
+    """Kill the sandbox's init, and return once every process in the sandbox is gone.
 
     The init is killed by its pid, not left to the parent-death signal, which the program
     may clear for itself. unshare is stopped first, so that it cannot reap its child while
     that child is looked for (a reaped pid may be another process's by the time it is
-    killed).
+    killed). It is then let go on: it reaps the init and exits. The init's exit waits until
+    the kernel has killed and reaped every other process of its namespace [5], so when
+    unshare is gone nothing the program started is left. Killing unshare instead would
+    return at once, with the namespace's last processes still exiting. Its output is no
+    longer read: a word it writes about its child's end into a full pipe ends it
+    (SIGPIPE), rather than blocking it. One that does not exit within ``_REAPED_WITHIN``
+    is killed, as is one with no child (it has not forked yet).
     """
     with contextlib.suppress(ProcessLookupError):
         os.kill(process.pid, signal.SIGSTOP)
-    for child in _children(process.pid):
+    children = _children(process.pid)
+    for child in children:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, signal.SIGKILL)
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
     with contextlib.suppress(ProcessLookupError):
-        os.kill(process.pid, signal.SIGKILL)
-    process.wait()
+        os.kill(process.pid, signal.SIGCONT if children else signal.SIGKILL)
+    try:
+        process.wait(timeout=_REAPED_WITHIN)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _children(pid: int) -> list[int]:

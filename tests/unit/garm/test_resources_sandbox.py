@@ -18,6 +18,7 @@ import socket
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -404,6 +405,33 @@ def test_the_binary_is_killed_at_the_timeout_with_all_it_started(tmp_path: Path)
 
     assert time.monotonic() - started < 2
     assert running_with(child) == running_with(itself) == []  # gone already, not killed later
+
+
+@needs_sandbox
+@needs_python
+def test_a_killed_sandbox_is_empty_once_the_run_returns(tmp_path: Path) -> None:
+    """The kernel kills the rest of a PID namespace when its init dies, and takes its time
+    with a process that has much memory to free; the run must not return before. Killing
+    unshare rather than letting it reap its init returned while this one was exiting."""
+    token = f"60.{secrets.randbelow(10**9):09d}"
+    hoard = f"{PYTHON} -c 'import time; b = bytearray(512 << 20); time.sleep(60)' {token}"
+    program = stand_in(tmp_path, f"{hoard} & exec sleep 60")
+    seen: list[int] = []
+
+    def find() -> None:
+        deadline = time.monotonic() + 2.5
+        while not seen and time.monotonic() < deadline:
+            seen.extend(running_with(token))
+            time.sleep(0.02)
+
+    finder = threading.Thread(target=find)
+    finder.start()
+    with pytest.raises(sandbox.Exceeded, match=r"^did not finish within 3s$"):
+        sandbox.run(program, ("--version",), timeout=3, max_output=1024)
+    finder.join()
+
+    assert seen, "the stand-in's child never ran"
+    assert [pid for pid in seen if Path(f"/proc/{pid}").exists()] == []
 
 
 @needs_sandbox
