@@ -59,12 +59,15 @@ class KeptProviders:
     ``record`` is every provider to configure with the relation it is kept for: the
     record to keep. ``dropped`` names the earlier providers left out (to log); ``held``
     are published providers not configured, because their name is kept for another
-    relation's scalesets.
+    relation's scalesets. ``unsure``: some are held only because GARM could not say
+    which providers its scalesets use (it was not running yet), so whether the name is
+    free is known only at the next pass.
     """
 
     record: tuple[Recorded, ...]
     dropped: tuple[str, ...] = ()
     held: tuple[Recorded, ...] = ()
+    unsure: bool = False
 
     @property
     def providers(self) -> tuple[OpenstackProvider, ...]:
@@ -120,12 +123,14 @@ def kept_providers(
 
     record: dict[str, Recorded] = {}
     held: list[Recorded] = []
+    unsure = False
     for now in wanted:
         name = now.provider.name
         before = earlier.get(name)
         if before is not None and _reused(before, now) and still_used(name):
             record[name] = before
             held.append(now)
+            unsure = unsure or used() is None
         else:
             record[name] = now
     dropped: list[str] = []
@@ -135,7 +140,7 @@ def kept_providers(
             record[name] = before
         else:
             dropped.append(name)
-    return KeptProviders(tuple(record.values()), tuple(dropped), tuple(held))
+    return KeptProviders(tuple(record.values()), tuple(dropped), tuple(held), unsure)
 
 
 def _reused(before: Recorded, now: Recorded) -> bool:

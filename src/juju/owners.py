@@ -23,7 +23,7 @@ from garm.providers import KeptProviders, Recorded
 from juju.records import Configurators
 from juju.relation import RelationState, own_provider
 from scalesets.actions import Skipped
-from scalesets.spec import application_of
+from scalesets.spec import HeldSpec, application_of
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,10 @@ def left_out(
     any other spec naming a provider kept for another relation is left out alone (another
     unit of its application, if any, defines the scaleset). Left out rather than held: a
     held spec keeps the live scalesets of its name as they are, and those may be the
-    earlier relation's, which must drain and go for the name to be free. ``kept`` None
+    earlier relation's, which must drain and go for the name to be free. Held, though,
+    when GARM could not say whether a scaleset still uses the name (``unsure``): leaving
+    the application out would retire scalesets of names it may take over at once (the
+    same settings), on what this pass cannot see; the next pass knows. ``kept`` None
     (GARM not configured in this pass) leaves the state as it is.
     """
     if kept is None:
@@ -68,6 +71,9 @@ def left_out(
         )
         logger.warning("%s: %s", unit, reason)
         waiting.setdefault(application_of(unit), Skipped(unit, names.get(unit, ""), reason))
+    if kept.unsure:
+        # Held where it stands: nothing of these applications is told as left out.
+        state, waiting = _held_whole(state, waiting), {}
     desired = state.desired
     specs = []
     for spec in desired.specs:
@@ -88,6 +94,19 @@ def left_out(
     ]
     desired = dataclasses.replace(desired, specs=tuple(specs), held=tuple(held_specs))
     return dataclasses.replace(state, desired=desired), (*waiting.values(), *told)
+
+
+def _held_whole(state: RelationState, waiting: dict[str, Skipped]) -> RelationState:
+    """The state with every spec of a waiting application held, for why it waits."""
+    desired = state.desired
+    held = [
+        HeldSpec(spec.source, spec.name, f"{waiting[app].reason}, if any still uses it", False)
+        for spec in desired.specs
+        if (app := application_of(spec.source)) in waiting
+    ]
+    specs = tuple(s for s in desired.specs if application_of(s.source) not in waiting)
+    desired = dataclasses.replace(desired, specs=specs, held=(*desired.held, *held))
+    return dataclasses.replace(state, desired=desired)
 
 
 def _relation_ids(seen: Configurators) -> dict[str, int]:

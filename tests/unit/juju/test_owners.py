@@ -11,6 +11,7 @@ from juju.owners import left_out, published
 from juju.records import Configurators
 from juju.relation import relation_state
 from scalesets.actions import Skipped
+from scalesets.spec import HeldSpec
 from tests.databags import EXAMPLE_UNIT, SECOND_UNIT, follower
 
 APP, OTHER = "garm-configurator", "other"
@@ -78,6 +79,29 @@ def test_an_application_whose_provider_is_held_is_left_out_whole_and_told_why():
         Skipped(refused.source, refused.name, refused.reason, blocking=True),
     )
     assert dataclasses.replace(after, desired=state.desired) == state
+
+
+def test_an_application_held_back_only_because_garm_cannot_tell_keeps_its_scalesets():
+    """GARM not running yet: whether the reused name is still in use is not known, so the
+    application is held (its live scalesets left as they are), not left out (retired)."""
+    state = relation_state(True, UNITS.units)
+    (refused,) = state.desired.held
+    kept = KeptProviders(
+        (
+            Recorded(provider(f"{APP}-0", "old-project"), EARLIER),
+            Recorded(provider(f"{OTHER}-0"), OTHER_RELATION),
+        ),
+        held=(Recorded(provider(f"{APP}-0", "new-project"), REUSED),),
+        unsure=True,
+    )
+    after, skipped = left_out(state, kept, UNITS)
+    assert [s.source for s in after.desired.specs] == [f"{OTHER}/0"]
+    assert after.desired.held == (
+        refused,
+        HeldSpec(f"{APP}/0", "lg-x64", f"{WAITS}, if any still uses it", blocking=False),
+        HeldSpec(f"{APP}/1", "lg-x64", f"{WAITS}, if any still uses it", blocking=False),
+    )
+    assert skipped == ()  # the planner tells held specs itself
 
 
 def test_a_spec_naming_another_relations_provider_is_left_out_alone():
