@@ -191,6 +191,8 @@ KINDS = (
     "lease-stopped-garm",
     "external-url-asked-for",
     "requeue-fired",
+    "leftover-taken-over",
+    "leftover-drained",
 )
 # What the stories exercised, summed over all examples; the test asserts each happened.
 COVERAGE: Counter[str] = Counter()
@@ -228,11 +230,32 @@ class CfgApp:
     # (or the operator told it), held while a move it cannot see is not yet told.
     known: tuple[str, str] = ("org", ORG)
     # GARM's scalesets made for an earlier relation of this application: on their way
-    # out since the operator removed it, whatever a new relation asks for.
+    # out since the operator removed it, whatever a new relation asks for, until garm
+    # tells the new relation it serves a unit with one (``Lifecycle._taken_over``).
     leftover: frozenset[int] = frozenset()
+    # Of those, the serving ones garm must take over (``takeover_when_nothing_changed``),
+    # each with what made it so: the units' providers' settings and what the application
+    # asks for, as they were at the relation's creation. Dropped once either changes.
+    adoptable: dict[int, Any] = dataclasses.field(default_factory=dict)
 
     def provider(self, n: int) -> str:
         return f"{self.name}-{n}"
+
+    def providers(self) -> frozenset[str]:
+        """Every provider name a unit of this application was ever given."""
+        return frozenset(self.provider(n) for n in range(self.next_unit))
+
+    def provider_settings(self) -> dict[str, tuple[str, str]]:
+        """Each unit's provider with the OpenStack settings it publishes now (Phase B)."""
+        return {
+            self.provider(n): (data["openstack_username"], data["openstack_network"])
+            for n, data in self.units.items()
+            if "openstack_username" in data
+        }
+
+    def takeover_basis(self) -> Any:
+        """What a takeover of a scaleset left from an earlier relation rests on."""
+        return self.provider_settings(), self.leader, self.known, self.wanted()
 
     def phase_a(self, n: int) -> dict[str, str]:
         return {
@@ -372,8 +395,10 @@ class Lifecycle(RuleBasedStateMachine):
         self.db_answer: tuple[dict[str, str], list[testing.Secret]] | None = None
         # Invariant bookkeeping.
         self.published: dict[str, set[tuple[str, str]]] = {}
+        # Each provider's (username, network) as GARM last started with it.
+        self.configured: dict[str, tuple[str, str]] = {}
         # What jobs were served and must stay so: (their org or repo, a label).
-        self.guaranteed: set[tuple[Entity, str]] = set()
+        self.guaranteed: set[tuple[str, Entity, str]] = set()  # (application, at, label)
         self.together: dict[str, tuple[Entity, frozenset[str]]] = {}
         self.whole: set[tuple[str, tuple[Entity, frozenset[str]]]] = set()
         # Configurator units a leader's pass read publishing only one of org and repo:
@@ -1127,6 +1152,7 @@ class Lifecycle(RuleBasedStateMachine):
         """The invariants on GARM's ground truth, after every hook and every step."""
         self._taken_over()
         self.one_garm_at_a_time()
+        self.takeover_when_nothing_changed()
         self.no_label_gap()
         self.no_valid_scaleset_retired()
         self.no_runner_removed_before_its_deadline()
@@ -1146,7 +1172,52 @@ class Lifecycle(RuleBasedStateMachine):
                     for said in self._said(app).values()
                     if said.phase == SERVING
                 }
-                app.leftover -= serving
+                COVERAGE["leftover-taken-over"] += len(app.leftover & serving)
+                COVERAGE["leftover-drained"] += len(app.leftover - set(by_name.values()))
+                app.leftover = (app.leftover & set(by_name.values())) - serving
+
+    def _adoptable(self, app: CfgApp, scaleset: dict[str, Any]) -> bool:
+        """Whether garm must take ``scaleset``, left from an earlier relation, over for
+        ``app``'s new one: it serves exactly what the application asks for, on its
+        leader's provider, and every provider of the application's earlier scalesets
+        runs in GARM with the settings its unit publishes now (one that does not would
+        hold the whole application back while its scalesets drain: ``juju.owners``)."""
+        published = app.provider_settings()
+        leader = app.provider(app.leader) if app.leader is not None else None
+        earlier = {
+            s["provider_name"]
+            for s in self.garm.scalesets()
+            if s["provider_name"] in app.providers() and s["provider_name"] in published
+        }
+        return (
+            self.serves(scaleset)
+            and scaleset["provider_name"] == leader
+            and leader in published
+            and _tags(scaleset) == app.wanted()
+            and _entity(scaleset) == app.known
+            and all(self.configured.get(name) == published[name] for name in earlier)
+        )
+
+    def takeover_when_nothing_changed(self) -> None:
+        """A scaleset left from an earlier relation that serves what the new relation
+        asks for, with nothing of its providers changed, is taken over, not retired:
+        garm's reading of it (``garm.providers``) is checked against GARM's own
+        configuration, not against what garm says. It is owed only while the settings
+        and what the application asks for are those of the relation's creation, and the
+        application is asked for."""
+        asked = self._asked()
+        by_id = {s["id"]: s for s in self.garm.scalesets()}
+        for app in self.apps.values():
+            now = app.takeover_basis()
+            app.adoptable = {i: was for i, was in app.adoptable.items() if was == now}
+            if app.name not in asked:
+                continue
+            for scaleset_id in app.adoptable:
+                scaleset = by_id.get(scaleset_id)
+                assert scaleset is not None and self.serves(scaleset), self._explain(
+                    f"{app.name}'s scaleset {scaleset_id} retired, though its provider "
+                    "runs with the settings the new relation publishes"
+                )
 
     def no_needless_choice(self) -> None:
         """The operator is asked which of org and repo a unit means only where garm
@@ -1166,14 +1237,16 @@ class Lifecycle(RuleBasedStateMachine):
     def no_label_gap(self) -> None:
         """Once a valid spec's labels were all served, each one still asked for stays so.
 
-        A label drops out of the guarantee only when no current valid spec asks for it
-        in that org or repo (a rename, a relabel, a move to another org or repo, a
-        departure); a new label set is guaranteed once served, by a scaleset garm made
-        for this relation (not one left from an earlier one: ``CfgApp.leftover``). Served
-        means by a scaleset that can take jobs (enabled and registered on GitHub) of that
-        org or repo: GitHub gives a repository's jobs to its own scale sets and to its
-        owner organisation's. Since a job needs one runner with all its labels, what an
-        application was served and still asks for must stay together on one such scaleset.
+        Each guarantee is one application's: a label drops out of it only when that
+        application's current valid spec no longer asks for it in that org or repo (a
+        rename, a relabel, a move to another org or repo, a departure; another
+        application asking for the same label holds its own guarantee); a new label set
+        is guaranteed once served, by a scaleset garm made for this relation (not one left
+        from an earlier one: ``CfgApp.leftover``). Served means by a scaleset that can
+        take jobs (enabled and registered on GitHub) of that org or repo: GitHub gives a
+        repository's jobs to its own scale sets and to its owner organisation's. Since a
+        job needs one runner with all its labels, what an application was served and
+        still asks for must stay together on one such scaleset.
         """
         asked = self._asked()
         serving = [
@@ -1188,14 +1261,14 @@ class Lifecycle(RuleBasedStateMachine):
                 for id_, runners, tags in serving
             )
 
-        # Jobs stay guaranteed while an application still asks for their labels at an org
-        # or repo whose runners take them (a repo moving to its owner org keeps its own).
+        # Jobs stay guaranteed while their application still asks for their labels at an
+        # org or repo whose runners take them (a repo moving to its owner org keeps its own).
         self.guaranteed = {
-            (e, label)
-            for e, label in self.guaranteed
-            if any(_takes(at, e) and label in wanted for at, wanted in asked.values())
+            (app, e, label)
+            for app, e, label in self.guaranteed
+            if app in asked and _takes(asked[app][0], e) and label in asked[app][1]
         }
-        lost = {(e, label) for e, label in self.guaranteed if not served(e, frozenset({label}))}
+        lost = {(e, label) for _, e, label in self.guaranteed if not served(e, frozenset({label}))}
         assert not lost, self._explain(f"labels {sorted(lost)} no longer served")
         self.together = {
             app: (e, kept & asked[app][1])
@@ -1208,7 +1281,7 @@ class Lifecycle(RuleBasedStateMachine):
             )
         for app, (e, wanted) in asked.items():
             if served(e, wanted, self.apps[app].leftover):
-                self.guaranteed |= {(e, label) for label in wanted}
+                self.guaranteed |= {(app, e, label) for label in wanted}
                 self.together[app] = (e, wanted)
 
     def no_valid_scaleset_retired(self) -> None:
@@ -1369,10 +1442,12 @@ class Lifecycle(RuleBasedStateMachine):
         for kind, status in self.setup_refused.items():
             for method, route in SETUP_ROUTES[kind]:
                 self.garm.inject(method, route, status=status, error=f"{kind} refused", times=99)
+        owned = _app_secrets(unit.state)
         try:
             unit.state = unit.ctx.run(event(unit.state), unit.state)
         finally:
             self.garm.clear_faults()
+        self._only_a_leader_writes_app_secrets(unit, owned, what)
         self.advance(HOOK_TAKES)
         unit.hooks += 1
         if unit.dying:
@@ -1380,6 +1455,7 @@ class Lifecycle(RuleBasedStateMachine):
             assert not made, self._explain(f"dying {unit.name} wrote {made} in {what}")
         if ["restart", "garm"] in unit.systemctl.calls[calls:]:
             self.garm.set_providers(_configured_providers(unit.paths))
+            self.configured = dict(_provider_files(unit.paths))
         self.nothing_resent_before_its_backoff(waiting, self.garm.requests[requests:], what)
         self.setup_waits_out_its_backoff(unit, self.garm.requests[requests:], now, what)
         self._share_app_data(unit)
@@ -1660,6 +1736,15 @@ class Lifecycle(RuleBasedStateMachine):
                     self.read_single.add((app.name, n))
                 self.last_read[(app.name, n)] = now
 
+    def _only_a_leader_writes_app_secrets(
+        self, unit: GarmUnit, before: dict[str, Any], what: str
+    ) -> None:
+        """Juju lets only the leader add or change its application's secrets; ops.testing
+        does not check it, and ``_share_app_data`` would hide a non-leader's."""
+        if not unit.state.leader:
+            after = _app_secrets(unit.state)
+            assert after == before, self._explain(f"{unit.name} changed app secrets in {what}")
+
     def _share_app_data(self, unit: GarmUnit) -> None:
         """Juju propagates app data and the application's own secrets from the leader
         (every unit of the application reads their latest revision), and unit data to
@@ -1698,9 +1783,9 @@ class Lifecycle(RuleBasedStateMachine):
             data.pop(unused, None)
         app.unseen_moves.clear()
         app.known = app.entity
-        app.leftover = frozenset(
-            s["id"] for s in self.garm.scalesets() if s["provider_name"].startswith(f"{app.name}-")
-        )
+        mine = [s for s in self.garm.scalesets() if s["provider_name"] in app.providers()]
+        app.leftover = frozenset(s["id"] for s in mine)
+        app.adoptable = {s["id"]: app.takeover_basis() for s in mine if self._adoptable(app, s)}
         rid = app.relation_id = self.next_relation
         self.next_relation += 1
         self.relation_app[rid] = app
@@ -1928,6 +2013,16 @@ def _rel(state: testing.State, rid: int) -> Any:
 
 def _tags(scaleset: dict[str, Any]) -> frozenset[str]:
     return frozenset(t["name"].lower() for t in scaleset.get("tags", []))
+
+
+def _app_secrets(state: testing.State) -> dict[str, Any]:
+    """The application's own secrets as a writer leaves them: each one's label and latest
+    revision, by id (which revision a reader tracks is the reader's)."""
+    return {
+        s.id: (s.label, s.latest_content, s.description, s.expire, s.rotate)
+        for s in state.secrets
+        if s.owner == "app"
+    }
 
 
 def _configured_providers(paths: workload.Paths) -> list[str]:

@@ -54,9 +54,10 @@ configurator unit's scaleset. ``GarmAppData`` is that databag, parsed and render
   - ``draining`` (``replacing`` only): how many runners the older generations still hold.
   - ``message``: one short line: why it is held or waiting, or the step of a replacement
     (``handing over``, ``draining 3 runners``, ``stuck: <cause and what to do>``); with
-    ``serving``, ``refreshing 2 idle runners`` while the idle runners made before the
-    scaleset's last change (its image, flavor or runner setup) are replaced one at a
-    time (LIBPATCH 6 documents it; garm publishes it since its refresh of idle runners).
+    ``serving``, ``refreshing 2 idle runners`` (``1 idle runner``) while idle runners
+    made before the scaleset's last change to what new runners get (image, flavor,
+    architecture, runner group or setup) are left, to be replaced one at a time
+    (LIBPATCH 6 documents it; garm publishes it since its refresh of idle runners).
 
   Example: ``{"garm-configurator/0": {"draining": "3", "message": "draining 3 runners",
   "name": "lg-x64", "phase": "replacing", "replaced": "lg-x64-9b8c7d", "scaleset":
