@@ -32,6 +32,7 @@ expected status and writes nothing, twice in a row.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import functools
 import json
@@ -1176,26 +1177,24 @@ class Lifecycle(RuleBasedStateMachine):
                 COVERAGE["leftover-drained"] += len(app.leftover - set(by_name.values()))
                 app.leftover = (app.leftover & set(by_name.values())) - serving
 
-    def _adoptable(self, app: CfgApp, scaleset: dict[str, Any]) -> bool:
+    def _adoptable(self, app: CfgApp, scaleset: dict[str, Any], earlier: frozenset[str]) -> bool:
         """Whether garm must take ``scaleset``, left from an earlier relation, over for
         ``app``'s new one: it serves exactly what the application asks for, on its
         leader's provider, and every provider of the application's earlier scalesets
-        runs in GARM with the settings its unit publishes now (one that does not would
-        hold the whole application back while its scalesets drain: ``juju.owners``)."""
+        (``earlier``) whose unit publishes one runs in GARM with those settings now (one
+        that does not would hold the whole application back while its scalesets drain:
+        ``juju.owners``)."""
         published = app.provider_settings()
         leader = app.provider(app.leader) if app.leader is not None else None
-        earlier = {
-            s["provider_name"]
-            for s in self.garm.scalesets()
-            if s["provider_name"] in app.providers() and s["provider_name"] in published
-        }
         return (
             self.serves(scaleset)
             and scaleset["provider_name"] == leader
             and leader in published
             and _tags(scaleset) == app.wanted()
             and _entity(scaleset) == app.known
-            and all(self.configured.get(name) == published[name] for name in earlier)
+            and all(
+                self.configured.get(name) == published[name] for name in earlier & published.keys()
+            )
         )
 
     def takeover_when_nothing_changed(self) -> None:
@@ -1785,7 +1784,10 @@ class Lifecycle(RuleBasedStateMachine):
         app.known = app.entity
         mine = [s for s in self.garm.scalesets() if s["provider_name"] in app.providers()]
         app.leftover = frozenset(s["id"] for s in mine)
-        app.adoptable = {s["id"]: app.takeover_basis() for s in mine if self._adoptable(app, s)}
+        earlier = frozenset(s["provider_name"] for s in mine)
+        app.adoptable = {
+            s["id"]: app.takeover_basis() for s in mine if self._adoptable(app, s, earlier)
+        }
         rid = app.relation_id = self.next_relation
         self.next_relation += 1
         self.relation_app[rid] = app
@@ -2092,6 +2094,31 @@ def _step(story: Lifecycle, rule: str, **kwargs: Any) -> None:
     getattr(story, rule)(timer=_NoTimer(), **kwargs)
 
 
+@contextlib.contextmanager
+def _deployed(
+    garm: GarmDouble, clock: FakeClock, machines: Machines, database: str
+) -> Iterator[Lifecycle]:
+    """A story told by hand: garm deployed on ``database`` (two units on PostgreSQL, with
+    ``external-url``), cfg-a integrated with one unit, no job; its machines removed after."""
+    story = Lifecycle(garm, clock, machines)
+    try:
+        _step(
+            story,
+            "deploy",
+            database=database,
+            units=1,
+            labels=("linux",),
+            jobs=0,
+            refused=None,
+            refused_with=400,
+            external_url=database == "postgresql",
+            apps=1,
+        )
+        yield story
+    finally:
+        shutil.rmtree(story.root, ignore_errors=True)
+
+
 @pytest.mark.parametrize(
     "moves, held",
     [
@@ -2114,20 +2141,7 @@ def test_moves_no_leader_saw_are_read_at_the_next_join(
     followed at the join (the peer data's memory outlives the leader that wrote it);
     after two, org and repo both changed since the last read, in an order no reader can
     tell: the operator is asked, and ``no_needless_choice`` lets it (it did not)."""
-    story = Lifecycle(garm, clock, machines)
-    try:
-        _step(
-            story,
-            "deploy",
-            database="postgresql",
-            units=1,
-            labels=("linux",),
-            jobs=0,
-            refused=None,
-            refused_with=400,
-            external_url=True,
-            apps=1,
-        )
+    with _deployed(garm, clock, machines, "postgresql") as story:
         _step(story, "garm_unit_removed", leader=False, dying_tick=-1)
         story.add_configurator_unit(pick=0, publish=True)
         _step(story, "units_join", pick=0)  # on the leader only: it is alone
@@ -2144,8 +2158,6 @@ def test_moves_no_leader_saw_are_read_at_the_next_join(
         assert ("publishes both" in told) is held, told
         assert (("cfg-a", 1) in story.read_single) is not held
         story.teardown()  # settles: the operator says which where asked
-    finally:
-        shutil.rmtree(story.root, ignore_errors=True)
 
 
 def test_a_move_back_garm_cannot_see_asks_for_what_garm_read(
@@ -2158,20 +2170,7 @@ def test_a_move_back_garm_cannot_see_asks_for_what_garm_read(
     the operator says otherwise. What cfg-a asks for meanwhile is the repo garm read, not
     the org the old scaleset happens to serve still: ``no_label_gap`` guaranteed that org
     and failed when the changeover ended. The operator's ``choose-entity`` then moves it."""
-    story = Lifecycle(garm, clock, machines)
-    try:
-        _step(
-            story,
-            "deploy",
-            database="sqlite",
-            units=1,
-            labels=("linux",),
-            jobs=0,
-            refused=None,
-            refused_with=400,
-            external_url=False,
-            apps=1,
-        )
+    with _deployed(garm, clock, machines, "sqlite") as story:
         story.every_invariant()
         app = story.apps["cfg-a"]
         _step(story, "configurator_moves", pick=0, to=("repo", f"{ORG}/ci"))
@@ -2191,8 +2190,6 @@ def test_a_move_back_garm_cannot_see_asks_for_what_garm_read(
         assert not app.unseen_moves and app.known == ("org", ORG)
         story.every_invariant()
         story.teardown()  # settles: back in the org
-    finally:
-        shutil.rmtree(story.root, ignore_errors=True)
 
 
 @pytest.mark.parametrize("rotate", [False, True], ids=["same-settings", "rotated-meanwhile"])
@@ -2208,20 +2205,7 @@ def test_a_scaleset_left_from_a_removed_relation_is_the_new_ones_only_once_taken
     scaleset drains and goes first (the provider keeps the old settings meanwhile), as
     the removal meant. ``no_label_gap`` had counted that scaleset as serving the new
     relation from its relation-created on, and failed at the retirement."""
-    story = Lifecycle(garm, clock, machines)
-    try:
-        _step(
-            story,
-            "deploy",
-            database="postgresql",
-            units=1,
-            labels=("linux",),
-            jobs=0,
-            refused=None,
-            refused_with=400,
-            external_url=True,
-            apps=1,
-        )
+    with _deployed(garm, clock, machines, "postgresql") as story:
         story.every_invariant()
         app = story.apps["cfg-a"]
         (before,) = [s["id"] for s in garm.scalesets() if story.serves(s)]
@@ -2254,5 +2238,3 @@ def test_a_scaleset_left_from_a_removed_relation_is_the_new_ones_only_once_taken
         story.teardown()  # settles: a scaleset serves the new relation
         (after,) = [s["id"] for s in garm.scalesets() if story.serves(s)]
         assert (after != before) is rotate
-    finally:
-        shutil.rmtree(story.root, ignore_errors=True)
