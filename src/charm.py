@@ -47,7 +47,7 @@ class GarmCharm(ops.CharmBase):
         self._summary: Summary | None = None
         self.view = JujuView(self, CONFIGURATOR)
         self.peers = Peers(self, self.view, self.paths)
-        self.admin_login = secrets.AdminLoginAction(self)
+        self.admin_login = secrets.AdminLoginAction(self, self.view)
         # Writes the database request and tracks the provider's answer; the events it
         # would add all come inside hooks observed below, so none is observed twice.
         self.database = GarmDatabase(self, POSTGRESQL)

@@ -65,8 +65,16 @@ from garm.setup import (
     read_controller,
 )
 from garm.setup import logger as setup_logger
-from garm.tls import Awaited, ServingTls, plain_http_warning, problem, runner_url, serving_hosts
-from juju import entities, fence, owners, tenancy
+from garm.tls import (
+    Awaited,
+    Readiness,
+    ServingTls,
+    plain_http_warning,
+    readiness,
+    runner_url,
+    serving_hosts,
+)
+from juju import entities, fence, owners, status, tenancy
 from juju.config import FIRST_UNPRIVILEGED_PORT, CharmConfig, ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, sqlite_tenancy
 from juju.publish import published
@@ -79,7 +87,7 @@ from juju.records import (
     RecordChange,
 )
 from juju.relation import GarmInputs, RelationState, UnitProblem, garm_inputs, relation_state
-from juju.status import Summary, describe_progress, summarise
+from juju.status import BEING_REMOVED, Summary, describe_progress, summarise
 from observe import endpoint
 from observe.token import LeaderGarm
 from scalesets.actions import Observed
@@ -93,7 +101,6 @@ PASS_BUDGET_SECONDS = 60.0
 # How long to wait for GARM to answer after a (re)start.
 START_TIMEOUT_SECONDS = 30.0
 STANDING_BY = "Standing by: the leader unit runs GARM"
-BEING_REMOVED = "Being removed: this unit changes no scaleset any more"
 
 
 @dataclass(frozen=True)
@@ -242,26 +249,17 @@ class ActionAnswer:
 
 def run(inputs: Inputs) -> PassResult:
     """One hook's pass on this unit: stand down, stand by, or lead."""
-    paths = inputs.machine.paths
-    if inputs.dying:
-        # A dying leader serves until its stop hook (no other unit can lead meanwhile);
-        # a dying unit that does not lead keeps no GARM either.
-        record = tenancy.release(paths, "being removed") if inputs.leader is None else None
-        stand_down(paths)
-        # A leader whose config cannot be read leaves what it told the collector before.
-        unreadable = inputs.leader is not None and _usable(inputs.leader) is None
-        return PassResult(
-            Summary("maintenance", BEING_REMOVED),
-            ports=(),
-            publish_telemetry=not unreadable,
-            garm_here=_garm_here(inputs),
-            garm_record=record,
-        )
-    if inputs.leader is None:
+    paths, leader = inputs.machine.paths, inputs.leader
+    # A dying leader keeps serving only a GARM that runs; it starts none.
+    if leader is None or (inputs.dying and not workload.is_active()):
         return _stand_by(inputs)
+    # Not knowing whether another GARM runs counts as one that may (``juju.fence``).
+    fenced = _fence(inputs, leader)
+    config = _usable(leader)
+    if inputs.dying:
+        return _serve_until_stopped(inputs, leader, fenced, config)
     started = time.monotonic()
-    result = _lead(inputs, inputs.leader)
-    config = _usable(inputs.leader)
+    result = _lead(inputs, leader, fenced)
     ended = inputs.now()
     endpoint.publish(
         paths,
@@ -273,22 +271,49 @@ def run(inputs: Inputs) -> PassResult:
         version=result.workload_version or "",
     )
     # The timer runs whenever GARM does (its port open), counting from a run's end.
-    if config and config.reconcile_interval and result.ports:
-        interval = timedelta(seconds=config.reconcile_interval)
-        result = dataclasses.replace(result, next_due=ended + interval)
+    interval = _timer_interval(config, fenced) if config else 0
+    if interval and result.ports:
+        result = dataclasses.replace(result, next_due=ended + timedelta(seconds=interval))
     seconds = requeue.delay(result.requeue_at, ended, result.next_due)
     requeue.keep(paths, inputs.unit, seconds, ended)
     return result
 
 
-def stand_down(paths: workload.Paths) -> None:
+def _serve_until_stopped(
+    inputs: Inputs, leader: LeaderInputs, fenced: fence.Fence, config: CharmConfig | None
+) -> PassResult:
+    """A dying leader changes no scaleset any more (ADR 0002), and its GARM serves on.
+
+    Juju keeps a dying unit the leader until it is dead, so no other unit can lead and
+    start GARM meanwhile: this unit's GARM is the only one there can be until its stop
+    hook stops it, however long a failing teardown hook holds it. So its lease is
+    renewed (``_fence``) and the timer that renews it between hooks goes on at the
+    lease's pace; everything else only a leader runs stands down.
+    """
+    paths = inputs.machine.paths
+    stand_down(paths, timer_too=not fenced.lease)
+    if fenced.lease:
+        timer.keep(paths, inputs.unit, fence.pace(fenced.lease))
+    return PassResult(
+        Summary("maintenance", BEING_REMOVED),
+        ports=(),
+        # A leader whose config cannot be read leaves what it told the collector before.
+        publish_telemetry=config is not None,
+        garm_here=_garm_here(inputs),
+        garm_record=fenced.record,
+    )
+
+
+def stand_down(paths: workload.Paths, *, timer_too: bool = True) -> None:
     """Nothing that only a leader runs is left running here: no timer, no metrics server.
 
     Nor GARM's admin token (``garm.admin_token``): GARM cannot revoke it, and it would
     be good against the next leader's GARM on a shared database; leading again costs
-    one login.
+    one login. ``timer_too`` False leaves the reconcile timer to a dying leader, whose
+    lease it renews.
     """
-    timer.remove(paths)
+    if timer_too:
+        timer.remove(paths)
     requeue.cancel(paths)
     admin_token.keep(paths.admin_token_file, "", None)
     endpoint.remove(paths)
@@ -322,9 +347,10 @@ def plan(inputs: Inputs) -> ActionAnswer:
     if admin is None:
         return ActionAnswer(failure=NO_ADMIN_YET)
     now, wanted = inputs.now(), garm_inputs(state.units, leader.read_secret)
-    tls = _serving(inputs, leader, config)
-    if isinstance(tls, Summary):
-        return ActionAnswer(failure=f"The next pass would stop: {tls.message}")
+    ready = _serving(inputs, leader, config)
+    if ready.stop:
+        return ActionAnswer(failure=f"The next pass would stop: {ready.stop}")
+    tls = ready.tls
     rehearsal = Rehearsal(setup_logger, {})
     try:
         with _client(inputs, config, admin) as client:
@@ -431,9 +457,7 @@ def adopt(inputs: Inputs, asked: str) -> tuple[ActionAnswer, IdentityChange]:
 
 def refuse_action(inputs: Inputs, action: str) -> str:
     """Why a leader's action cannot run on this unit now; "" when it can."""
-    if inputs.leader is None:
-        return f"Run this on the leader unit: juju run garm/leader {action}"
-    return BEING_REMOVED if inputs.dying else ""
+    return status.refuse_action(inputs.leader is not None, inputs.dying, action)
 
 
 def reconciled(result: PassResult) -> dict[str, str]:
@@ -451,8 +475,10 @@ def reconciled(result: PassResult) -> dict[str, str]:
 def _stand_by(inputs: Inputs) -> PassResult:
     """A unit that does not lead: no GARM here, and say if sqlite is being shared."""
     paths = inputs.machine.paths
-    record = tenancy.release(paths, "not the leader")
+    record = tenancy.release(paths, "being removed" if inputs.dying else "not the leader")
     stand_down(paths)
+    if inputs.dying:
+        return PassResult(Summary("maintenance", BEING_REMOVED), ports=(), garm_record=record)
     crowded = not _on_postgresql(inputs) and inputs.alive is not None and len(inputs.alive) > 1
     summary = Summary("blocked", SQLITE_MULTI_UNIT) if crowded else Summary("active", STANDING_BY)
     return PassResult(summary, ports=(), workload_version="", garm_record=record)
@@ -461,9 +487,8 @@ def _stand_by(inputs: Inputs) -> PassResult:
 # --- leading --------------------------------------------------------------------------
 
 
-def _lead(inputs: Inputs, leader: LeaderInputs) -> PassResult:
+def _lead(inputs: Inputs, leader: LeaderInputs, fenced: fence.Fence) -> PassResult:
     """The leader's steps, in order; each one that cannot go on ends the pass."""
-    fenced = _fence(inputs, leader)
     config = leader.config
     if isinstance(config, ConfigError):
         logger.error("invalid config: %s", config)
@@ -583,7 +608,8 @@ def _fence(inputs: Inputs, leader: LeaderInputs) -> fence.Fence:
         tenancy.unfenced(paths)
         return fence.Fence(True)
     peers, config = leader.peers, _usable(leader)
-    unseen = set(inputs.alive or ()) - peers.joined - {inputs.unit}
+    alive = inputs.alive
+    unseen = None if alive is None else set(alive) - peers.joined - {inputs.unit}
     return tenancy.hold(
         paths,
         inputs.unit,
@@ -603,14 +629,18 @@ def _on_postgresql(inputs: Inputs) -> bool:
 
 
 def _timer_interval(config: CharmConfig, fenced: fence.Fence) -> int:
-    """The reconcile timer's interval: with ``reconcile-interval`` 0, the lease's pace.
+    """The reconcile timer's interval: the pace of the lease taken, where there is one.
 
-    The timer is what renews GARM's lease between hooks; without it a lease would lapse
-    whenever update-status comes less often than the lease lasts. Without a lease (on
-    sqlite) 0 removes the timer.
+    The timer is what renews GARM's lease between hooks, so the lease this pass took
+    decides when the next pass comes (``fence.pace``): right after ``reconcile-interval``
+    is raised, the lease is still the old length and so is the pace, until the next pass
+    takes the longer one. Without a lease (on sqlite) it is ``reconcile-interval``, and 0
+    removes the timer; while the fence waits, never 0, so that the wait ends at a pass.
     """
-    leased = fenced.lease or not fenced.may_run
-    return config.reconcile_interval or (fence.PACE_WITHOUT_TIMER if leased else 0)
+    if fenced.lease:
+        return fence.pace(fenced.lease)
+    waiting = not fenced.may_run
+    return config.reconcile_interval or (fence.PACE_WITHOUT_TIMER if waiting else 0)
 
 
 def _changed(memory: Refusals, peers: PeerRecords) -> Refusals | None:
@@ -765,9 +795,12 @@ def _ensure_running(
     if isinstance(installed, Summary):
         return _OnMachine(stopped=installed)
     version, changed = installed
-    tls = _serving(inputs, leader, config)
-    if isinstance(tls, Summary):
-        return _OnMachine(version, stopped=tls)
+    ready = _serving(inputs, leader, config)
+    if ready.stop:
+        return _OnMachine(
+            version, stopped=Summary("blocked" if ready.blocked else "waiting", ready.stop)
+        )
+    tls = ready.tls
     files = workload.read_provider_files(machine.paths.config_dir)
     current = workload.configured_database(machine.paths.config_file)
     # GARM's scalesets before it is reconfigured: read once, and only when a choice
@@ -798,7 +831,9 @@ def _ensure_running(
         logger.warning("%s", warning)
     answering = _start(inputs, config, changed)
     record = kept.to_write(recorded)
-    return _OnMachine(version, placed.sqlite_home, placed.problems, answering, kept, record, tls)
+    refused = UnitProblem("certificates", ready.refused, True) if ready.refused else None
+    problems = (*placed.problems, *((refused,) if refused else ()))
+    return _OnMachine(version, placed.sqlite_home, problems, answering, kept, record, tls)
 
 
 def _install(
@@ -897,32 +932,19 @@ def _configure(machine: Machine, garm_config: GarmConfig) -> bool:
     return workload.ensure_service(paths.unit_file, unit) or changed
 
 
-def _serving(
-    inputs: Inputs, leader: LeaderInputs, config: CharmConfig
-) -> ServingTls | Summary | None:
-    """The certificate GARM is to serve, None for plain HTTP; why not, to stop the pass.
-
-    A certificate GARM or a runner would refuse (``garm.tls.problem``), which GARM would
-    not even start with, stops the pass before GARM's files are touched. So does one
-    asked for and not here yet, unless GARM serves one that still holds for every name:
-    a renewal, or a request made again, leaves GARM and the pass going on with that one
-    until the new one comes. A provider's refusal is for the operator.
-    """
-    tls, now = leader.tls, inputs.now()
-    if tls is None:
-        return None
+def _serving(inputs: Inputs, leader: LeaderInputs, config: CharmConfig) -> Readiness:
+    """The certificate GARM is to serve, and whether the pass may go on (``garm.tls``)."""
+    asked = leader.tls
+    if asked is None:
+        return Readiness()
     hosts = serving_hosts(leader.address, config.external_url)
-    if isinstance(tls, Awaited):
-        served = None if tls.blocked else workload.served_tls(inputs.machine.paths)
-        if served is None or problem(served, now, hosts) is not None:
-            return Summary("blocked" if tls.blocked else "waiting", tls.why)
-        logger.info("%s; GARM goes on serving the certificate it has", tls.why)
-        return served
-    wrong = problem(tls, now, hosts)
-    if wrong is None:
-        return tls
-    logger.error("GARM's certificate (certificates relation) cannot be served: %s", wrong)
-    return Summary("blocked", f"GARM's certificate (certificates relation): {wrong}")
+    served = partial(workload.served_tls, inputs.machine.paths)
+    ready = readiness(asked, served, inputs.now(), hosts)
+    if ready.stop or ready.refused:
+        logger.warning("%s", ready.stop or ready.refused)
+    elif isinstance(asked, Awaited):
+        logger.info("%s; GARM goes on serving the certificate it has", asked.why)
+    return ready
 
 
 def _start(inputs: Inputs, config: CharmConfig, changed: bool) -> Summary | None:

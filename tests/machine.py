@@ -46,12 +46,22 @@ class FakeSystemctl:
         ["enable", "garm-charm-metrics.service"],
         ["restart", "garm-charm-metrics.service"],
         ["disable", "--now", "garm-charm-metrics.service"],
+        # workload.install_units: whether what it installed still runs
+        ["--quiet", "is-active", "garm-reconcile.timer"],
+        ["--quiet", "is-active", "garm-lease.timer"],
+        ["--quiet", "is-active", "garm-charm-metrics.service"],
     )
+    # Units other than GARM's that ``enable --now`` (or a restart) starts and ``disable
+    # --now`` stops; ``is-active`` answers for them from ``started``.
+    _OTHERS = ("garm-reconcile.timer", "garm-lease.timer", "garm-charm-metrics.service")
 
     def __init__(self, now: Callable[[], datetime] | None = None) -> None:
         self.calls: list[list[str]] = []
         self.failing: set[str] = set()
         self.active = True
+        # The timers and the metrics server running now (a test stops one out of band by
+        # taking it away).
+        self.started: set[str] = set()
         # What Juju says about the model; None makes the hook tool fail.
         self.goal_state: dict[str, Any] | None = {"units": {}, "relations": {}}
         # The extra pass asked for (``garm.requeue``), on ``now``'s clock: when it is
@@ -73,6 +83,8 @@ class FakeSystemctl:
             return subprocess.CompletedProcess(cmd, 0, "", "")
         assert cmd[0] == "systemctl" and cmd[1:] in self.KNOWN, f"unexpected command {cmd}"
         self.calls.append(cmd[1:])
+        if cmd[-1] in self._OTHERS:
+            return self._other(cmd, kwargs)
         failed = cmd[1] in self.failing or (cmd[-2] == "is-active" and not self.active)
         if failed and kwargs.get("check"):
             raise subprocess.CalledProcessError(1, cmd, "", "failed")
@@ -80,6 +92,18 @@ class FakeSystemctl:
             self.active = False  # as systemd says of a stopped service
         elif cmd[1:] == ["restart", "garm"]:
             self.active = True
+        return subprocess.CompletedProcess(cmd, 3 if failed else 0, "", "")
+
+    def _other(self, cmd: list[str], kwargs: dict[str, Any]) -> subprocess.CompletedProcess:
+        """A timer's or the metrics server's command: started, stopped or asked about."""
+        name, verb = cmd[-1], cmd[1]
+        failed = verb in self.failing or (verb == "--quiet" and name not in self.started)
+        if failed and kwargs.get("check"):
+            raise subprocess.CalledProcessError(1, cmd, "", "failed")
+        if not failed and (cmd[1:3] == ["enable", "--now"] or verb == "restart"):
+            self.started.add(name)
+        elif not failed and cmd[1:3] == ["disable", "--now"]:
+            self.started.discard(name)
         return subprocess.CompletedProcess(cmd, 3 if failed else 0, "", "")
 
     def fire_requeue(self) -> bool:
@@ -187,10 +211,9 @@ class LeasedSystemd(FakeSystemctl):
         return done
 
     def check_lease(self) -> None:
-        """The lease's timer, where the charm installed it: GARM stopped once its lease
-        lapsed a check ago."""
-        if not self.paths.lease_timer_file.exists():
-            return  # no checker installed (sqlite: no lease), nothing stops GARM
+        """The lease's timer, where it runs: GARM stopped once its lease lapsed a check ago."""
+        if lease.TIMER not in self.started:
+            return  # no checker running (sqlite: no lease; or stopped), nothing stops GARM
         late = self.now() - timedelta(seconds=lease.CHECK_SECONDS)
         if self.running and not lease.holds(self.paths, late):
             self._stopped("lease")

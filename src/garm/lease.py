@@ -126,11 +126,15 @@ def end(paths: workload.Paths) -> None:
 
 
 def keep(paths: workload.Paths) -> bool:
-    """The script and units installed and the timer running; whether anything changed."""
+    """The script and units installed and the timer running; whether anything changed.
+
+    Checked at every leader pass, not only when a file changes: a checker stopped out of
+    band would leave a cut-off leader's GARM running past its lease.
+    """
     units = render(str(paths.lease_file), str(paths.lease_script))
     changed = workload.write_own(paths.lease_script, units.script, 0o700)
     wanted = ((paths.lease_service_file, units.service), (paths.lease_timer_file, units.timer))
-    changed = workload.install_units(wanted, _start) or changed
+    changed = workload.install_units(wanted, _start, TIMER) or changed
     if changed:
         logger.info("GARM's lease is checked every %ss", CHECK_SECONDS)
     return changed

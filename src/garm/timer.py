@@ -148,17 +148,18 @@ def keep(paths: workload.Paths, unit_name: str, interval_seconds: int) -> None:
 def ensure(paths: workload.Paths, units: TimerUnits) -> bool:
     """Install ``units`` and keep the timer enabled and started; returns whether it changed.
 
-    Unchanged files mean nothing to do, so this is cheap to call from every hook. A
-    changed file is written atomically (0644), systemd reloads it (an active timer
-    re-arms with its new settings on reload) and ``enable --now`` makes sure the timer
-    runs now and after a reboot.
+    Unchanged files and an active timer mean nothing to do, so this is cheap to call
+    from every hook. A changed file is written atomically (0644), systemd reloads it (an
+    active timer re-arms with its new settings on reload) and ``enable --now`` makes sure
+    the timer runs now and after a reboot; so does a timer found stopped, since the
+    leader's lease is renewed by the passes it dispatches.
 
     The service file is written first and the timer file, the mark that the timer may be
     installed, last. If systemd fails after the write, the service file is deleted: the
     next call sees a difference and tries again, and ``remove`` still finds the timer.
     """
     wanted = ((paths.timer_service_file, units.service), (paths.timer_file, units.timer))
-    return workload.install_units(wanted, _start)
+    return workload.install_units(wanted, _start, TIMER)
 
 
 def _start() -> None:

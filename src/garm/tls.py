@@ -21,6 +21,7 @@ Pure: PEM text in, text out. The private key is never logged nor put in a messag
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlsplit
@@ -89,6 +90,13 @@ class ServingTls:
             seen.setdefault(cert.public_bytes(serialization.Encoding.DER), _pem(cert))
         return b"".join(seen.values())
 
+    def expires(self) -> datetime | None:
+        """When the leaf stops being valid; None when it does not parse (``problem`` says)."""
+        try:
+            return x509.load_pem_x509_certificate(self.certificate.encode()).not_valid_after_utc
+        except ValueError:
+            return None
+
     @classmethod
     def from_files(cls, certificate_file: str, key: str, ca_file: str) -> ServingTls | None:
         """The certificate GARM's files hold (as ``render_files`` wrote them); None if unread."""
@@ -97,6 +105,55 @@ class ServingTls:
         if not chain or not authorities or "PRIVATE KEY" not in key:
             return None
         return cls(chain[0], chain, authorities[0], key)
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """What GARM serves this pass, and what the operator is told of it.
+
+    ``tls`` is the certificate (None: plain HTTP). ``stop`` says why the pass cannot go
+    on: no certificate GARM may serve (none yet, one expired, one GARM or a runner would
+    refuse); ``blocked`` whether only the operator can change that. ``refused`` is a
+    provider's refusal told while the pass goes on with the certificate GARM serves.
+    """
+
+    tls: ServingTls | None = None
+    stop: str = ""
+    blocked: bool = False
+    refused: str = ""
+
+
+def readiness(
+    asked: ServingTls | Awaited,
+    served: Callable[[], ServingTls | None],
+    now: datetime,
+    hosts: tuple[str, ...],
+) -> Readiness:
+    """Whether the pass may go on over TLS: only while a valid certificate is served.
+
+    ``asked`` is what the provider answered, ``served`` reads the certificate GARM's
+    files hold. The provider's certificate is served once GARM and a runner would take
+    it (``problem``). Until then GARM goes on with the one it serves, and so does the
+    pass, as long as that one still holds for every name: a renewal outstanding, a
+    request made again, a refusal, or a certificate GARM would refuse (which GARM would
+    not even start with, so it never reaches GARM's files). What only the operator can
+    fix is told (``refused``, with the date the served certificate holds until), and the
+    request stays asked: the provider answers it once its operator has fixed it. With no
+    valid certificate served, the pass stops before GARM's files are touched.
+    """
+    if isinstance(asked, ServingTls):
+        wrong = problem(asked, now, hosts)
+        if wrong is None:
+            return Readiness(asked)
+        why, blocked = f"GARM's certificate (certificates relation): {wrong}", True
+    else:
+        why, blocked = asked.why, asked.blocked
+    held = served()
+    if held is None or problem(held, now, hosts) is not None:
+        return Readiness(stop=why, blocked=blocked)
+    until = held.expires()
+    holds = f"; GARM serves its certificate until {until:%Y-%m-%d}" if until else ""
+    return Readiness(held, refused=f"{why}{holds}" if blocked else "")
 
 
 def serving_hosts(address: str | None, external_url: str) -> tuple[str, ...]:

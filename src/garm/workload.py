@@ -9,6 +9,7 @@ charmlibs (systemd, passwd), which run their commands with ``subprocess``.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import pwd
 import re
@@ -26,6 +27,8 @@ from charmlibs import passwd, systemd
 from garm.client import trust_only
 from garm.config import Database, read_database, serves_tls
 from garm.tls import CA_FILE, CERTIFICATE_FILE, KEY_FILE, LOOPBACK, ServingTls
+
+logger = logging.getLogger(__name__)
 
 SERVICE = "garm"
 USER = "garm"
@@ -140,17 +143,25 @@ class Paths:
         return self.staging.parent / "requeue"
 
 
-def install_units(wanted: Sequence[tuple[Path, str]], activate: Callable[[], None]) -> bool:
+def install_units(
+    wanted: Sequence[tuple[Path, str]], activate: Callable[[], None], unit: str
+) -> bool:
     """Write the files of ``wanted`` that differ (0644, atomically), then ``activate`` them.
 
-    Unchanged files mean nothing to do, so this is cheap to call from every hook. The last
-    file is the mark that the thing is installed (``remove`` functions look for it); if
-    ``activate`` (systemd) fails, the first is deleted, so the next call sees a
-    difference and tries again. Whether anything was written.
+    Unchanged files and ``unit`` active mean nothing to do, so this is cheap to call
+    from every hook. What the files say is not enough: a unit stopped out of band
+    (``systemctl stop``, a failed start) stays stopped with its files as written, and the
+    fence relies on the lease's timer and the reconcile timer running, so each call asks
+    systemd and starts one that is not. The last file is the mark that the thing is
+    installed (``remove`` functions look for it); if ``activate`` (systemd) fails, the
+    first is deleted, so the next call sees a difference and tries again. Whether
+    anything was written or started.
     """
     stale = [(path, text) for path, text in wanted if read_text(path) != text]
-    if not stale:
+    if not stale and systemd.service_running(unit):
         return False
+    if not stale:
+        logger.warning("%s was not running: started again", unit)
     for path, text in stale:
         path.parent.mkdir(parents=True, exist_ok=True)
         _write_atomic(path, text.encode(), 0o644, owner=None)

@@ -12,11 +12,11 @@ import ops
 
 from juju.certificates import RELATION as CERTIFICATES
 from juju.peers import PEERS
+from juju.postgresql import RELATION as POSTGRESQL
 from juju.view import DEBUG_SSH
 from observe.cos_agent import RELATION as COS_AGENT
 
 CONFIGURATOR = "garm-configurator"
-POSTGRESQL = "postgresql"
 CHANGES = ("install", "start", "upgrade_charm", "config_changed", "leader_elected")
 CHANGES += ("leader_settings_changed", "update_status", "secret_changed", "reconcile_tick")
 RELATION_CHANGES = {

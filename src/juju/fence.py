@@ -15,7 +15,13 @@ runners, busy ones included. So (``docs/adr/0009``):
   hook that fails leaves no record, so no GARM may run on the strength of one), and
   every other unit's record has gone, or that unit has left the peer relation, or
   longer than that unit's lease (plus a check and a margin) has passed since this
-  leader first saw the record, leading without a gap since.
+  leader first saw the record, leading without a gap since;
+- not knowing counts as "another GARM may run": a unit that has not joined the peer
+  relation yet is waited for as the longest lease, and so is the application's unit
+  list itself when goal-state cannot be read, unless this leader has led without a gap
+  since it last could read it (no other unit could have led, and so started GARM, since);
+- the lease a leader takes sets the pace of its reconcile timer (``pace``): its next
+  pass always comes before the lease ends, whatever the config asked a moment ago.
 
 Pure: the charm hands in the peer records as read at the hook's start, what this
 machine remembers, and the clock; it acts on the verdict.
@@ -38,6 +44,10 @@ MARGIN_SECONDS = 30
 PACE_WITHOUT_TIMER = 300
 # A record that cannot be read is waited for as the longest lease any config can make.
 LONGEST_LEASE = 3 * 3600 + 120
+# What a lease holds beyond its three passes: a long hook and a slow pass.
+SLACK_SECONDS = 120
+# Who is waited for when goal-state cannot say which units the application has.
+UNKNOWN = "a unit goal-state could not list"
 
 
 def lease_seconds(reconcile_interval: int) -> int:
@@ -48,7 +58,19 @@ def lease_seconds(reconcile_interval: int) -> int:
     minutes absorb a long hook and a slow pass before a healthy leader's GARM is stopped.
     """
     pace = reconcile_interval or PACE_WITHOUT_TIMER
-    return 3 * pace + 120
+    return 3 * pace + SLACK_SECONDS
+
+
+def pace(lease: int) -> int:
+    """How far apart this leader's passes must come to keep a lease of ``lease`` seconds.
+
+    ``lease_seconds`` backwards: the reconcile timer ticks at this pace, so a lease
+    outlasts the pass after next by two minutes. The lease a pass takes is the shorter of
+    the recorded one and the one the config asks for (``decide``): right after
+    ``reconcile-interval`` is raised it is the old one, and so is the pace, until the
+    record of the longer lease is committed and the next pass takes it.
+    """
+    return max((lease - SLACK_SECONDS) // 3, 1)
 
 
 def read_record(value: str | None) -> int | None:
@@ -104,7 +126,7 @@ def decide(
     running_here: bool,
     wanted_lease: int | None,
     now: datetime,
-    unseen: Collection[str] = (),
+    unseen: Collection[str] | None = (),
 ) -> Fence:
     """Whether this leader may run GARM now, and what to write and remember.
 
@@ -120,20 +142,24 @@ def decide(
     one). ``unseen`` are
     this application's live units that have not joined this unit's peer relation yet
     (a leader elected before its peers' ``-joined``): whatever their record says cannot
-    be read, so each is waited for as the longest lease until it joins.
+    be read, so each is waited for as the longest lease until it joins. None: goal-state
+    could not say which units there are. Then the units this leader already waited for
+    are waited for as before if it has led without a gap since (no other unit led
+    meanwhile); otherwise ``UNKNOWN`` is, as the longest lease, until goal-state answers.
     ``wanted_lease`` is the lease the config asks for; None when the config does not
     read, and the lease already recorded goes on (a typo does not stop GARM).
     """
     own = read_record((records or {}).get(me))
     if wanted_lease is None:  # the config does not read: the lease recorded goes on
         wanted_lease = own or lease_seconds(0)
+    gap = timedelta(seconds=min(own or wanted_lease, wanted_lease))
+    continuous = memory.last is not None and memory.last <= now < memory.last + gap
+    kept = memory.stamps if continuous else {}
+    unseen = _unseen(unseen, kept, records, continuous)
     if records is None and not unseen:
         return Fence(True, wanted_lease, memory=Memory(now))
     records = records or {}
     record = wanted_lease if own != wanted_lease else None
-    gap = timedelta(seconds=min(own or wanted_lease, wanted_lease))
-    continuous = memory.last is not None and memory.last <= now < memory.last + gap
-    kept = memory.stamps if continuous else {}
     new_stamps: dict[str, Stamp] = {}
     waits: list[tuple[datetime, str, bool]] = []
     others = {**dict.fromkeys(unseen, "?"), **records}
@@ -151,7 +177,9 @@ def decide(
     if waits:
         ends, unit, joining = max(waits)
         left = _duration(ends - now)
-        if joining:
+        if unit == UNKNOWN:
+            waiting = f"Waiting for goal-state to list this application's units ({left} at most)"
+        elif joining:
             waiting = f"Waiting for {unit} to join the peer relation ({left} at most)"
         else:
             waiting = f"Waiting for {unit} to stop its GARM (its lease ends in {left} at most)"
@@ -161,6 +189,23 @@ def decide(
         return Fence(False, record=record, waiting=waiting, memory=remembered)
     lease = wanted_lease if own is None else min(own, wanted_lease)
     return Fence(True, lease, record, memory=remembered)
+
+
+def _unseen(
+    unseen: Collection[str] | None,
+    kept: Mapping[str, Stamp],
+    records: Mapping[str, str] | None,
+    continuous: bool,
+) -> Collection[str]:
+    """Whom to wait for beyond the records; not knowing counts as a GARM that may run.
+
+    Without goal-state's list (None), a leader that has led without a gap keeps waiting
+    for the units it was waiting for (no other unit could have led since); any other
+    waits for ``UNKNOWN``.
+    """
+    if unseen is not None:
+        return unseen
+    return set(kept) - set(records or {}) if continuous else {UNKNOWN}
 
 
 def _duration(left: timedelta) -> str:

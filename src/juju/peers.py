@@ -20,7 +20,6 @@ The leader's pass reads all of it as ``records.PeerRecords`` and says what to ch
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 
 import ops
 from charms.garm_machine.v0.garm_configurator import DatabagError
@@ -28,13 +27,16 @@ from charms.garm_machine.v0.garm_configurator import DatabagError
 from garm import workload
 from garm.config import SqliteDatabase
 from garm.identity import KEY as IDENTITY_KEY
-from garm.identity import Identity
+from garm.identity import Identity, where
 from garm.refusals import KEY as MEMORY_KEY
 from garm.refusals import OLD_KEY as OLD_MEMORY_KEY
 from garm.refusals import Refusals
 from juju import entities, fence
+from juju.postgresql import RELATION as POSTGRESQL
 from juju.records import HomeChange, IdentityChange, PeerRecords, RecordChange
 from juju.relation import check_either_reading
+from juju.status import refuse_action
+from juju.unit import leads
 from juju.view import JujuView
 
 logger = logging.getLogger(__name__)
@@ -165,22 +167,47 @@ class Peers(ops.Object):
         return relation.data[self.model.app].get(HOME_KEY) if relation else None
 
     def _on_start_empty_garm(self, event: ops.ActionEvent) -> None:
+        """Give up GARM's sqlite data on a unit that is gone for good: a new GARM here.
+
+        Only on sqlite: on PostgreSQL no data is on a unit to give up, and which GARM
+        is the charm's is ``adopt-garm``'s to say, after its checks. The record of the
+        charm's GARM goes only when it names the sqlite data given up; any other stays,
+        so that the new GARM is set up only once adopted.
+        """
         relation, home, unit = self.model.get_relation(PEERS), self._home(), self.model.unit
-        alive: Collection[str] = self._view.alive() or ()
-        if not unit.is_leader():
-            event.fail("Run this on the leader unit: juju run garm/leader start-empty-garm")
+        alive = self._view.alive()
+        if refused := refuse_action(leads(unit), self._view.dying(), "start-empty-garm"):
+            event.fail(refused)
+        elif self._on_postgresql():
+            event.fail(
+                "GARM's data is in PostgreSQL, on no unit: nothing to give up "
+                "(to take another GARM as the charm's, run adopt-garm)"
+            )
         elif relation is None or home in (None, unit.name):
             event.fail("Nothing to do: this unit already may run GARM")
+        elif alive is None:
+            event.fail("Cannot tell which garm units are alive (goal-state failed): try again")
         elif home in alive or home in {u.name for u in relation.units}:
             event.fail(f"{home} still holds GARM's data: scale to one unit instead")
         else:
-            relation.data[self.model.app][HOME_KEY] = unit.name
-            # The GARM that starts is a new one: recorded once it answers, unasked.
-            relation.data[self.model.app].pop(IDENTITY_KEY, None)
+            bag = relation.data[self.model.app]
+            bag[HOME_KEY] = unit.name
+            recorded = Identity.read(bag.get(IDENTITY_KEY))
+            if recorded is not None and recorded.database == where(
+                SqliteDatabase(str(self._paths.sqlite_file)), home
+            ):
+                # The GARM that starts is a new one: recorded once it answers, unasked.
+                bag.pop(IDENTITY_KEY, None)
             logger.warning("GARM's sqlite data on %s given up; %s starts GARM", home, unit.name)
             event.set_results(
                 {"previous-home": home, "home": unit.name, "next": "GARM starts at the next hook"}
             )
+
+    def _on_postgresql(self) -> bool:
+        """Whether GARM's data is, or is to be, in PostgreSQL: related, or configured so."""
+        configured = workload.configured_database(self._paths.config_file)
+        related = self.model.get_relation(POSTGRESQL) is not None
+        return related or not (configured is None or isinstance(configured, SqliteDatabase))
 
     def _on_choose_entity(self, event: ops.ActionEvent) -> None:
         """Record which of ``org`` and ``repo`` a unit means (``juju.entities``).
@@ -191,8 +218,8 @@ class Peers(ops.Object):
         relation = self.model.get_relation(PEERS)
         data = dict(self._view.configurators(None).units).get(unit)
         seen = entities.published(data) if data is not None else None
-        if not self.model.unit.is_leader():
-            event.fail("Run this on the leader unit: juju run garm/leader choose-entity")
+        if refused := refuse_action(leads(self.model.unit), self._view.dying(), "choose-entity"):
+            event.fail(refused)
         elif relation is None:
             event.fail("The peer relation is not there yet: try again after the next hook")
         elif seen is None:

@@ -30,6 +30,7 @@ from garm.config import PostgresqlDatabase
 
 logger = logging.getLogger(__name__)
 
+RELATION = "postgresql"
 DATABASE_NAME = "garm"
 # libpq's default, for an endpoint that names no port.
 DEFAULT_PORT = 5432

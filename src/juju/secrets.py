@@ -23,6 +23,9 @@ import ops
 from garm.providers import Recorded, read_record, record_text
 from garm.setup import NO_ADMIN_YET, AdminLogin
 from juju.records import InternalSecrets
+from juju.status import refuse_action
+from juju.unit import leads
+from juju.view import JujuView
 
 logger = logging.getLogger(__name__)
 
@@ -41,13 +44,15 @@ class AdminLoginAction(ops.Object):
     model); it is never logged.
     """
 
-    def __init__(self, charm: ops.CharmBase):
+    def __init__(self, charm: ops.CharmBase, view: JujuView):
         super().__init__(charm, "admin-login")
+        self._view = view
         charm.framework.observe(charm.on.get_credentials_action, self._on_get_credentials)
 
     def _on_get_credentials(self, event: ops.ActionEvent) -> None:
-        if not self.model.unit.is_leader():
-            event.fail("Run this on the leader unit: juju run garm/leader get-credentials")
+        dying = self._view.dying()
+        if refused := refuse_action(leads(self.model.unit), dying, "get-credentials"):
+            event.fail(refused)
         elif (admin := read_admin(self.model)) is None:
             event.fail(NO_ADMIN_YET)
         else:

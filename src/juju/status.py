@@ -18,6 +18,19 @@ from scalesets.spec import HeldSpec, ScalesetSpec, application_of
 StatusKind = Literal["active", "maintenance", "waiting", "blocked"]
 # Past this many named problems the rest are counted, to keep the line readable.
 MAX_NAMED = 2
+BEING_REMOVED = "Being removed: this unit changes no scaleset any more"
+
+
+def refuse_action(leads: bool, dying: bool, action: str) -> str:
+    """Why an action cannot run on this unit now; "" when it can: every action's guard.
+
+    Every action reads or changes what the leader's GARM is, so each runs on the leader
+    alone, and none on a leader being removed: its GARM serves on until its stop hook,
+    but nothing it starts may outlive it (a new GARM, a record another leader reads).
+    """
+    if not leads:
+        return f"Run this on the leader unit: juju run garm/leader {action}"
+    return BEING_REMOVED if dying else ""
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ def hold(
     paths: workload.Paths,
     unit: str,
     records: Mapping[str, str] | None,
-    unseen: Collection[str],
+    unseen: Collection[str] | None,
     interval: int | None,
     asked: datetime,
     now: datetime,
@@ -35,7 +35,8 @@ def hold(
     """The fence's verdict for this leader, acted on at once.
 
     ``records`` are the peer records (None: no peer relation yet), ``unseen`` this
-    application's units that have not joined this unit's peer relation, ``interval`` the
+    application's units that have not joined this unit's peer relation (None: goal-state
+    cannot say), ``interval`` the
     reconcile interval (None: the config does not read; the lease already recorded is
     kept). ``asked`` is when this hook asked Juju whether this unit leads: the lease is
     counted from then, since Juju guarantees leadership for 30 s from that answer, not

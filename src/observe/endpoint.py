@@ -243,7 +243,8 @@ def publish(
 def ensure(paths: workload.Paths) -> bool:
     """Install the server and its unit, enabled and running; returns whether it changed.
 
-    Unchanged files mean nothing to do, so this is cheap on every pass. A changed file
+    Unchanged files and the service running mean nothing to do, so this is cheap on
+    every pass; one found stopped is started again. A changed file
     is written atomically (0644), systemd reloads, and the service is enabled and
     restarted so it runs the new one. The script is written first and the unit, the
     mark that the service may be installed, last; if systemd fails, the script is
@@ -253,7 +254,8 @@ def ensure(paths: workload.Paths) -> bool:
     # The unit names the machine's own paths, whatever root the files are written under.
     machine = Files(Path("/"))
     unit = render_unit(str(machine.server), str(machine.metrics))
-    return workload.install_units(((files.server, SERVER), (files.unit_file, unit)), _start)
+    wanted = ((files.server, SERVER), (files.unit_file, unit))
+    return workload.install_units(wanted, _start, SERVICE)
 
 
 def _start() -> None:

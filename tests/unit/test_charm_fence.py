@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pwd
+import re
 import subprocess
 from datetime import timedelta
 from pathlib import Path
@@ -25,9 +26,10 @@ from ops import testing
 from scenario.errors import UncaughtCharmError
 
 from charm import GarmCharm
-from garm import workload
+from garm import lease, workload
 from juju import fence
 from juju.peers import PEERS
+from leader import BEING_REMOVED
 from tests.charm_states import configurator, make_state, relate_postgresql
 from tests.clock import FakeClock
 from tests.databags import SOLE_UNIT
@@ -368,3 +370,114 @@ def test_the_wait_for_a_silent_unit_ends_at_the_pass_it_asks_for(
 
     assert running(old, new) == ["garm/1"]
     assert new.status == ops.ActiveStatus("1 scaleset in sync")
+
+
+# --- the lease and the timer: one decides the other -----------------------------------
+
+
+def timer_interval(unit: Unit) -> timedelta:
+    """How far apart the unit's reconcile timer runs passes, as its installed unit says."""
+    text = unit.paths.timer_file.read_text()
+    (seconds,) = re.findall(r"^OnUnitInactiveSec=(\d+)s$", text, re.MULTILINE)
+    return timedelta(seconds=int(seconds))
+
+
+@pytest.mark.parametrize("interval", [600, 0])
+def test_raising_the_interval_never_lets_the_healthy_leaders_lease_lapse(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch, clock: FakeClock, interval: int
+) -> None:
+    """The hook that raises ``reconcile-interval`` still holds the old lease (the other
+    units know no longer one yet): its next pass comes at that lease's pace, and takes the
+    longer lease once its record is committed. Only the timer's and the requeue's passes
+    run; systemd checks the lease every 10 s."""
+    leader, _ = units
+    config = {**leader.state.config, "reconcile-interval": interval}
+    leader.state = dataclasses.replace(leader.state, config=config)
+    leader.run(leader.ctx.on.config_changed(), monkeypatch)
+    end, passes = clock.now + timedelta(minutes=45), 0
+    while clock.now < end:
+        due = clock.now + timer_interval(leader)
+        if leader.systemd.requeue_due is not None:
+            due = min(due, leader.systemd.requeue_due)
+        while clock.now < due:
+            clock.advance(min(timedelta(seconds=fence.CHECK_SECONDS), due - clock.now))
+            leader.systemd.check_lease()
+            assert running(leader) == ["garm/0"], f"GARM stopped by its lease at {clock.now}"
+        leader.systemd.fire_requeue()
+        leader.run(reconcile_tick(), monkeypatch)
+        passes += 1
+    assert leader.status == ops.ActiveStatus("1 scaleset in sync")
+    assert leader.record == str(fence.lease_seconds(interval))
+    # The timer settles at the pace asked for: a few passes, not one every 30 s.
+    assert timer_interval(leader) == timedelta(seconds=interval or fence.PACE_WITHOUT_TIMER)
+    assert passes <= 45 * 60 // (interval or fence.PACE_WITHOUT_TIMER) + 2
+
+
+# --- the fence relies on its timer running, and on knowing who else may run GARM ---------
+
+
+def test_a_lease_checker_stopped_out_of_band_is_started_again_by_the_next_pass(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    old, new = units
+    old.systemd.started.discard(lease.TIMER)  # systemctl stop garm-lease.timer, by hand
+    clock.advance(timedelta(seconds=30))
+    old.run(reconcile_tick(), monkeypatch)
+    assert lease.TIMER in old.systemd.started
+
+    # Cut off later, its GARM stops by its lease before the new leader's starts.
+    elect(new, old)
+    new.run(new.ctx.on.leader_elected(), monkeypatch)
+    seen = ticks(new, old, FENCE + timedelta(seconds=30), clock, monkeypatch, every=10)
+    assert ["garm/0"] in seen and ["garm/1"] in seen
+    assert old.systemd.stopped_by == "lease"
+
+
+def test_a_leader_that_can_read_neither_its_peers_nor_goal_state_starts_no_garm(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    """garm/1 is elected before its peer relation is there for it, and goal-state fails:
+    it cannot tell whether garm/0 runs GARM on the database, so it does not start one."""
+    old, new = units
+    elect(new, old)
+    relations = [r for r in new.state.relations if r.id != PEER_ID]
+    new.state = dataclasses.replace(new.state, relations=relations)
+    new.systemd.goal_state = None
+    new.run(new.ctx.on.leader_elected(), monkeypatch)
+    assert running(old, new) == ["garm/0"]
+    assert new.status.name == "waiting"
+    assert new.status.message.startswith("Waiting for goal-state to list this application's")
+
+    clock.advance(timedelta(seconds=30))
+    new.run(reconcile_tick(), monkeypatch)  # still not knowing: still waiting
+    assert running(old, new) == ["garm/0"]
+
+
+def test_a_dying_leader_serves_on_with_its_lease_renewed_until_its_stop_hook(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch, clock: FakeClock, world
+) -> None:
+    """Juju keeps a dying unit the leader until it is dead; a teardown hook that fails
+    (here: nothing comes after the first) holds it there. Its timer goes on renewing the
+    lease, and its GARM, the only one there can be meanwhile, keeps serving."""
+    leader, _ = units
+    leader.systemd.goal_state = {
+        "units": {"garm/0": goal("dying"), "garm/1": goal("active")},
+        "relations": {},
+    }
+    leader.run(reconcile_tick(), monkeypatch)
+    assert leader.status == ops.MaintenanceStatus(BEING_REMOVED)
+    assert leader.paths.timer_file.exists()
+    writes = [r for r in world.requests if r.method != "GET"]
+    end = clock.now + timedelta(minutes=30)
+    while clock.now < end:
+        for _ in range(timer_interval(leader) // timedelta(seconds=fence.CHECK_SECONDS)):
+            clock.advance(timedelta(seconds=fence.CHECK_SECONDS))
+            leader.systemd.check_lease()
+            assert running(leader) == ["garm/0"], f"GARM stopped by its lease at {clock.now}"
+        leader.run(reconcile_tick(), monkeypatch)
+    assert [r for r in world.requests if r.method != "GET"] == writes  # no write meanwhile
+
+    # Its stop hook stops GARM and takes the timer and the record away.
+    leader.run(leader.ctx.on.stop(), monkeypatch)
+    assert running(leader) == [] and not leader.paths.timer_file.exists()
+    assert leader.record is None

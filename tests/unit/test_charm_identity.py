@@ -323,3 +323,71 @@ def test_start_empty_garm_records_the_new_garm_without_adopt_garm(ctx, world, re
     state = ctx.run(ctx.on.update_status(), state)
     assert state.unit_status == IN_SYNC
     assert recorded(state) == Identity(controller_id(world), "sqlite on garm/0")
+
+
+def gone_home(*, identity: Identity | None) -> testing.PeerRelation:
+    """The peer data once garm/1, which held GARM's sqlite data, is gone for good."""
+    data = {HOME_KEY: "garm/1", **({KEY: identity.render()} if identity else {})}
+    return testing.PeerRelation(PEERS, id=PEER_ID, local_app_data=data)
+
+
+GONE = Identity("2d9c4b6a-0f1e-4c3d-8b7a-6e5f4d3c2b1a", "sqlite on garm/1")
+
+
+@pytest.mark.parametrize(
+    "action", ["start-empty-garm", "get-credentials", "plan", "reconcile", "choose-entity"]
+)
+def test_every_action_passes_the_one_guard(ctx, world, resources, machine, action):
+    """Each runs on a live leader only: not on a follower, not on a leader being removed."""
+    params = {"unit": f"{APP}/0", "use": "org"} if action == "choose-entity" else None
+    peer = gone_home(identity=GONE)
+    with pytest.raises(testing.ActionFailed) as failed:
+        ctx.run(
+            ctx.on.action(action, params=params), make_state(world, resources, peer, leader=False)
+        )
+    assert failed.value.message == f"Run this on the leader unit: juju run garm/leader {action}"
+    machine.systemctl.goal_state = goal_state(status="dying")
+    state = make_state(world, resources, configurator(SOLE_UNIT), peer)
+    with pytest.raises(testing.ActionFailed) as failed:
+        ctx.run(ctx.on.action(action, params=params), state)
+    assert failed.value.message == BEING_REMOVED
+    assert world.requests == []
+
+
+def test_start_empty_garm_gives_nothing_up_on_postgresql(ctx, world, resources, machine):
+    """On PostgreSQL no unit holds GARM's data: which GARM is the charm's is adopt-garm's
+    to say, after its checks, and the record of the charm's GARM stays."""
+    machine.systemctl.goal_state = goal_state(f"{APP}/0")
+    recorded_before = Identity(controller_id(world), OLD_DB)
+    state = make_state(
+        world, resources, configurator(SOLE_UNIT), gone_home(identity=recorded_before)
+    )
+    state, _ = relate_postgresql(ctx, state)
+    with pytest.raises(testing.ActionFailed) as failed:
+        ctx.run(ctx.on.action("start-empty-garm"), state)
+    assert failed.value.message.startswith("GARM's data is in PostgreSQL, on no unit")
+    assert recorded(state) == recorded_before
+
+
+def test_start_empty_garm_keeps_a_record_that_names_other_data(ctx, world, resources, machine):
+    """Only the record of the GARM on the sqlite data given up goes: one naming other
+    data stays, so a new GARM is set up only once adopt-garm has checked it."""
+    machine.systemctl.goal_state = goal_state(f"{APP}/0")
+    other = Identity("5e6f7a8b-0000-4c3d-8b7a-6e5f4d3c2b1a", OLD_DB)
+    state = make_state(world, resources, configurator(SOLE_UNIT), gone_home(identity=other))
+    state = ctx.run(ctx.on.action("start-empty-garm"), state)
+    assert recorded(state) == other
+    state = ctx.run(ctx.on.update_status(), state)
+    state = ctx.run(ctx.on.update_status(), state)
+    assert state.unit_status.name == "blocked"
+    assert "adopt-garm" in state.unit_status.message
+
+
+def test_start_empty_garm_gives_up_nothing_while_goal_state_cannot_be_read(
+    ctx, world, resources, machine
+):
+    machine.systemctl.goal_state = None
+    state = make_state(world, resources, configurator(SOLE_UNIT), gone_home(identity=GONE))
+    with pytest.raises(testing.ActionFailed) as failed:
+        ctx.run(ctx.on.action("start-empty-garm"), state)
+    assert failed.value.message.startswith("Cannot tell which garm units are alive")

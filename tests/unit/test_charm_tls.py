@@ -16,9 +16,11 @@ import dataclasses
 import json
 import logging
 import subprocess
+import tempfile
 import tomllib
 from datetime import timedelta
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 import requests
@@ -26,15 +28,24 @@ import urllib3  # noqa: F401 (named by the warning filter)
 from charmlibs.interfaces.tls_certificates._tls_certificates import LIBID
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 from ops import testing
 
-from garm import tls
-from tests.charm_states import configurator, live_names, make_state
+from charm import GarmCharm
+from garm import tls, workload
+from tests.charm_states import configurator, live_names, make_state, publish
 from tests.collector import collector_reads
 from tests.databags import SOLE_UNIT
 from tests.garm_double import GarmDouble
 from tests.juju_events import reconcile_tick
 from tests.machine import Machine
+from tests.soak import soak_settings
 from tests.tls import (
     Authority,
     provider_app_databag,
@@ -47,6 +58,8 @@ CERTS_ID = 7
 PROVIDER = "self-signed-certificates"
 # The unit's address in ops.testing (its default network binding).
 ADDRESS = "192.0.2.0"
+# Every name GARM's certificate must carry here (``garm.tls.serving_hosts``).
+HOSTS = (ADDRESS, tls.LOOPBACK)
 
 
 @pytest.fixture
@@ -62,7 +75,7 @@ def garm_reads_its_config(machine: Machine, world: GarmDouble, monkeypatch):
             return subprocess.CompletedProcess(cmd, 0, "", "")
         done = systemctl(cmd, **kwargs)
         if list(cmd) == ["systemctl", "restart", "garm"]:
-            config = tomllib.loads(machine.paths.config_file.read_text())
+            config = tomllib.loads(GarmCharm.paths.config_file.read_text())
             files = config["apiserver"].get("tls", {})
             world.serve_as(files.get("certificate"), files.get("key"))
         return done
@@ -268,6 +281,47 @@ def test_while_a_new_certificate_is_asked_for_the_served_one_goes_on(
     assert not [r for r in world.requests if r.method == "PUT" and "controller" in r.path]
     assert world.controller()["ca_cert_bundle"] == ca.pem.strip().encode() + b"\n"
     assert world.controller()["metadata_url"].startswith("https://")
+
+
+def test_a_refused_renewal_leaves_the_pass_going_on_with_the_served_certificate(
+    ctx, world, resources, machine, ca, later
+):
+    """A provider refusing the renewal stops nothing while the served certificate holds:
+    a label change is applied (ADR 0012), and the refusal is told with the date the
+    served certificate holds until."""
+    state = serving(ctx, world, resources, ca)
+    served = machine.paths.config_dir.joinpath(tls.CERTIFICATE_FILE).read_text()
+    state = renewal_asked(ctx, state)
+    asked = state.get_relation(CERTS_ID)
+    assert isinstance(asked, testing.Relation)
+    new = requested_csrs(asked.local_unit_data)  # the renewal's request, as asked now
+    error = {"code": 102, "name": "OTHER", "message": "the CA is sealed"}
+    data = {
+        **asked.remote_app_data,
+        "request_errors": json.dumps([{"csr": new[-1], "error": error}]),
+    }
+    relation = dataclasses.replace(asked, remote_app_data=data)
+    state = ctx.run(
+        ctx.on.relation_changed(relation, remote_unit=0), with_relation(state, relation)
+    )
+    # The configurator asks for other labels meanwhile.
+    later()
+    state, _ = publish(state, 1, 0, {**SOLE_UNIT, "labels": "self-hosted,linux,arm64"})
+    before = live_names(world)
+    state = ctx.run(reconcile_tick(), state)
+
+    assert len(live_names(world)) == len(before) + 1  # the replacement was created
+    assert machine.paths.config_dir.joinpath(tls.CERTIFICATE_FILE).read_text() == served
+    expires = (T0 + timedelta(days=90)).date()
+    assert state.unit_status.name == "blocked"
+    assert state.unit_status.message.startswith(
+        f"Fix certificates: {PROVIDER} refused GARM's certificate (certificates): "
+        f"the CA is sealed; GARM serves its certificate until {expires:%Y-%m-%d} ("
+    )
+    assert (
+        "Creating scaleset" in state.unit_status.message
+        or "Replacing" in state.unit_status.message
+    )
 
 
 def test_a_settled_pass_over_https_writes_nothing(ctx, world, resources, ca, later):
@@ -510,3 +564,125 @@ def test_plan_stops_where_the_pass_would_and_previews_what_it_would_set(
     ctx.run(ctx.on.action("plan"), state)
     assert ctx.action_results is not None
     assert "controller" not in ctx.action_results.get("actions", "")
+
+
+# --- stories: a provider's answers over time; a served valid certificate stops no pass --
+
+
+class CertificateStories(RuleBasedStateMachine):
+    """A TLS provider's answers as time goes by, through the real charm.
+
+    The provider answers each request (with a good certificate, one already expired, or
+    one without the unit's address), refuses it, or is slow; the library asks for a
+    renewal; days pass; the configurator's labels change; the reconcile timer ticks.
+    After every pass: if the certificate GARM served when the pass began still held for
+    every name, the pass went on to the scalesets (ADR 0012: only a missing or expired
+    certificate stops it), whatever the provider said meanwhile.
+    """
+
+    env: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self) -> None:
+        super().__init__()
+        env = self.env
+        self.ctx, self.world, self.clock, self.ca = (
+            env["ctx"],
+            env["world"],
+            env["clock"],
+            env["ca"],
+        )
+        self.world.reset()
+        self.world.serve_as(None, None)
+        for provider in ("garm-configurator-0", "garm-configurator-1"):
+            self.world.add_provider(provider)
+        self.world.add_org("example-org")
+        self.clock.now = T0
+        self.paths = workload.Paths(Path(tempfile.mkdtemp(dir=env["root"])))
+        GarmCharm.paths = self.paths
+        self.state = serving(self.ctx, self.world, env["resources"], self.ca)
+        self.labels = 0
+
+    def _pass(self, event: Any) -> None:
+        """Run one pass; it went on to the scalesets if GARM served a valid certificate."""
+        before = workload.served_tls(self.paths)
+        held = before is not None and tls.problem(before, self.clock.now, HOSTS) is None
+        sent = len(self.world.requests)
+        self.state = self.ctx.run(event, self.state)
+        went_on = any(r.path.endswith("/scalesets") for r in self.world.requests[sent:])
+        assert went_on or not held, (
+            f"a pass stopped while GARM served a valid certificate: {self.state.unit_status!r}"
+        )
+
+    def _answer(self, relation: testing.Relation) -> None:
+        self.state = with_relation(self.state, relation)
+        self._pass(self.ctx.on.relation_changed(relation, remote_unit=0))
+
+    @rule(kind=st.sampled_from(["good", "expired", "without-the-address"]))
+    def provider_answers(self, kind: str) -> None:
+        asked = self.state.get_relation(CERTS_ID)
+        assert isinstance(asked, testing.Relation)
+        now = self.clock.now
+        if kind == "without-the-address":
+            entries = [
+                _without_names(self.ca, csr, keep=("127.0.0.1",))
+                for csr in requested_csrs(asked.local_unit_data)
+            ]
+            data = {"certificates": json.dumps(entries)}
+            self._answer(dataclasses.replace(asked, remote_app_data=data))
+            return
+        days = (-100, -1) if kind == "expired" else (-1, 90)
+        window = {
+            "not_before": now + timedelta(days=days[0]),
+            "not_after": now + timedelta(days=days[1]),
+        }
+        self._answer(answered(self.state, self.ca, **window))
+
+    @rule()
+    def provider_refuses(self) -> None:
+        asked = self.state.get_relation(CERTS_ID)
+        assert isinstance(asked, testing.Relation)
+        error = {"code": 102, "name": "OTHER", "message": "the CA is sealed"}
+        refusals = [{"csr": csr, "error": error} for csr in requested_csrs(asked.local_unit_data)]
+        data = {**asked.remote_app_data, "request_errors": json.dumps(refusals)}
+        self._answer(dataclasses.replace(asked, remote_app_data=data))
+
+    @precondition(
+        lambda self: any(
+            (s.label or "").startswith(f"{LIBID}-certificate") for s in self.state.secrets
+        )
+    )
+    @rule()
+    def renewal_asked(self) -> None:
+        self.state = renewal_asked(self.ctx, self.state)
+
+    @rule(days=st.sampled_from([1, 30, 60, 100]))
+    def days_pass(self, days: int) -> None:
+        self.clock.advance(timedelta(days=days))
+        self.world.tick()
+
+    @rule()
+    def labels_change(self) -> None:
+        self.labels += 1
+        labels = ("self-hosted,linux,x64", "self-hosted,linux,arm64")[self.labels % 2]
+        self.state, _ = publish(self.state, 1, 0, {**SOLE_UNIT, "labels": labels})
+
+    @rule()
+    def timer_ticks(self) -> None:
+        self.clock.advance(timedelta(seconds=30))
+        self.world.tick()
+        self._pass(reconcile_tick())
+
+
+def test_a_served_valid_certificate_never_stops_a_pass(
+    ctx, world, resources, clock, ca, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(GarmCharm, "paths", GarmCharm.paths)  # restored; set per story
+    CertificateStories.env = {
+        "ctx": ctx,
+        "world": world,
+        "clock": clock,
+        "ca": ca,
+        "resources": resources,
+        "root": tmp_path,
+    }
+    run_state_machine_as_test(CertificateStories, settings=soak_settings(12, 12))

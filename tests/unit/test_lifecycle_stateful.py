@@ -8,6 +8,7 @@ configurator leaders changing, configs renamed and relabelled, the garm leader r
 losing its lease, runners taking and finishing jobs (some only past the drain deadline,
 which GitHub then refuses to cut short), GARM's workers ticking, time passing from
 seconds to hours (every hook takes a moment too), and
+the operator raising and lowering ``reconcile-interval`` (in a machine of its own),
 the leader's reconcile timer dispatching ``reconcile-tick`` through juju-exec: as a rule
 of its own and between any two hooks of the others, on the leader, on a unit that lost
 the lease, or on a dying one. Every hook runs the real ``GarmCharm`` through
@@ -21,10 +22,11 @@ runner removed before its drain deadline; nothing refused re-sent before the ret
 the peer data remembers, setup writes included (counted on the wire), and a setup write
 refused for good leaving the leader blocked; providers only as their unit published them;
 no write from a dying
-unit; the timer only on the live leader, there once GARM runs; a tick on a non-leader or
-dying unit changing nothing), and every story ends settled: all units joined, every job
-ended, then the leader's timer firing (GARM ticking between) until the leader shows the
-expected status and writes nothing, twice in a row.
+unit; the timer only on the live leader (or a dying leader still serving on its lease),
+there once GARM runs; the lease a leader takes outlasting the moment its timer runs the
+next pass; a tick on a non-leader or dying unit changing nothing), and every story ends
+settled: all units joined, every job ended, then the leader's timer firing (GARM ticking
+between) until the leader shows the expected status and writes nothing, twice in a row.
 
 ``GARM_SOAK_STEPS`` / ``GARM_SOAK_EXAMPLES`` make the same machine run long (``tox -e soak``).
 """
@@ -45,7 +47,7 @@ import tempfile
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -347,6 +349,10 @@ class GarmUnit:
     def has_timer(self) -> bool:
         return self.paths.timer_file.exists()
 
+    @property
+    def has_lease(self) -> bool:
+        return self.paths.lease_file.exists()
+
 
 def between_hooks(decorator: Callable[..., Any] = rule, **strategies: Any) -> Callable:
     """``rule`` (or ``initialize``) whose hooks the reconcile timer may fire between.
@@ -390,7 +396,7 @@ class Lifecycle(RuleBasedStateMachine):
         self.relation_app: dict[int, CfgApp] = {}
         self.units: dict[int, GarmUnit] = {}
         self.next_garm = 0
-        self.config: dict[str, str] = {}  # garm's config beyond api-port
+        self.config: dict[str, str | int] = {}  # garm's config beyond api-port
         self.next_relation = 10
         self.database = "postgresql"
         self.db_answer: tuple[dict[str, str], list[testing.Secret]] | None = None
@@ -451,7 +457,7 @@ class Lifecycle(RuleBasedStateMachine):
         units the operator may have set ``external-url`` (else the leader asks for it).
         ``apps`` 2 integrates cfg-b too, with one unit."""
         self.database = database
-        self.config = self._external_url() if external_url else {}
+        self.config = {**self._external_url()} if external_url else {}
         if refused is not None:
             self.setup_refused[refused] = refused_with
         for _ in range(2 if database == "postgresql" else 1):
@@ -484,14 +490,14 @@ class Lifecycle(RuleBasedStateMachine):
         """``juju config garm external-url=…``, as the leader's status asks with 2 units."""
         if "external-url: with " in self.leader().state.unit_status.message:
             COVERAGE["external-url-asked-for"] += 1
-        self.config = self._external_url()
+        self.config = {**self.config, **self._external_url()}
         for unit in self.alive():
             unit.state = dataclasses.replace(
                 unit.state, config={**unit.state.config, **self.config}
             )
             self.hook(unit, "config_changed", lambda _: _Event("config_changed"))
 
-    def _external_url(self) -> dict[str, str]:
+    def _external_url(self) -> dict[str, str | int]:
         """An address that follows the leader (a virtual IP, a DNS name), as config."""
         port = self.garm.url.rsplit(":", 1)[1]
         return {"external-url": f"http://garm.example.internal:{port}"}
@@ -1383,7 +1389,7 @@ class Lifecycle(RuleBasedStateMachine):
     def _every_cause_goes(self) -> None:
         """What keeps a story from settling is put right, as an operator would."""
         self.setup_refused.clear()
-        if len(self.alive()) > 1 and not self.config:
+        if len(self.alive()) > 1 and "external-url" not in self.config:
             self._set_external_url()
         for app in self._apps(lambda a: a.impostor is not None):
             self._correct(app)
@@ -1446,6 +1452,7 @@ class Lifecycle(RuleBasedStateMachine):
             unit.state = unit.ctx.run(event(unit.state), unit.state)
         finally:
             self.garm.clear_faults()
+        self.lease_outlasts_the_next_pass(unit, self.clock.now)
         self._only_a_leader_writes_app_secrets(unit, owned, what)
         self.advance(HOOK_TAKES)
         unit.hooks += 1
@@ -1677,15 +1684,39 @@ class Lifecycle(RuleBasedStateMachine):
         """
         if unit.cut_off:
             return
+        role = "dying" if unit.dying else "non-leader"
         if unit.dying or not unit.state.leader:
-            assert not unit.has_timer, self._explain(
-                f"{'dying' if unit.dying else 'non-leader'} {unit.name} keeps the timer"
-            )
             assert unit.systemctl.requeue_due is None, self._explain(
-                f"{'dying' if unit.dying else 'non-leader'} {unit.name} keeps a requeue"
+                f"{role} {unit.name} keeps a requeue"
             )
-        elif unit.runs_garm:
+        # A dying leader serves on until its stop hook (Juju lets no other unit lead
+        # meanwhile): the timer that renews its lease goes on while it holds one.
+        serving_on = unit.dying and unit.state.leader and unit.has_lease
+        if (unit.dying and not serving_on) or not unit.state.leader:
+            assert not unit.has_timer, self._explain(f"{role} {unit.name} keeps the timer")
+        elif unit.runs_garm and (unit.has_lease or self.config.get("reconcile-interval") != 0):
+            # reconcile-interval 0 takes the timer away, but for the one renewing a lease.
             assert unit.has_timer, self._explain(f"leader {unit.name} runs GARM, no timer")
+
+    def lease_outlasts_the_next_pass(self, unit: GarmUnit, ended: datetime) -> None:
+        """The lease a leader just took outlasts the moment its timer runs the next pass.
+
+        ``ended`` is when the hook ended: the timer counts its interval from a run's end.
+        """
+        if unit.cut_off or not unit.state.leader or not unit.runs_garm:
+            return
+        deadline = workload.read_text(unit.paths.lease_file)
+        if deadline is None:
+            return  # no lease: sqlite, whose GARM no other unit can share
+        COVERAGE["lease-checked-against-the-next-pass"] += 1
+        assert unit.has_timer, self._explain(f"leader {unit.name} holds a lease and no timer")
+        timer_unit = unit.paths.timer_file.read_text()
+        (interval,) = re.findall(r"^OnUnitInactiveSec=(\d+)s$", timer_unit, re.MULTILINE)
+        due = ended + timedelta(seconds=int(interval))
+        lapses = datetime.fromtimestamp(int(deadline), UTC)
+        assert lapses > due, self._explain(
+            f"leader {unit.name}'s lease lapses at {lapses}, before its next pass at {due}"
+        )
 
     def _refresh(self, unit: GarmUnit) -> None:
         """The configurator relations as this unit sees them: its members, their data now."""
@@ -2058,6 +2089,39 @@ def machines(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> Machines:
     monkeypatch.setattr(GarmCharm, "paths", GarmCharm.paths)  # restored; set per hook
     monkeypatch.setattr(GarmCharm, "now", clock)
     return routed
+
+
+class WithIntervals(Lifecycle):
+    """The same stories, with the operator raising and lowering ``reconcile-interval``.
+
+    A machine of its own, so that the main one's fixed draws (and the stories its
+    coverage asks for) stay as they are.
+    """
+
+    @between_hooks(seconds=st.sampled_from([0, 30, 600]))
+    def operator_sets_the_reconcile_interval(self, seconds: int):
+        """``juju config garm reconcile-interval=…``: config-changed on every unit. The
+        leader's lease is the old one until its record of the new one is committed."""
+        self.config = {**self.config, "reconcile-interval": seconds}
+        for unit in self.alive():
+            config = {**unit.state.config, **self.config}
+            unit.state = dataclasses.replace(unit.state, config=config)
+            self.hook(unit, "config_changed", lambda _: _Event("config_changed"))
+        COVERAGE[f"reconcile-interval set to {seconds}"] += 1
+
+
+def test_a_leaders_lease_outlasts_its_next_pass_whatever_the_interval_does(
+    garm: GarmDouble, clock: FakeClock, machines: Machines
+):
+    class OnThisGarm(WithIntervals):
+        def __init__(self):
+            super().__init__(garm, clock, machines)
+
+    COVERAGE.clear()
+    run_state_machine_as_test(OnThisGarm, settings=soak_settings(30, 10, shrink=False))
+    raised = [f"reconcile-interval set to {s}" for s in (0, 600)]
+    missing = [k for k in (*raised, "lease-checked-against-the-next-pass") if not COVERAGE[k]]
+    assert not missing, f"stories never reached {missing}: {dict(COVERAGE)}"
 
 
 def test_juju_lifecycles_keep_every_invariant(

@@ -152,6 +152,13 @@ def test_keep_installs_once_and_remove_takes_everything_away(
     assert lease.keep(paths)
     assert systemctl.calls == [["daemon-reload"], ["enable", "--now", lease.TIMER]]
     assert not lease.keep(paths)
+    # Kept at every pass, it starts a checker stopped out of band, files unchanged: a
+    # cut-off leader's GARM would otherwise outlive its lease.
+    systemctl.started.discard(lease.TIMER)
+    systemctl.calls.clear()
+    assert lease.keep(paths)
+    assert lease.TIMER in systemctl.started
+    assert systemctl.calls[-2:] == [["daemon-reload"], ["enable", "--now", lease.TIMER]]
     assert oct(paths.lease_script.stat().st_mode & 0o777) == "0o700"
     lease.renew(paths, datetime.now(UTC), 60)
     systemctl.calls.clear()

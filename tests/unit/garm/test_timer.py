@@ -182,7 +182,7 @@ def test_ensure_writes_both_units_then_reloads_and_starts_the_timer(
     assert systemctl.calls == INSTALL
 
 
-def test_ensure_with_the_same_units_writes_nothing_and_calls_nothing(
+def test_ensure_with_the_same_units_writes_nothing_and_only_asks_if_the_timer_runs(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
     paths = Paths(tmp_path)
@@ -194,7 +194,23 @@ def test_ensure_with_the_same_units_writes_nothing_and_calls_nothing(
     assert timer.ensure(paths, UNITS) is False
 
     assert [(p.stat().st_ino, p.stat().st_mtime_ns) for p in files] == before
-    assert systemctl.calls == []
+    assert systemctl.calls == [["--quiet", "is-active", TIMER]]
+
+
+def test_ensure_starts_a_timer_stopped_out_of_band_though_its_files_are_the_same(
+    tmp_path: Path, systemctl: FakeSystemctl
+) -> None:
+    """The leader's lease is renewed by the passes the timer dispatches: a timer someone
+    stopped (``systemctl stop garm-reconcile.timer``) is started again by the next pass."""
+    paths = Paths(tmp_path)
+    timer.ensure(paths, UNITS)
+    systemctl.started.discard(TIMER)  # stopped out of band
+    systemctl.calls.clear()
+
+    assert timer.ensure(paths, UNITS) is True
+
+    assert TIMER in systemctl.started
+    assert systemctl.calls == [["--quiet", "is-active", TIMER], *INSTALL]
 
 
 def test_ensure_rewrites_only_the_unit_that_changed(

@@ -533,3 +533,47 @@ def test_the_files_garm_serves_read_back_as_what_was_written(tmp_path):
 def _split(bundle: bytes) -> list[bytes]:
     end = b"-----END CERTIFICATE-----\n"
     return [part + end for part in bundle.split(end) if part.strip()]
+
+
+# --------------------------------------------------------------------------- readiness
+
+
+def _ready(asked, served) -> serving.Readiness:
+    return serving.readiness(asked, lambda: served, NOW, HOST)
+
+
+def test_readiness_is_a_valid_certificate_served(root: Authority) -> None:
+    """Only a missing or expired certificate stops the pass; a refusal is told."""
+    valid = root.issue(HOST, not_after=NOW + timedelta(days=90)).serving_tls()
+    expired = root.issue(
+        HOST, not_before=NOW - timedelta(days=90), not_after=NOW - timedelta(days=1)
+    ).serving_tls()
+    waiting = serving.Awaited("Waiting for a certificate from ca (certificates)")
+    refused = serving.Awaited("ca refused GARM's certificate (certificates): no", blocked=True)
+    until = f"; GARM serves its certificate until {NOW + timedelta(days=90):%Y-%m-%d}"
+    unusable = _ready(expired, None).stop
+    assert unusable.startswith("GARM's certificate (certificates relation): it is not valid")
+    table = [
+        # (asked, served) -> (serves, stop, blocked, refused)
+        ((valid, None), (valid, "", False, "")),
+        ((waiting, None), (None, waiting.why, False, "")),
+        ((waiting, valid), (valid, "", False, "")),  # a renewal outstanding
+        ((waiting, expired), (None, waiting.why, False, "")),
+        ((refused, None), (None, refused.why, True, "")),
+        ((refused, expired), (None, refused.why, True, "")),
+        ((refused, valid), (valid, "", False, refused.why + until)),  # the pass goes on
+        ((expired, None), (None, unusable, True, "")),
+        ((expired, valid), (valid, "", False, unusable + until)),  # GARM keeps what it has
+    ]
+    for (asked, served), want in table:
+        got = _ready(asked, served)
+        assert (got.tls, got.stop, got.blocked, got.refused) == want, (asked, served)
+
+
+def test_a_certificate_that_would_be_refused_stops_the_pass(root: Authority) -> None:
+    expired = root.issue(
+        HOST, not_before=NOW - timedelta(days=90), not_after=NOW - timedelta(days=1)
+    ).serving_tls()
+    got = _ready(expired, None)
+    assert got.tls is None and got.blocked
+    assert got.stop.startswith("GARM's certificate (certificates relation): it is not valid now")

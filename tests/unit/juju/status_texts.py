@@ -77,6 +77,8 @@ SINKS = (
     Sink("ActionError", "error"),
     Sink("refused", "cause"),
     Sink("Awaited", "why"),
+    Sink("Readiness", "stop"),
+    Sink("Readiness", "refused"),
 )
 # ``<draft>.blocked[<scaleset id>] = <cause>``: a stuck changeover's cause, before its
 # Progress is made.

@@ -11,10 +11,13 @@ from juju.fence import (
     CHECK_SECONDS,
     LONGEST_LEASE,
     MARGIN_SECONDS,
+    PACE_WITHOUT_TIMER,
+    SLACK_SECONDS,
     Memory,
     Stamp,
     decide,
     lease_seconds,
+    pace,
     read_memory,
     read_record,
     render_memory,
@@ -183,3 +186,52 @@ def test_no_leader_runs_before_the_other_units_lease_and_a_check_have_passed(
             assert now >= first_seen + timedelta(seconds=lease + CHECK_SECONDS)
         memory, held = verdict.memory, verdict.may_run
         now += timedelta(seconds=step)
+
+
+# --- the lease sets the timer's pace; not knowing counts as another GARM --------------
+
+
+@given(st.sampled_from([0, 10, 30, 45, 60, 300, 600, 3600]))
+def test_the_pace_of_a_lease_is_the_interval_it_was_made_for(interval: int) -> None:
+    assert pace(lease_seconds(interval)) == (interval or PACE_WITHOUT_TIMER)
+
+
+@given(st.integers(1, LONGEST_LEASE))
+def test_a_lease_outlasts_the_pass_after_next_at_its_pace(lease: int) -> None:
+    # Two passes at the pace, each late by a minute, still come before the lease ends.
+    assert 2 * (pace(lease) + 60) <= lease or lease < SLACK_SECONDS + 3
+
+
+def test_raising_the_interval_keeps_the_old_lease_until_its_record_is_committed() -> None:
+    longer = lease_seconds(600)
+    first = decide(ME, {ME: str(LEASE)}, Memory(), True, longer, T0)
+    assert (first.lease, first.record, pace(first.lease)) == (LEASE, longer, 30)
+    committed = decide(ME, {ME: str(longer)}, first.memory, True, longer, T0 + timedelta(30))
+    assert (committed.lease, committed.record, pace(committed.lease)) == (longer, None, 600)
+
+
+def test_without_goal_state_nor_peers_a_leader_waits_for_an_unknown_unit() -> None:
+    verdict = decide(ME, None, Memory(), False, LEASE, T0, None)
+    assert not verdict.may_run
+    assert verdict.waiting.startswith("Waiting for goal-state to list this application's")
+    assert verdict.until == T0 + timedelta(seconds=LONGEST_LEASE + CHECK_SECONDS + MARGIN_SECONDS)
+
+
+def test_without_goal_state_a_leader_that_led_without_a_gap_goes_on_as_it_knew() -> None:
+    records = {ME: str(LEASE)}
+    knew = decide(ME, records, Memory(), True, LEASE, T0)
+    assert knew.may_run
+    later = decide(ME, records, knew.memory, True, LEASE, T0 + timedelta(seconds=30), None)
+    assert later.may_run
+    # ... but not over a gap as long as its lease: another unit may have led meanwhile.
+    gap = T0 + timedelta(seconds=LEASE + 30)
+    assert not decide(ME, records, knew.memory, False, LEASE, gap, None).may_run
+
+
+def test_a_unit_waited_for_unseen_is_still_waited_for_when_goal_state_fails() -> None:
+    records = {ME: str(LEASE)}
+    first = decide(ME, records, Memory(), False, LEASE, T0, {"garm/0"})
+    assert not first.may_run
+    blind = decide(ME, records, first.memory, False, LEASE, T0 + timedelta(seconds=30), None)
+    assert not blind.may_run
+    assert blind.waiting.startswith("Waiting for garm/0 to join the peer relation")

@@ -37,6 +37,8 @@ MACHINE = Files(Path("/"))
 UNIT = render_unit(str(MACHINE.server), str(MACHINE.metrics))
 INSTALL = [["daemon-reload"], ["enable", SERVICE], ["restart", SERVICE]]
 REMOVE = [["disable", "--now", SERVICE], ["daemon-reload"]]
+# What every later pass asks: whether the server still runs.
+RUNNING = ["--quiet", "is-active", SERVICE]
 
 
 class Systemctl(FakeSystemctl):
@@ -256,13 +258,25 @@ def test_ensure_installs_the_server_and_unit_then_starts_it(
     assert systemctl.calls == INSTALL
 
 
-def test_ensure_with_nothing_changed_calls_nothing(tmp_path: Path, systemctl: Systemctl) -> None:
+def test_ensure_with_nothing_changed_only_asks_whether_it_runs(
+    tmp_path: Path, systemctl: Systemctl
+) -> None:
     paths = Paths(tmp_path)
     endpoint.ensure(paths)
     systemctl.calls.clear()
 
     assert endpoint.ensure(paths) is False
-    assert systemctl.calls == []
+    assert systemctl.calls == [RUNNING]
+
+
+def test_ensure_starts_a_server_stopped_out_of_band(tmp_path: Path, systemctl: Systemctl) -> None:
+    paths = Paths(tmp_path)
+    endpoint.ensure(paths)
+    systemctl.started.discard(SERVICE)
+    systemctl.calls.clear()
+
+    assert endpoint.ensure(paths) is True
+    assert systemctl.calls == [RUNNING, *INSTALL]
 
 
 def test_ensure_restarts_a_server_whose_script_changed(
@@ -357,7 +371,8 @@ def test_publish_writes_the_metrics_for_the_service_and_keeps_the_count(
     assert sorted(p.name for p in files.directory.iterdir()) == ["metrics"]  # nothing else
     assert mode(files.state) == 0o600
     assert json.loads(files.state.read_text()) == {"force_removals_total": 4}
-    assert systemctl.calls == INSTALL  # once: the later passes found it installed
+    # Installed once: the later passes found it installed and running.
+    assert systemctl.calls == [*INSTALL, RUNNING, RUNNING, RUNNING]
 
 
 @pytest.mark.parametrize("state", ["", "{", "[]", '{"force_removals_total": -3}', '{"x": 1}'])
