@@ -25,7 +25,10 @@ GARM afda4e76, docs/reference/garm-api.md §8), on the double's clock (``clock=`
 
 - a scale set's GitHub listener (message session) opens ``LISTENER_DELAY`` (4.5 s) after
   the create or re-enable returns; a disabled scale set has none. GitHub's job messages
-  (``assign_jobs``, job completions) reach only a listening scale set;
+  (``assign_jobs``, job completions) reach only a listening scale set. A create is at
+  once by default; ``create_takes`` (a timedelta) is how long GARM takes over it instead
+  (its calls to GitHub, §2.3), the clock moved on by that much before the row is stamped
+  and the create returns (it needs a clock the double can move, ``tests.clock.FakeClock``);
 - a new runner is ``running``/``pending`` until the runner itself reports through GARM's
   callback URL (a later tick, or ``report``), only then ``idle``. By default a tick makes
   the row (``creating``), the next one has the provider report it running and the one
@@ -1201,6 +1204,8 @@ class GarmDouble:
             # than a tick each (None, the default: a tick each; see the module docstring).
             self.runner_boot: timedelta | None = None
             self.runner_delete: timedelta | None = None
+            # How long a create takes on the clock (None, the default: at once).
+            self.create_takes: timedelta | None = None
             # GitHub's runner groups besides Default; None: whatever GARM is asked for.
             self.runner_groups: set[str] | None = None
             self._random = random.Random(self._seed)
@@ -2890,6 +2895,8 @@ class GarmDouble:
             raise _bad_request(
                 f"error checking scale set proxy: proxy with ID {body['proxy_id']} does not exist"
             )
+        if self.create_takes:  # GitHub's side of the create, before GARM stores the row
+            self._clock.advance(self.create_takes)  # type: ignore[attr-defined]
         now = self._now()
         scaleset = _ScaleSet(
             id=self._next_scaleset_id,

@@ -17,15 +17,20 @@ by ``garm-requeue-<n>.service`` runs inside that service, which systemd still ho
 while the next one is asked for, so a fixed name would be refused. ``RemainAfterElapse=no``
 and ``--collect`` unload each timer and service once it has run, failed or not.
 
-A requeue comes at least ``SOONEST_SECONDS`` after the pass that asks for it, and none is
-asked for within that of the periodic timer's run. Every pass stops the requeue still
-pending, so a pass in between pushes the next one back; one whose timer already elapsed
-and whose dispatch waits for the machine lock runs after the hook that holds it.
+The requeue comes at the moment the pass named, rounded up to the whole second
+(``systemd-run --on-active`` takes whole seconds; the timer's ``AccuracySec=1s`` is no
+finer), and at least ``SOONEST_SECONDS`` on: a pass never asks for itself again at once.
+Nothing else delays it: a pass that lands just before a moment (the periodic timer's,
+say) asks for the next one at that moment, not some seconds past it. None is asked for
+when the periodic timer's run comes no later. Every pass stops the requeue still
+pending and asks for its own; one whose timer already elapsed and whose dispatch waits
+for the machine lock runs after the hook that holds it.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import subprocess
 from datetime import datetime, timedelta
 
@@ -37,23 +42,26 @@ logger = logging.getLogger(__name__)
 
 PREFIX = "garm-requeue-"
 SYSTEMD_RUN = "/usr/bin/systemd-run"
-# The shortest time between a pass and the one it asks for.
-SOONEST_SECONDS = 3
+# The shortest wait systemd-run takes (a positive whole number of seconds). It also keeps
+# each requeue's name apart from that of the one whose service may run this very pass.
+SOONEST_SECONDS = 1
 
 
 def delay(at: datetime | None, now: datetime, periodic: datetime | None) -> int | None:
     """Whole seconds from ``now`` until the pass asked for at ``at``; None for no pass.
 
-    No pass is needed when nothing waits on time (``at`` None) or when the periodic
-    timer runs first anyway, or within ``SOONEST_SECONDS`` of it: ``periodic`` is when it
-    does at the latest (None: no periodic timer). Rounded up, so the pass never comes
-    before its moment, and never sooner than ``SOONEST_SECONDS``.
+    Rounded up, so the pass never comes before its moment, and never sooner than
+    ``SOONEST_SECONDS``; never later, so what the planner waits for is seen when it is
+    due. No pass is needed when nothing waits on time (``at`` None) or when the periodic
+    timer runs by then anyway: ``periodic`` is when it does at the latest (None: no
+    periodic timer).
     """
-    soonest = timedelta(seconds=SOONEST_SECONDS)
-    if at is None or (periodic is not None and at > periodic - soonest):
+    if at is None:
         return None
-    wait = (at - now) / timedelta(seconds=1)
-    return max(SOONEST_SECONDS, -int(-wait // 1))
+    seconds = max(SOONEST_SECONDS, math.ceil((at - now) / timedelta(seconds=1)))
+    if periodic is not None and now + timedelta(seconds=seconds) >= periodic:
+        return None
+    return seconds
 
 
 def keep(paths: workload.Paths, unit_name: str, seconds: int | None, now: datetime) -> None:

@@ -66,6 +66,36 @@ def test_a_label_change_is_finished_by_the_pass_it_asks_for(ctx, world, resource
     assert len(asked(machine)) == 1
 
 
+@pytest.mark.parametrize("after_create", [7.0, 7.4, 7.9])
+def test_a_timer_pass_just_before_the_listener_moment_keeps_the_change_within_10_s(
+    ctx, world, resources, machine, clock, after_create
+):
+    """Issue #32, case 9: the periodic timer's pass lands some seconds after the new
+    generation's create, before its listener counts as open; the pass it asks for comes
+    at that moment (rounded up to systemd's whole second), and the change is done within
+    10 s of it. The create takes GARM's time (its calls to GitHub), as on a real GARM."""
+    state = settled(ctx, world, resources, clock)
+    (old,) = live_names(world)
+    world.create_takes = timedelta(seconds=0.2)
+    changed = clock()
+
+    state = relabelled(ctx, state)
+    created = clock()
+    clock.advance(timedelta(seconds=after_create))
+    world.tick()
+    state = ctx.run(reconcile_tick(), state)  # the periodic timer's pass: still waiting
+    assert len(live_names(world)) == 2
+    due = machine.systemctl.requeue_due
+    assert due is not None and created + LISTENER_STARTUP <= due
+    clock.advance(due - clock())
+    world.tick()
+    assert machine.systemctl.fire_requeue()
+    state = ctx.run(reconcile_tick(), state)
+
+    assert old not in live_names(world) and len(live_names(world)) == 1
+    assert clock() - changed <= timedelta(seconds=10)
+
+
 def test_a_settled_hook_asks_for_no_pass_and_calls_no_systemd_for_it(
     ctx, world, resources, machine, clock
 ):

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tests.clock import FakeClock
-from tests.garm_double import GarmDouble
+from tests.garm_double import LISTENER_DELAY, GarmDouble
 from tests.unit.test_garm_double_two_processes import Api, create_scaleset
 
 SECOND = timedelta(seconds=1)
@@ -136,3 +136,25 @@ def test_reset_turns_both_paces_off(garm: GarmDouble):
     garm.runner_boot = garm.runner_delete = timedelta(seconds=3)
     garm.reset()
     assert garm.runner_boot is None and garm.runner_delete is None
+
+
+def test_a_create_takes_create_takes_on_the_clock_and_the_listener_counts_from_its_end(
+    garm: GarmDouble, clock: FakeClock
+):
+    """GARM creates the scale set on GitHub before it stores the row (§2.3): the row is
+    stamped, and the listener opens ``LISTENER_DELAY`` later, once that has taken its time."""
+    garm.add_provider("openstack")
+    garm.create_takes = timedelta(seconds=0.2)
+    asked = clock.now
+
+    scaleset = create_scaleset(garm, garm.url)
+
+    assert clock.now == asked + garm.create_takes
+    (row,) = [s for s in garm.scalesets() if s["id"] == scaleset]
+    assert datetime.fromisoformat(row["created_at"]) == clock.now
+    clock.advance(LISTENER_DELAY - timedelta(seconds=0.1))
+    garm.tick()
+    assert not garm.listening(scaleset)
+    clock.advance(timedelta(seconds=0.1))
+    garm.tick()
+    assert garm.listening(scaleset)

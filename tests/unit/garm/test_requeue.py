@@ -18,6 +18,7 @@ import pytest
 
 from garm import requeue, timer
 from garm.workload import Paths
+from scalesets.planner import LISTENER_STARTUP
 from tests.clock import FakeClock
 from tests.machine import FakeSystemctl
 
@@ -31,17 +32,33 @@ S = timedelta(seconds=1)
         (None, NOW + 30 * S, None),  # nothing waits on time
         (NOW + 10 * S, NOW + 30 * S, 10),
         (NOW + 9.2 * S, NOW + 30 * S, 10),  # rounded up: never before its moment
-        (NOW + 30 * S, NOW + 30 * S, None),  # the periodic timer comes first anyway
-        (NOW + 28 * S, NOW + 30 * S, None),  # or within the floor of it
-        (NOW + 27 * S, NOW + 30 * S, 27),
+        (NOW + 30 * S, NOW + 30 * S, None),  # the periodic timer comes by then anyway
+        (NOW + 29.5 * S, NOW + 30 * S, None),  # as it does by the whole second after
+        (NOW + 28 * S, NOW + 30 * S, 28),  # close before it: the moment, not the timer's
         (NOW + 45 * S, NOW + 30 * S, None),
-        (NOW + 1 * S, NOW + 30 * S, requeue.SOONEST_SECONDS),  # never sooner than that
+        (NOW + 2 * S, NOW + 30 * S, 2),  # a moment just ahead: no floor pushes it back
+        (NOW + 0.1 * S, NOW + 30 * S, 1),  # never at once: the soonest systemd takes
         (NOW - 60 * S, NOW + 30 * S, requeue.SOONEST_SECONDS),  # already due
         (NOW + 400 * S, None, 400),  # no periodic timer (reconcile-interval 0)
     ],
 )
 def test_delay(at, periodic, expected) -> None:
     assert requeue.delay(at, NOW, periodic) == expected
+
+
+@pytest.mark.parametrize("tenths", range(50, 80))
+def test_a_pass_just_before_the_listener_moment_asks_for_the_next_at_it(tenths: int) -> None:
+    """A timer's pass 5 to 8 s after a new generation's create (issue #32, case 9): the
+    planner waits for the listener 8 s after the create, and the next pass comes then,
+    within the whole second systemd counts in, not 3 s after the pass (11 s at worst)."""
+    created = NOW
+    moment = created + LISTENER_STARTUP
+    passed = created + tenths * S / 10
+
+    seconds = requeue.delay(moment, passed, passed + 30 * S)
+
+    assert seconds is not None
+    assert moment <= passed + seconds * S < moment + S
 
 
 @pytest.fixture
