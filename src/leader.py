@@ -806,6 +806,7 @@ def _install(
 ) -> tuple[str, bool] | Summary:
     """The resources checked and installed: GARM's version, and whether a binary changed."""
     paths = machine.paths
+    workload.ensure_directory(paths.charm_dir, None)
     sources: dict[str, resources.Prepared] = {}
     for name in resources.NAMES:
         path = attached(name)

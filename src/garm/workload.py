@@ -95,9 +95,19 @@ class Paths:
         return self.root / "etc/systemd/system/garm-reconcile.timer"
 
     @property
+    def charm_dir(self) -> Path:
+        """The charm's own files on the machine: root's alone (0700, ``ensure_directory``).
+
+        Nothing but root reads in it: the lease script runs as root (``+``), the metrics
+        service sees its one directory through systemd's bind mount, and the attached
+        binaries are checked through a bind mount of the sandbox's (``garm.sandbox``).
+        """
+        return self.root / "var/lib/garm-charm"
+
+    @property
     def staging(self) -> Path:
         """Where the resources are unpacked and checked before install (root's, 0700)."""
-        return self.root / "var/lib/garm-charm/resources"
+        return self.charm_dir / "resources"
 
     @property
     def log_dir(self) -> Path:
@@ -107,12 +117,12 @@ class Paths:
     @property
     def lease_file(self) -> Path:
         """GARM's lease: until when it may run here (``garm.lease``)."""
-        return self.staging.parent / "lease"
+        return self.charm_dir / "lease"
 
     @property
     def lease_script(self) -> Path:
         """The script that checks and enforces the lease (``garm.lease``)."""
-        return self.staging.parent / "garm-lease"
+        return self.charm_dir / "garm-lease"
 
     @property
     def lease_service_file(self) -> Path:
@@ -127,17 +137,17 @@ class Paths:
     @property
     def fence_file(self) -> Path:
         """When this leader first saw each other unit's GARM record (``juju.fence``)."""
-        return self.staging.parent / "fence.json"
+        return self.charm_dir / "fence.json"
 
     @property
     def admin_token_file(self) -> Path:
         """GARM's admin login token, kept across hooks (``garm.admin_token``; 0600)."""
-        return self.staging.parent / "admin-token.json"
+        return self.charm_dir / "admin-token.json"
 
     @property
     def requeue_file(self) -> Path:
         """The transient timer of the one extra pass asked for, if any (``garm.requeue``)."""
-        return self.staging.parent / "requeue"
+        return self.charm_dir / "requeue"
 
 
 def install_units(wanted: Sequence[tuple[Path, str]], activate: Callable[[], None]) -> bool:
@@ -168,7 +178,7 @@ def write_own(path: Path, text: str, mode: int = 0o600) -> bool:
     Nothing is written when it already holds ``text`` with ``mode`` (0700 for a script).
     Its directory is root's alone.
     """
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ensure_directory(path.parent, None)
     if read_text(path) == text and stat.S_IMODE(path.stat().st_mode) == mode:
         return False
     _write_atomic(path, text.encode(), mode, owner=None)
@@ -214,9 +224,12 @@ def ensure_user() -> None:
     )
 
 
-def ensure_directory(path: Path, owner: str) -> bool:
-    """Make ``path`` (and any missing parents) a 0700 directory owned by ``owner``."""
-    uid, gid = _ids(owner)
+def ensure_directory(path: Path, owner: str | None) -> bool:
+    """Make ``path`` a 0700 directory owned by ``owner`` (None: the charm, root).
+
+    Missing parents are made with the default mode, so a directory of the charm's own is
+    made with this, not as a parent of another (``Paths.charm_dir``).
+    """
     changed = False
     if not path.is_dir():
         path.mkdir(mode=0o700, parents=True)
@@ -225,6 +238,9 @@ def ensure_directory(path: Path, owner: str) -> bool:
     if stat.S_IMODE(info.st_mode) != 0o700:
         path.chmod(0o700)
         changed = True
+    if owner is None:
+        return changed
+    uid, gid = _ids(owner)
     if (info.st_uid, info.st_gid) != (uid, gid):
         os.chown(path, uid, gid)
         changed = True
@@ -343,7 +359,7 @@ def remove(paths: Paths) -> None:
     reconcile timer's units go too, as a backstop: ``timer.remove`` is what
     stops and disables the timer first.
     """
-    for directory in (paths.config_dir, paths.data_dir, paths.staging.parent, paths.log_dir):
+    for directory in (paths.config_dir, paths.data_dir, paths.charm_dir, paths.log_dir):
         shutil.rmtree(directory, ignore_errors=True)
     for path in (
         paths.binary,

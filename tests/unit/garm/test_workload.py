@@ -213,6 +213,21 @@ def test_ensure_directory_creates_a_private_directory_once(tmp_path: Path) -> No
     assert workload.ensure_directory(data_dir, ME) is False
 
 
+def test_the_charms_own_directory_is_roots_alone_whoever_made_it_first(tmp_path: Path) -> None:
+    paths = Paths(tmp_path)
+    # Made earlier as the parent of another directory: the default mode, 0755.
+    paths.staging.mkdir(mode=0o700, parents=True)
+    assert mode(paths.charm_dir) == 0o755
+
+    assert workload.ensure_directory(paths.charm_dir, None) is True
+    assert mode(paths.charm_dir) == 0o700
+    assert workload.ensure_directory(paths.charm_dir, None) is False
+    # Every file of the charm's own is written into it as it should be.
+    paths.charm_dir.chmod(0o755)
+    workload.write_own(paths.lease_file, "1\n")
+    assert mode(paths.charm_dir) == 0o700
+
+
 # --- the system edge: useradd and systemctl ---------------------------------------------
 
 
