@@ -638,14 +638,16 @@ def _garm_here(inputs: Inputs, *, answered: bool = False) -> LeaderGarm | None:
     """The leader's GARM for the collector; its metrics token is renewed only if it answered.
 
     ``answered``: GARM answered this pass. The collector scrapes GARM as GARM is
-    configured on this machine, over HTTPS once it serves it (``workload.local_api``).
+    configured on this machine, over HTTPS once it serves it (``workload.local_api``),
+    checked against the CA the charm's own client checks it by.
     """
     leader = inputs.leader
     config = _usable(leader)
     if leader is None or config is None:
         return None
-    secure = workload.local_api(inputs.machine.paths, config.api_port)[1] is not None
-    here = partial(LeaderGarm, config.api_port, https=secure)
+    ca_file = workload.local_api(inputs.machine.paths, config.api_port)[1]
+    ca = (workload.read_text(ca_file) or "") if ca_file else ""
+    here = partial(LeaderGarm, config.api_port, https=ca_file is not None, ca=ca)
     internal = leader.internal
     if internal is None:
         return here()
