@@ -934,16 +934,22 @@ def _start(inputs: Inputs, config: CharmConfig, changed: bool) -> Summary | None
     A GARM that was not restarted, and that systemd says is running, is not probed:
     the setup's first read (``GET /controller``, as the admin) is what proves it
     answers, so a settled hook reads the controller once. One that does not answer that
-    read stops the pass all the same (``GARM unreachable, will retry``).
+    read stops the pass all the same (``GARM unreachable, will retry``). One that is not
+    running after its start (systemd gave up, or still waits to restart it) is told with
+    why, from its journal; the next pass starts it again.
     """
     if not changed and workload.is_active():
         return None
-    logger.info("starting GARM (configuration or binaries changed)")
-    workload.restart()
+    logger.info("starting GARM (configuration or binaries changed, or it is not running)")
+    since = inputs.now()
     url, ca_file = workload.local_api(inputs.machine.paths, config.api_port)
-    if not workload.wait_until_answering(url, START_TIMEOUT_SECONDS, ca_file=ca_file):
+    if workload.restart() and workload.wait_until_answering(
+        url, START_TIMEOUT_SECONDS, ca_file=ca_file
+    ):
+        return None
+    if workload.is_active():
         return Summary("waiting", "Waiting for GARM to answer on its API port")
-    return None
+    return Summary("blocked", f"GARM does not start: {workload.start_failure(since)}")
 
 
 def _providers_of(scalesets: list[ScaleSet] | None) -> set[str] | None:

@@ -3,21 +3,25 @@
 Small idempotent verbs for the charm to call; each "ensure"/"install"/"write" returns
 whether it changed anything, so the caller knows when GARM must restart. Nothing here
 knows about Juju. Everything that touches the system beyond the file system goes through
-charmlibs (systemd, passwd), which run their commands with ``subprocess``.
+charmlibs (systemd, passwd), which run their commands with ``subprocess``, but for the two
+commands charmlibs has no verb for (``systemctl reset-failed``, ``journalctl``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import pwd
 import re
 import shutil
 import stat
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import requests
@@ -27,8 +31,26 @@ from garm.client import trust_only
 from garm.config import Database, read_database, serves_tls
 from garm.tls import CA_FILE, CERTIFICATE_FILE, KEY_FILE, LOOPBACK, ServingTls
 
+logger = logging.getLogger(__name__)
+
 SERVICE = "garm"
 USER = "garm"
+# The two commands charmlibs has no verb for (``restart``, ``start_failure``).
+SYSTEMCTL = "/usr/bin/systemctl"
+JOURNALCTL = "/usr/bin/journalctl"
+# What GARM writes to standard error as it exits at start (``start_failure``): its command
+# line framework's ``Error: …`` (cobra), a Go panic or a runtime fatal error.
+_FATAL = ("Error: ", "panic: ", "fatal error: ")
+# Configuration values a start error may quote: quoted text, a URL's user and password, a
+# password given as key=value. Shown as an ellipsis.
+_QUOTED = re.compile(r'"[^"]*"?|`[^`]*`?')
+_USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
+_PASSWORD = re.compile(r"(?i)(password|passphrase|secret|token)=\S*")
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# The longest cause ``start_failure`` gives: the status line's ``GARM does not start: ``
+# and it stay within 120 characters.
+CAUSE_LENGTH = 99
+NO_CAUSE = "it wrote no error; see journalctl -u garm"
 
 _CHUNK = 1 << 20
 # A written file's name, relative to its directory: plain components only, so no key can
@@ -327,9 +349,62 @@ def ensure_service(unit_path: Path, text: str) -> bool:
     return True
 
 
-def restart() -> None:
-    """Restart GARM, so it reads its configuration and binaries again."""
-    systemd.service_restart(SERVICE)
+def restart() -> bool:
+    """Restart GARM, so it reads its configuration and binaries again; whether it started.
+
+    systemd gives up restarting a GARM that keeps failing (``config.START_LIMIT_BURST``
+    starts within ``START_LIMIT_SECONDS``), and then refuses every start within that
+    window: ``reset-failed`` clears its count first, so that a start the pass asks for is
+    always tried. False when the start failed (GARM's lease check refused it, say): why
+    is in the journal (``start_failure``).
+    """
+    try:
+        subprocess.run(  # noqa: S603 (no shell; fixed words)
+            [SYSTEMCTL, "reset-failed", SERVICE], capture_output=True, check=False, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        logger.warning("systemd's count of GARM's starts could not be cleared: %s", exc)
+    try:
+        systemd.service_restart(SERVICE)
+    except systemd.SystemdError as exc:
+        logger.warning("systemd could not start GARM: %s", exc)
+        return False
+    return True
+
+
+def start_failure(since: datetime) -> str:
+    """Why GARM is not running, from what it wrote to standard error since ``since``.
+
+    With a log file set, GARM logs nothing to the journal; what reaches it is what GARM
+    prints as it exits at start (``Error: …``, a panic) and the refusal of its lease
+    check (``ExecStartPre``): lines of ``garm.service``'s own processes, not systemd's
+    about it. The last such error is shown, or the last line. Whatever a configuration
+    value could be in it (quoted text, a URL's credentials, ``password=…``) is cut out,
+    and it is bounded to ``CAUSE_LENGTH``: it goes to the status.
+    """
+    command = [
+        JOURNALCTL,
+        f"_SYSTEMD_UNIT={SERVICE}.service",
+        f"--since=@{int(since.timestamp())}",
+        "--output=cat",
+        "--no-pager",
+        "--quiet",
+    ]
+    try:
+        done = subprocess.run(  # noqa: S603 (no shell; fixed words and a number)
+            command, capture_output=True, text=True, errors="replace", check=False, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        logger.error("GARM does not start; its journal could not be read: %s", exc)
+        return NO_CAUSE
+    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    fatal = [line for line in lines if line.startswith(_FATAL)]
+    last = (fatal or lines or [""])[-1].removeprefix(_FATAL[0])
+    cause = _PASSWORD.sub(r"\1=…", _USERINFO.sub("…@", _QUOTED.sub('"…"', last)))
+    cause = _UNPRINTABLE.sub(" ", cause).strip() or NO_CAUSE
+    cause = cause if len(cause) <= CAUSE_LENGTH else cause[: CAUSE_LENGTH - 1] + "…"
+    logger.error("GARM does not start: %s", cause)
+    return cause
 
 
 def stop(unit_path: Path) -> bool:
