@@ -668,14 +668,16 @@ def _garm_here(inputs: Inputs, *, answered: bool = False) -> LeaderGarm | None:
     """The leader's GARM for the collector; its metrics token is renewed only if it answered.
 
     ``answered``: GARM answered this pass. The collector scrapes GARM as GARM is
-    configured on this machine, over HTTPS once it serves it (``workload.local_api``).
+    configured on this machine, over HTTPS once it serves it (``workload.local_api``),
+    checked against the CA the charm's own client checks it by.
     """
     leader = inputs.leader
     config = _usable(leader)
     if leader is None or config is None:
         return None
-    secure = workload.local_api(inputs.machine.paths, config.api_port)[1] is not None
-    here = partial(LeaderGarm, config.api_port, https=secure)
+    ca_file = workload.local_api(inputs.machine.paths, config.api_port)[1]
+    ca = (workload.read_text(ca_file) or "") if ca_file else ""
+    here = partial(LeaderGarm, config.api_port, https=ca_file is not None, ca=ca)
     internal = leader.internal
     if internal is None:
         return here()
@@ -841,6 +843,7 @@ def _install(
 ) -> tuple[str, bool] | Summary:
     """The resources checked and installed: GARM's version, and whether a binary changed."""
     paths = machine.paths
+    workload.ensure_directory(paths.charm_dir, None)
     sources: dict[str, resources.Prepared] = {}
     for name in resources.NAMES:
         path = attached(name)
@@ -953,16 +956,22 @@ def _start(inputs: Inputs, config: CharmConfig, changed: bool) -> Summary | None
     A GARM that was not restarted, and that systemd says is running, is not probed:
     the setup's first read (``GET /controller``, as the admin) is what proves it
     answers, so a settled hook reads the controller once. One that does not answer that
-    read stops the pass all the same (``GARM unreachable, will retry``).
+    read stops the pass all the same (``GARM unreachable, will retry``). One that is not
+    running after its start (systemd gave up, or still waits to restart it) is told with
+    why, from its journal; the next pass starts it again.
     """
     if not changed and workload.is_active():
         return None
-    logger.info("starting GARM (configuration or binaries changed)")
-    workload.restart()
+    logger.info("starting GARM (configuration or binaries changed, or it is not running)")
+    since = inputs.now()
     url, ca_file = workload.local_api(inputs.machine.paths, config.api_port)
-    if not workload.wait_until_answering(url, START_TIMEOUT_SECONDS, ca_file=ca_file):
+    if workload.restart() and workload.wait_until_answering(
+        url, START_TIMEOUT_SECONDS, ca_file=ca_file
+    ):
+        return None
+    if workload.is_active():
         return Summary("waiting", "Waiting for GARM to answer on its API port")
-    return None
+    return Summary("blocked", f"GARM does not start: {workload.start_failure(since)}")
 
 
 def _providers_of(scalesets: list[ScaleSet] | None) -> set[str] | None:

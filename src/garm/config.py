@@ -28,6 +28,11 @@ _UNIT_WORD = re.compile(r"^[A-Za-z0-9/._+-]+$")
 LOG_DIRECTORY = "garm"
 LOG_FILE = f"/var/log/{LOG_DIRECTORY}/garm.log"
 _LOG_LEVELS = ("debug", "info", "warn", "error")
+# systemd restarts a GARM that failed RESTART_SECONDS later, and gives up once it has
+# started it START_LIMIT_BURST times within START_LIMIT_SECONDS (``render_unit``).
+RESTART_SECONDS = 5
+START_LIMIT_BURST = 5
+START_LIMIT_SECONDS = 300
 # GARM's JWT lifetime (logins and metrics tokens): the shortest it allows. Whatever is
 # kept of a token outliving it was issued before the charm shortened it, and is not used.
 JWT_LIFETIME = timedelta(hours=24)
@@ -199,6 +204,16 @@ def render_unit(
     ``lease_check`` is the script that says whether GARM's lease holds (``garm.lease``):
     run as root (``+``) before every start, it keeps a GARM whose lease lapsed from
     starting again, by ``Restart=`` or at boot.
+
+    ``Restart=`` is bounded: systemd's default start limit (5 starts in 10 s) is never
+    reached 5 s apart, so a GARM that cannot start (its configuration refused, its lease
+    lapsed) would be started every 5 s for ever. With ``START_LIMIT_BURST`` starts in
+    ``START_LIMIT_SECONDS``, the start after the last one allowed comes
+    ``START_LIMIT_BURST`` x (``RESTART_SECONDS`` + how long each failed run lasts) after
+    the first: inside the window while each run fails within 55 s, so systemd gives up
+    and leaves the unit failed. The charm's pass then says why and starts GARM again
+    (``workload.restart`` clears systemd's count first, so the pass's own starts never
+    count against GARM's).
     """
     checks = [] if lease_check is None else [lease_check]
     for path in (binary, config_file, data_dir, *checks):
@@ -213,6 +228,8 @@ def render_unit(
         "Description=GitHub Actions Runner Manager (GARM)",
         "Wants=network-online.target",
         "After=network-online.target",
+        f"StartLimitIntervalSec={START_LIMIT_SECONDS}",
+        f"StartLimitBurst={START_LIMIT_BURST}",
         "",
         "[Service]",
         "Type=simple",
@@ -221,7 +238,7 @@ def render_unit(
         f"User={user}",
         f"Group={user}",
         "Restart=on-failure",
-        "RestartSec=5",
+        f"RestartSec={RESTART_SECONDS}",
         # Bounded, so that a lease's stop is over well within the fence's margin.
         "TimeoutStopSec=15s",
         "NoNewPrivileges=true",

@@ -3,7 +3,8 @@
 Small idempotent verbs for the charm to call; each "ensure"/"install"/"write" returns
 whether it changed anything, so the caller knows when GARM must restart. Nothing here
 knows about Juju. Everything that touches the system beyond the file system goes through
-charmlibs (systemd, passwd), which run their commands with ``subprocess``.
+charmlibs (systemd, passwd), which run their commands with ``subprocess``, but for the two
+commands charmlibs has no verb for (``systemctl reset-failed``, ``journalctl``).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import pwd
 import re
 import shutil
 import stat
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import requests
@@ -32,6 +35,22 @@ logger = logging.getLogger(__name__)
 
 SERVICE = "garm"
 USER = "garm"
+# The two commands charmlibs has no verb for (``restart``, ``start_failure``).
+SYSTEMCTL = "/usr/bin/systemctl"
+JOURNALCTL = "/usr/bin/journalctl"
+# What GARM writes to standard error as it exits at start (``start_failure``): its command
+# line framework's ``Error: …`` (cobra), a Go panic or a runtime fatal error.
+_FATAL = ("Error: ", "panic: ", "fatal error: ")
+# Configuration values a start error may quote: quoted text, a URL's user and password, a
+# password given as key=value. Shown as an ellipsis.
+_QUOTED = re.compile(r'"[^"]*"?|`[^`]*`?')
+_USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
+_PASSWORD = re.compile(r"(?i)(password|passphrase|secret|token)=\S*")
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# The longest cause ``start_failure`` gives: the status line's ``GARM does not start: ``
+# and it stay within 120 characters.
+CAUSE_LENGTH = 99
+NO_CAUSE = "it wrote no error; see journalctl -u garm"
 
 _CHUNK = 1 << 20
 # A written file's name, relative to its directory: plain components only, so no key can
@@ -98,9 +117,19 @@ class Paths:
         return self.root / "etc/systemd/system/garm-reconcile.timer"
 
     @property
+    def charm_dir(self) -> Path:
+        """The charm's own files on the machine: root's alone (0700, ``ensure_directory``).
+
+        Nothing but root reads in it: the lease script runs as root (``+``), the metrics
+        service sees its one directory through systemd's bind mount, and the attached
+        binaries are checked through a bind mount of the sandbox's (``garm.sandbox``).
+        """
+        return self.root / "var/lib/garm-charm"
+
+    @property
     def staging(self) -> Path:
         """Where the resources are unpacked and checked before install (root's, 0700)."""
-        return self.root / "var/lib/garm-charm/resources"
+        return self.charm_dir / "resources"
 
     @property
     def log_dir(self) -> Path:
@@ -110,12 +139,12 @@ class Paths:
     @property
     def lease_file(self) -> Path:
         """GARM's lease: until when it may run here (``garm.lease``)."""
-        return self.staging.parent / "lease"
+        return self.charm_dir / "lease"
 
     @property
     def lease_script(self) -> Path:
         """The script that checks and enforces the lease (``garm.lease``)."""
-        return self.staging.parent / "garm-lease"
+        return self.charm_dir / "garm-lease"
 
     @property
     def lease_service_file(self) -> Path:
@@ -130,17 +159,17 @@ class Paths:
     @property
     def fence_file(self) -> Path:
         """When this leader first saw each other unit's GARM record (``juju.fence``)."""
-        return self.staging.parent / "fence.json"
+        return self.charm_dir / "fence.json"
 
     @property
     def admin_token_file(self) -> Path:
         """GARM's admin login token, kept across hooks (``garm.admin_token``; 0600)."""
-        return self.staging.parent / "admin-token.json"
+        return self.charm_dir / "admin-token.json"
 
     @property
     def requeue_file(self) -> Path:
         """The transient timer of the one extra pass asked for, if any (``garm.requeue``)."""
-        return self.staging.parent / "requeue"
+        return self.charm_dir / "requeue"
 
 
 def install_units(
@@ -179,7 +208,7 @@ def write_own(path: Path, text: str, mode: int = 0o600) -> bool:
     Nothing is written when it already holds ``text`` with ``mode`` (0700 for a script).
     Its directory is root's alone.
     """
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ensure_directory(path.parent, None)
     if read_text(path) == text and stat.S_IMODE(path.stat().st_mode) == mode:
         return False
     _write_atomic(path, text.encode(), mode, owner=None)
@@ -225,9 +254,12 @@ def ensure_user() -> None:
     )
 
 
-def ensure_directory(path: Path, owner: str) -> bool:
-    """Make ``path`` (and any missing parents) a 0700 directory owned by ``owner``."""
-    uid, gid = _ids(owner)
+def ensure_directory(path: Path, owner: str | None) -> bool:
+    """Make ``path`` a 0700 directory owned by ``owner`` (None: the charm, root).
+
+    Missing parents are made with the default mode, so a directory of the charm's own is
+    made with this, not as a parent of another (``Paths.charm_dir``).
+    """
     changed = False
     if not path.is_dir():
         path.mkdir(mode=0o700, parents=True)
@@ -236,6 +268,9 @@ def ensure_directory(path: Path, owner: str) -> bool:
     if stat.S_IMODE(info.st_mode) != 0o700:
         path.chmod(0o700)
         changed = True
+    if owner is None:
+        return changed
+    uid, gid = _ids(owner)
     if (info.st_uid, info.st_gid) != (uid, gid):
         os.chown(path, uid, gid)
         changed = True
@@ -322,9 +357,62 @@ def ensure_service(unit_path: Path, text: str) -> bool:
     return True
 
 
-def restart() -> None:
-    """Restart GARM, so it reads its configuration and binaries again."""
-    systemd.service_restart(SERVICE)
+def restart() -> bool:
+    """Restart GARM, so it reads its configuration and binaries again; whether it started.
+
+    systemd gives up restarting a GARM that keeps failing (``config.START_LIMIT_BURST``
+    starts within ``START_LIMIT_SECONDS``), and then refuses every start within that
+    window: ``reset-failed`` clears its count first, so that a start the pass asks for is
+    always tried. False when the start failed (GARM's lease check refused it, say): why
+    is in the journal (``start_failure``).
+    """
+    try:
+        subprocess.run(  # noqa: S603 (no shell; fixed words)
+            [SYSTEMCTL, "reset-failed", SERVICE], capture_output=True, check=False, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        logger.warning("systemd's count of GARM's starts could not be cleared: %s", exc)
+    try:
+        systemd.service_restart(SERVICE)
+    except systemd.SystemdError as exc:
+        logger.warning("systemd could not start GARM: %s", exc)
+        return False
+    return True
+
+
+def start_failure(since: datetime) -> str:
+    """Why GARM is not running, from what it wrote to standard error since ``since``.
+
+    With a log file set, GARM logs nothing to the journal; what reaches it is what GARM
+    prints as it exits at start (``Error: …``, a panic) and the refusal of its lease
+    check (``ExecStartPre``): lines of ``garm.service``'s own processes, not systemd's
+    about it. The last such error is shown, or the last line. Whatever a configuration
+    value could be in it (quoted text, a URL's credentials, ``password=…``) is cut out,
+    and it is bounded to ``CAUSE_LENGTH``: it goes to the status.
+    """
+    command = [
+        JOURNALCTL,
+        f"_SYSTEMD_UNIT={SERVICE}.service",
+        f"--since=@{int(since.timestamp())}",
+        "--output=cat",
+        "--no-pager",
+        "--quiet",
+    ]
+    try:
+        done = subprocess.run(  # noqa: S603 (no shell; fixed words and a number)
+            command, capture_output=True, text=True, errors="replace", check=False, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        logger.error("GARM does not start; its journal could not be read: %s", exc)
+        return NO_CAUSE
+    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    fatal = [line for line in lines if line.startswith(_FATAL)]
+    last = (fatal or lines or [""])[-1].removeprefix(_FATAL[0])
+    cause = _PASSWORD.sub(r"\1=…", _USERINFO.sub("…@", _QUOTED.sub('"…"', last)))
+    cause = _UNPRINTABLE.sub(" ", cause).strip() or NO_CAUSE
+    cause = cause if len(cause) <= CAUSE_LENGTH else cause[: CAUSE_LENGTH - 1] + "…"
+    logger.error("GARM does not start: %s", cause)
+    return cause
 
 
 def stop(unit_path: Path) -> bool:
@@ -354,7 +442,7 @@ def remove(paths: Paths) -> None:
     reconcile timer's units go too, as a backstop: ``timer.remove`` is what
     stops and disables the timer first.
     """
-    for directory in (paths.config_dir, paths.data_dir, paths.staging.parent, paths.log_dir):
+    for directory in (paths.config_dir, paths.data_dir, paths.charm_dir, paths.log_dir):
         shutil.rmtree(directory, ignore_errors=True)
     for path in (
         paths.binary,

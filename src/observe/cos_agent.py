@@ -95,18 +95,26 @@ class Telemetry:
     dashboards: tuple[str, ...]
 
 
-def scrape_jobs(api_port: int, token: str | None, https: bool = False) -> list[dict[str, Any]]:
+def scrape_jobs(
+    api_port: int, token: str | None, https: bool = False, ca: str = ""
+) -> list[dict[str, Any]]:
     """The leader's two scrape jobs: GARM's ``/metrics`` and the charm's own.
 
     Without a token GARM's job is still published: GARM then answers 401 and
     ``up{job="garm"}`` reads 0, as it would were GARM down, which the charm's
     status says more about.
 
-    Over HTTPS (``https``: GARM serves only that on its port then) the collector does
-    not check GARM's certificate: it scrapes on loopback, where only root on this
-    machine could stand between, and root can read the token from the collector's
-    config anyway. Both collectors are confined snaps that cannot read the CA's file,
-    and an inline CA (``tls_config.ca``) is not understood by every collector release.
+    Over HTTPS (``https``: GARM serves only that on its port then) the collector checks
+    GARM's certificate against ``ca``, the CA the charm's own client checks it by, given
+    inline (``tls_config.ca``): both collectors are confined snaps that cannot read the
+    charm's file of it. Prometheus' ``tls_config`` has taken an inline CA since
+    prometheus/common 0.43 (grafana-agent 0.35; the grafana-agent charm installs 0.44.6,
+    opentelemetry-collector's Prometheus receiver is newer still). The certificate names
+    ``127.0.0.1`` (``garm.tls.serving_hosts``), the scrape's target, so no
+    ``server_name`` is needed. Whatever listens on GARM's port while GARM does not (a
+    restart, a lease stop, a fence wait) is sent no token then: the handshake fails
+    first. A CA that cannot be read leaves none here, and the collector's own trust
+    store then refuses GARM: the scrape fails visibly, never unchecked.
     """
     garm: dict[str, Any] = {
         "job_name": GARM_JOB,
@@ -115,7 +123,8 @@ def scrape_jobs(api_port: int, token: str | None, https: bool = False) -> list[d
     }
     if https:
         garm["scheme"] = "https"
-        garm["tls_config"] = {"insecure_skip_verify": True}
+        if ca:
+            garm["tls_config"] = {"ca": ca}
     if token:
         garm["authorization"] = {"type": "Bearer", "credentials": token}
     charm = {
@@ -201,7 +210,7 @@ def publish(
             databag.pop(TOKEN_KEY, None)
         else:
             _put(databag, TOKEN_KEY, held.record())
-        jobs = scrape_jobs(leader.api_port, held.token if held else None, leader.https)
+        jobs = scrape_jobs(leader.api_port, held.token if held else None, leader.https, leader.ca)
     _put(databag, KEY, unit_config(telemetry, jobs))
 
 

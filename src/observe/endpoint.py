@@ -316,13 +316,18 @@ def _count_force_removals(files: Files, more: int) -> int:
     """
     total = _read_total(files) + more
     if more or not files.state.exists():
-        files.state.parent.mkdir(parents=True, exist_ok=True)
+        workload.ensure_directory(files.state.parent, None)
         text = json.dumps({"force_removals_total": total}) + "\n"
         workload._write_atomic(files.state, text.encode(), 0o600, owner=None)
     return total
 
 
 def _ensure_directory(path: Path) -> None:
-    """Make ``path`` a 0755 directory: the service's transient user reads the file in it."""
-    path.mkdir(mode=0o755, parents=True, exist_ok=True)
+    """Make ``path`` a 0755 directory: the service's transient user reads the file in it.
+
+    Its parent, the charm's own directory, stays root's alone: the service sees ``path``
+    through the bind mount systemd makes as root, not through the parent.
+    """
+    workload.ensure_directory(path.parent, None)
+    path.mkdir(mode=0o755, exist_ok=True)
     path.chmod(0o755)

@@ -91,6 +91,8 @@ class LeaderGarm:
     fetch_token: Callable[[], str] | None = field(default=None, repr=False)
     # Whether GARM serves HTTPS (a certificate from the certificates relation).
     https: bool = False
+    # The CA (PEM) GARM's certificate is checked by then, as the charm's own client does.
+    ca: str = ""
 
 
 def secret_fingerprint(jwt_secret: str) -> str:

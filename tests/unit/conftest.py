@@ -37,7 +37,7 @@ def machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, clock: FakeClock) -
     monkeypatch.setattr(GarmCharm, "service_user", pwd.getpwuid(os.getuid()).pw_name)
     users: list[str] = []
     monkeypatch.setattr(passwd, "add_user", lambda name, **_: users.append(name))
-    systemctl = FakeSystemctl(clock)
+    systemctl = FakeSystemctl(clock, paths)
     monkeypatch.setattr(subprocess, "run", systemctl)
     return Machine(paths, systemctl, users)
 

@@ -564,6 +564,8 @@ def test_resources_are_installed_configured_and_started(ctx, world, resources, m
     assert paths.binary.read_bytes() == Path(attached).read_bytes()
     assert mode(paths.binary) == mode(paths.provider_binary) == 0o755
     assert mode(paths.config_dir) == mode(paths.data_dir) == 0o700
+    # The charm's own directory (made first as the parent of resources/): root's alone.
+    assert mode(paths.staging.parent) == mode(paths.staging) == 0o700
     config = tomllib.loads(paths.config_file.read_text())
     assert mode(paths.config_file) == 0o600
     assert config["apiserver"]["port"] == int(world.url.rsplit(":", 1)[1])

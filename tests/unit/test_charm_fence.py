@@ -27,6 +27,7 @@ from scenario.errors import UncaughtCharmError
 
 from charm import GarmCharm
 from garm import lease, workload
+from garm.config import START_LIMIT_BURST
 from juju import fence
 from juju.peers import PEERS
 from leader import BEING_REMOVED
@@ -278,6 +279,36 @@ def test_a_deposed_leaders_garm_cannot_start_again_once_its_lease_lapsed(
     with pytest.raises(subprocess.CalledProcessError):
         old.systemd(["systemctl", "restart", "garm"], check=True)
     assert running(old) == []
+    # Restart= tries again, each try refused, and gives up after a bounded number of
+    # them rather than every 5 s for ever.
+    tried = len(old.systemd.starts)
+    clock.advance(timedelta(hours=1))
+    old.systemd.play()
+    assert old.systemd.failed and running(old) == []
+    assert len(old.systemd.starts) - tried <= START_LIMIT_BURST
+
+
+def test_a_leader_whose_garm_systemd_gave_up_on_starts_it_once_its_lease_holds(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    leader, _ = units
+    # The leader's agent hangs past its lease, and its GARM exits meanwhile: Restart=
+    # tries to start it again, the lease check refuses each try, and systemd gives up.
+    clock.advance(timedelta(seconds=LEASE + 1))
+    leader.systemd.fail("fatal error: runtime: out of memory")
+    leader.systemd.refusal = None  # the next start of GARM itself would go
+    clock.advance(timedelta(seconds=60))
+    leader.systemd.play()
+    assert leader.systemd.failed and running(leader) == []
+    own = [line for _, whose, line in leader.systemd.journal if whose == "garm.service"]
+    assert own[-1] == "GARM's lease has lapsed: GARM may not start here"
+
+    # The agent is back: the pass renews the lease and starts GARM, within the window
+    # in which systemd itself refuses to.
+    leader.run(reconcile_tick(), monkeypatch)
+    assert ["reset-failed", "garm"] in leader.systemd.calls
+    assert running(leader) == ["garm/0"]
+    assert leader.status == ops.ActiveStatus("1 scaleset in sync")
 
 
 def test_a_leader_whose_own_lease_lapsed_waits_anew_for_a_silent_unit(

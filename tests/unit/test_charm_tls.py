@@ -161,8 +161,9 @@ def test_with_the_certificate_garm_serves_https_and_runners_get_its_ca(
     assert controller["ca_cert_bundle"] == ca.pem.strip().encode() + b"\n"
 
 
-@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
-def test_the_collector_scrapes_garm_over_https(ctx, world, resources, ca):
+def test_the_collector_scrapes_garm_over_https_checked_against_its_ca(
+    ctx, world, resources, ca, machine, tmp_path
+):
     collector = testing.Relation(
         "cos-agent", remote_app_name="opentelemetry-collector", id=8, remote_units_data={0: {}}
     )
@@ -174,14 +175,21 @@ def test_the_collector_scrapes_garm_over_https(ctx, world, resources, ca):
     )
 
     (job, _) = collector_reads(state.get_relation(8).local_unit_data).metrics_scrape_jobs
-    assert job["scheme"] == "https" and job["tls_config"] == {"insecure_skip_verify": True}
-    # What the collector does with that job: the loopback target, over HTTPS, with the token.
+    # The collector checks GARM by the CA the charm's own client checks it by, given
+    # inline (a confined collector cannot read the charm's file), and never skips it.
+    assert job["scheme"] == "https"
+    assert job["tls_config"] == {"ca": (machine.paths.config_dir / tls.CA_FILE).read_text()}
+    assert ca.pem.strip() in job["tls_config"]["ca"]
+    # What the collector does with that job: the loopback target, over HTTPS checked
+    # against that CA (the collector writes it to a file of its own), with the token.
     (target,) = job["static_configs"][0]["targets"]
     token = job["authorization"]["credentials"]
+    trusted = tmp_path / "collector-ca.pem"
+    trusted.write_text(job["tls_config"]["ca"])
     answer = requests.get(
         f"https://{target}/metrics",
         headers={"Authorization": f"Bearer {token}"},
-        verify=False,  # noqa: S501 (as the job says)
+        verify=str(trusted),
         timeout=5,
     )
     assert answer.status_code == 200

@@ -367,6 +367,40 @@ def test_unit_refuses_words_systemd_would_split_or_expand(word: str) -> None:
         render_unit(word, "/etc/garm/config.toml", "/var/lib/garm", "garm")
 
 
+def systemd_seconds(value: str) -> float:
+    """A time span as systemd reads one without a unit, or in seconds or minutes."""
+    for suffix, scale in (("min", 60.0), ("s", 1.0)):
+        if value.endswith(suffix):
+            return float(value.removesuffix(suffix)) * scale
+    return float(value)
+
+
+@pytest.mark.parametrize("lease_check", [None, "/var/lib/garm-charm/garm-lease"])
+def test_systemd_gives_up_on_a_garm_that_cannot_start(lease_check: str | None) -> None:
+    # systemd's start limit: the (burst + 1)th start within the interval from the first
+    # is refused, and Restart= stops there (systemd.unit(5), StartLimitIntervalSec=).
+    # Its defaults (10 s, 5) are never reached 5 s apart: GARM would restart for ever.
+    text = render_unit(
+        "/usr/local/bin/garm",
+        "/etc/garm/config.toml",
+        "/var/lib/garm",
+        "garm",
+        lease_check=lease_check,
+    )
+    unit, service = (dict(unit_entries(text)[name]) for name in ("[Unit]", "[Service]"))
+    interval = systemd_seconds(unit.get("StartLimitIntervalSec", "10"))
+    burst = int(unit.get("StartLimitBurst", "5"))
+    restart = systemd_seconds(service["RestartSec"])
+    assert service["Restart"] == "on-failure"
+    assert 0 < burst <= 10 and restart >= 1
+
+    # A GARM refused at once is started every RestartSec: the start past the burst comes
+    # burst x RestartSec after the first, within the window, so systemd gives up after
+    # `burst` tries, and so it does for a GARM that fails 50 s into each run.
+    assert burst * restart < interval
+    assert burst * (restart + 50) <= interval
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
 @pytest.mark.parametrize("privileged_port", [False, True])
 def test_systemd_accepts_every_line_of_the_unit(tmp_path: Path, privileged_port: bool) -> None:

@@ -10,6 +10,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -213,6 +214,21 @@ def test_ensure_directory_creates_a_private_directory_once(tmp_path: Path) -> No
     assert workload.ensure_directory(data_dir, ME) is False
 
 
+def test_the_charms_own_directory_is_roots_alone_whoever_made_it_first(tmp_path: Path) -> None:
+    paths = Paths(tmp_path)
+    # Made earlier as the parent of another directory: the default mode, 0755.
+    paths.staging.mkdir(mode=0o700, parents=True)
+    assert mode(paths.charm_dir) == 0o755
+
+    assert workload.ensure_directory(paths.charm_dir, None) is True
+    assert mode(paths.charm_dir) == 0o700
+    assert workload.ensure_directory(paths.charm_dir, None) is False
+    # Every file of the charm's own is written into it as it should be.
+    paths.charm_dir.chmod(0o755)
+    workload.write_own(paths.lease_file, "1\n")
+    assert mode(paths.charm_dir) == 0o700
+
+
 # --- the system edge: useradd and systemctl ---------------------------------------------
 
 
@@ -286,12 +302,13 @@ def test_ensure_service_retried_after_a_failed_reload_reloads_again(
 
 
 def test_restart_and_is_active(systemctl: FakeSystemctl) -> None:
-    workload.restart()
+    assert workload.restart() is True
     assert workload.is_active() is True
     systemctl.active = False
     assert workload.is_active() is False
 
     assert systemctl.calls == [
+        ["reset-failed", "garm"],
         ["restart", "garm"],
         ["--quiet", "is-active", "garm"],
         ["--quiet", "is-active", "garm"],
@@ -400,3 +417,88 @@ def test_wait_until_answering_ignores_proxies_from_the_environment(
 
     assert workload.wait_until_answering(closed_url, timeout=0.3, interval=0.1) is False
     assert proxy.paths == []
+
+
+def test_restart_clears_systemds_count_first_and_says_whether_it_started(
+    systemctl: FakeSystemctl,
+) -> None:
+    systemctl.failing.add("restart")
+
+    assert workload.restart() is False  # told, not raised
+
+    assert systemctl.calls == [["reset-failed", "garm"], ["restart", "garm"]]
+
+
+# --- why GARM does not start -------------------------------------------------------------
+
+START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def journal(systemctl: FakeSystemctl, *lines: str, at: datetime = START) -> None:
+    for line in lines:
+        systemctl.journal.append((at, "garm.service", line))
+
+
+def test_start_failure_is_garms_error_from_its_journal(systemctl: FakeSystemctl) -> None:
+    journal(systemctl, "Error: old cause", at=START - timedelta(minutes=5))
+    systemctl.journal.append((START, "systemd", "garm.service: Failed with result 'exit-code'."))
+    journal(
+        systemctl,
+        "Error: creating database: failed to connect to database: connection refused",
+    )
+
+    assert workload.start_failure(START) == (
+        "creating database: failed to connect to database: connection refused"
+    )
+    assert systemctl.calls[-1][:3] == [
+        workload.JOURNALCTL,
+        "_SYSTEMD_UNIT=garm.service",
+        f"--since=@{int(START.timestamp())}",
+    ]
+
+
+def test_start_failure_prefers_the_error_to_what_follows_it(systemctl: FakeSystemctl) -> None:
+    journal(systemctl, "panic: runtime error: index out of range", "goroutine 1 [running]:")
+    assert workload.start_failure(START) == "panic: runtime error: index out of range"
+    journal(systemctl, "GARM's lease has lapsed: GARM may not start here")
+    assert workload.start_failure(START) == "panic: runtime error: index out of range"
+
+
+def test_start_failure_without_an_error_is_the_last_line_or_says_so(
+    systemctl: FakeSystemctl,
+) -> None:
+    assert workload.start_failure(START) == workload.NO_CAUSE
+    journal(systemctl, "GARM's lease has lapsed: GARM may not start here")
+    assert workload.start_failure(START) == "GARM's lease has lapsed: GARM may not start here"
+
+
+@pytest.mark.parametrize(
+    ("line", "secret"),
+    [
+        (
+            "Error: fetching config: failed to validate proxy settings: invalid http_proxy: "
+            'parse "http://user:S3cret@proxy:3128": invalid port',
+            "S3cret",
+        ),
+        ("Error: dial http://admin:S3cret@db.example:5432: refused", "S3cret"),
+        ("Error: connecting: host=db user=garm password=S3cret dbname=garm", "S3cret"),
+        ("Error: toml: line 3 (last key `database.passphrase`): `S3cret`", "S3cret"),
+        ("Error: bad value \x1b[31mS3cret", "\x1b"),
+    ],
+)
+def test_start_failure_shows_no_configuration_value(
+    systemctl: FakeSystemctl, line: str, secret: str
+) -> None:
+    journal(systemctl, line)
+
+    cause = workload.start_failure(START)
+
+    assert secret not in cause
+    assert cause.startswith(line.removeprefix("Error: ")[:10])
+
+
+def test_start_failure_is_bounded_for_the_status(systemctl: FakeSystemctl) -> None:
+    journal(systemctl, "Error: " + "x" * 500)
+    cause = workload.start_failure(START)
+    assert len(cause) == workload.CAUSE_LENGTH and cause.endswith("…")
+    assert len(f"GARM does not start: {cause}") <= 120

@@ -538,17 +538,30 @@ def test_a_token_less_answer_is_an_error_without_the_body(garm, client):
     assert "no token" in str(refused.value)
 
 
-def test_garm_over_https_is_scraped_over_https_on_loopback():
+CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+def test_garm_over_https_is_scraped_over_https_on_loopback_checked_against_its_ca():
     plain, _ = cos_agent.scrape_jobs(9997, "tok")
-    secure, charm = cos_agent.scrape_jobs(9997, "tok", https=True)
+    secure, charm = cos_agent.scrape_jobs(9997, "tok", https=True, ca=CA_PEM)
 
     # GARM answers only HTTPS on its port once it has a certificate: a plain scrape of it
-    # would read nothing. The collector cannot read the CA's file (a confined snap), and
-    # the scrape stays on loopback.
+    # would read nothing. The collector checks GARM by its CA, inline (a confined
+    # collector cannot read the charm's file of it), so that whatever holds GARM's port
+    # while GARM is down is sent no token; the certificate names the loopback target.
     assert "scheme" not in plain and "tls_config" not in plain
     assert secure["scheme"] == "https"
-    assert secure["tls_config"] == {"insecure_skip_verify": True}
+    assert secure["tls_config"] == {"ca": CA_PEM}
     assert secure["static_configs"] == [{"targets": ["127.0.0.1:9997"]}]
     assert secure["authorization"] == plain["authorization"]
     # The charm's own endpoint is plain HTTP on loopback either way.
     assert "scheme" not in charm
+
+
+def test_garm_over_https_is_never_scraped_unchecked():
+    # A CA that could not be read leaves the collector its own trust store, which
+    # refuses GARM's certificate: the scrape fails visibly rather than goes unchecked.
+    secure, _ = cos_agent.scrape_jobs(9997, "tok", https=True)
+    assert secure["scheme"] == "https"
+    assert "insecure_skip_verify" not in json.dumps(secure)
+    assert "tls_config" not in secure
