@@ -18,7 +18,7 @@ import logging
 import subprocess
 import tempfile
 import tomllib
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -638,11 +638,19 @@ class CertificateStories(RuleBasedStateMachine):
             data = {"certificates": json.dumps(entries)}
             self._answer(dataclasses.replace(asked, remote_app_data=data))
             return
-        days = (-100, -1) if kind == "expired" else (-1, 90)
-        window = {
-            "not_before": now + timedelta(days=days[0]),
-            "not_after": now + timedelta(days=days[1]),
-        }
+        if kind == "expired":
+            window = {
+                "not_before": now - timedelta(days=100),
+                "not_after": now - timedelta(days=1),
+            }
+        else:
+            # Valid on the story's clock and on this machine's: the charm checks the
+            # former, the TLS handshake with the double (real ssl) the latter.
+            real = datetime.now(UTC)
+            window = {
+                "not_before": min(now, real) - timedelta(days=1),
+                "not_after": max(now, real) + timedelta(days=90),
+            }
         self._answer(answered(self.state, self.ca, **window))
 
     @rule()
