@@ -86,7 +86,14 @@ from juju.records import (
     PeerRecords,
     RecordChange,
 )
-from juju.relation import GarmInputs, RelationState, UnitProblem, garm_inputs, relation_state
+from juju.relation import (
+    GarmInputs,
+    RelationState,
+    UnitProblem,
+    failover_address,
+    garm_inputs,
+    relation_state,
+)
 from juju.status import BEING_REMOVED, Summary, describe_progress, summarise
 from observe import endpoint
 from observe.token import LeaderGarm
@@ -253,11 +260,11 @@ def run(inputs: Inputs) -> PassResult:
     # A dying leader keeps serving only a GARM that runs; it starts none.
     if leader is None or (inputs.dying and not workload.is_active()):
         return _stand_by(inputs)
-    # Not knowing whether another GARM runs counts as one that may (``juju.fence``).
-    fenced = _fence(inputs, leader)
     config = _usable(leader)
     if inputs.dying:
-        return _serve_until_stopped(inputs, leader, fenced, config)
+        return _serve_until_stopped(inputs, leader, config)
+    # Not knowing whether another GARM runs counts as one that may (``juju.fence``).
+    fenced = _fence(inputs, leader)
     started = time.monotonic()
     result = _lead(inputs, leader, fenced)
     ended = inputs.now()
@@ -271,7 +278,7 @@ def run(inputs: Inputs) -> PassResult:
         version=result.workload_version or "",
     )
     # The timer runs whenever GARM does (its port open), counting from a run's end.
-    interval = _timer_interval(config, fenced) if config else 0
+    interval = _keep_timer(inputs, config, fenced, runs=bool(result.ports))
     if interval and result.ports:
         result = dataclasses.replace(result, next_due=ended + timedelta(seconds=interval))
     seconds = requeue.delay(result.requeue_at, ended, result.next_due)
@@ -280,27 +287,32 @@ def run(inputs: Inputs) -> PassResult:
 
 
 def _serve_until_stopped(
-    inputs: Inputs, leader: LeaderInputs, fenced: fence.Fence, config: CharmConfig | None
+    inputs: Inputs, leader: LeaderInputs, config: CharmConfig | None
 ) -> PassResult:
     """A dying leader changes no scaleset any more (ADR 0002), and its GARM serves on.
 
     Juju keeps a dying unit the leader until it is dead, so no other unit can lead and
     start GARM meanwhile: this unit's GARM is the only one there can be until its stop
     hook stops it, however long a failing teardown hook holds it. So its lease is
-    renewed (``_fence``) and the timer that renews it between hooks goes on at the
-    lease's pace; everything else only a leader runs stands down.
+    renewed (``juju.tenancy.serve_on``: no fence to wait at, whatever the peer relation
+    it is leaving shows), the timer that renews it goes on at the lease's pace, and its
+    API port stays open; everything else only a leader runs stands down.
     """
-    paths = inputs.machine.paths
-    stand_down(paths, timer_too=not fenced.lease)
-    if fenced.lease:
-        timer.keep(paths, inputs.unit, fence.pace(fenced.lease))
+    paths, records = inputs.machine.paths, leader.peers.running
+    held = 0
+    if _on_postgresql(inputs):
+        recorded = (records or {}).get(inputs.unit)
+        interval = config.reconcile_interval if config else None
+        held = tenancy.serve_on(paths, recorded, interval, inputs.asked)
+    stand_down(paths, timer_too=not held)
+    if held:
+        timer.keep(paths, inputs.unit, fence.pace(held))
     return PassResult(
         Summary("maintenance", BEING_REMOVED),
-        ports=(),
+        ports=(config.api_port,) if config else None,
         # A leader whose config cannot be read leaves what it told the collector before.
         publish_telemetry=config is not None,
         garm_here=_garm_here(inputs),
-        garm_record=fenced.record,
     )
 
 
@@ -495,8 +507,7 @@ def _lead(inputs: Inputs, leader: LeaderInputs, fenced: fence.Fence) -> PassResu
         summary = Summary("blocked", f"Invalid config: {config}")
         return PassResult(summary, publish_telemetry=False, garm_record=fenced.record)
     if not fenced.may_run:
-        # The timer goes on, so that the wait ends at a pass of its own.
-        timer.keep(inputs.machine.paths, inputs.unit, _timer_interval(config, fenced))
+        # The timer goes on (``_keep_timer``), so that the wait ends at a pass of its own.
         state = _relation_state(leader, config)
         summary = Summary("waiting", fenced.waiting)
         return PassResult(
@@ -532,9 +543,8 @@ def _lead(inputs: Inputs, leader: LeaderInputs, fenced: fence.Fence) -> PassResu
     )
     if running.stopped is not None:
         return so_far
-    # GARM runs on this leader now: so does the timer that reconciles it, and its API
-    # port is open (``juju expose`` then lets runners reach it).
-    timer.keep(inputs.machine.paths, inputs.unit, _timer_interval(config, fenced))
+    # GARM runs on this leader now: so does the timer that reconciles it
+    # (``_keep_timer``), and its API port is open (``juju expose`` lets runners reach it).
     so_far = dataclasses.replace(so_far, ports=(config.api_port,))
     now, earlier = inputs.now(), leader.peers.memory
     with _client(inputs, config, admin) as client:
@@ -575,7 +585,7 @@ def _lead(inputs: Inputs, leader: LeaderInputs, fenced: fence.Fence) -> PassResu
     return dataclasses.replace(
         so_far,
         summary=summarise(
-            outcome, state, [*running.problems, *wanted.problems, *_address(inputs, config)]
+            outcome, state, [*running.problems, *wanted.problems, *_failover(inputs, config)]
         ),
         outcome=outcome,
         publish_back=published(state, outcome, dict(outcome.current), leader.configurators.apps),
@@ -622,25 +632,31 @@ def _fence(inputs: Inputs, leader: LeaderInputs) -> fence.Fence:
 
 
 def _on_postgresql(inputs: Inputs) -> bool:
-    """Whether GARM's data is, or is to be, in PostgreSQL: related, or configured so."""
-    return inputs.postgresql_related or isinstance(
-        workload.configured_database(inputs.machine.paths.config_file), PostgresqlDatabase
-    )
+    return workload.on_postgresql(inputs.machine.paths.config_file, inputs.postgresql_related)
 
 
-def _timer_interval(config: CharmConfig, fenced: fence.Fence) -> int:
-    """The reconcile timer's interval: the pace of the lease taken, where there is one.
+def _keep_timer(
+    inputs: Inputs, config: CharmConfig | None, fenced: fence.Fence, *, runs: bool
+) -> int:
+    """The reconcile timer as this pass leaves it: its interval, 0 for none or as it was.
 
-    The timer is what renews GARM's lease between hooks, so the lease this pass took
-    decides when the next pass comes (``fence.pace``): right after ``reconcile-interval``
-    is raised, the lease is still the old length and so is the pace, until the next pass
-    takes the longer one. Without a lease (on sqlite) it is ``reconcile-interval``, and 0
-    removes the timer; while the fence waits, never 0, so that the wait ends at a pass.
+    The timer is what renews GARM's lease between hooks, so while a lease is held the
+    lease decides the pace (``fence.pace``), however the pass ended: right after
+    ``reconcile-interval`` is raised the lease is still the old length and so is the
+    pace, until the next pass takes the longer one. Without a lease (on sqlite) the timer
+    runs at ``reconcile-interval`` while GARM runs (``runs``), and 0 removes it; while the
+    fence waits it never stops, so that the wait ends at a pass. Otherwise it is left.
     """
     if fenced.lease:
-        return fence.pace(fenced.lease)
-    waiting = not fenced.may_run
-    return config.reconcile_interval or (fence.PACE_WITHOUT_TIMER if waiting else 0)
+        interval = fence.pace(fenced.lease)
+    elif config is not None and not fenced.may_run:
+        interval = config.reconcile_interval or fence.PACE_WITHOUT_TIMER
+    elif config is not None and runs:
+        interval = config.reconcile_interval
+    else:
+        return 0
+    timer.keep(inputs.machine.paths, inputs.unit, interval)
+    return interval
 
 
 def _changed(memory: Refusals, peers: PeerRecords) -> Refusals | None:
@@ -701,23 +717,9 @@ def _relation_state(leader: LeaderInputs, config: CharmConfig) -> RelationState:
     return relation_state(seen.related, seen.units, seen.view, runner, leader.peers.entities)
 
 
-def _address(inputs: Inputs, config: CharmConfig) -> tuple[UnitProblem, ...]:
-    """With 2+ units, runners need an address that follows the leader: ``external-url``.
-
-    GARM stamps its callback and metadata URLs on each runner when it creates it, so a
-    runner made while GARM ran on one unit's address cannot finish installing, nor say
-    it is done, once another unit leads. Only an address the operator moves with the
-    leader (a virtual IP, a DNS name, a load balancer in front) survives a failover. On
-    sqlite no other unit may lead (``juju.lifecycle.sqlite_tenancy``): no failover.
-    """
+def _failover(inputs: Inputs, config: CharmConfig) -> tuple[UnitProblem, ...]:
     units = len(inputs.alive or ())
-    if config.external_url or units < 2 or not inputs.postgresql_related:
-        return ()
-    reason = (
-        f"with {units} garm units, set it to an address that follows the leader "
-        "(a virtual IP or DNS name), or runners lose GARM at a failover"
-    )
-    return (UnitProblem("external-url", reason, True),)
+    return failover_address(units, config.external_url, inputs.postgresql_related)
 
 
 def _base_url(config: CharmConfig, leader: LeaderInputs, tls: ServingTls | None = None) -> str:
@@ -958,14 +960,19 @@ def _start(inputs: Inputs, config: CharmConfig, changed: bool) -> Summary | None
     answers, so a settled hook reads the controller once. One that does not answer that
     read stops the pass all the same (``GARM unreachable, will retry``). One that is not
     running after its start (systemd gave up, or still waits to restart it) is told with
-    why, from its journal; the next pass starts it again.
+    why, from its journal; a pass starts it again at once if its files or binaries
+    changed or its lease was renewed after it lapsed (``juju.tenancy``), otherwise
+    once systemd's start limit window has passed (``workload.restart_due``).
     """
     if not changed and workload.is_active():
         return None
+    paths, since = inputs.machine.paths, inputs.now()
+    if not changed and not workload.restart_due(paths, since):
+        last = workload.last_start(paths) or since
+        return Summary("blocked", f"GARM does not start: {workload.start_failure(last)}")
     logger.info("starting GARM (configuration or binaries changed, or it is not running)")
-    since = inputs.now()
-    url, ca_file = workload.local_api(inputs.machine.paths, config.api_port)
-    if workload.restart() and workload.wait_until_answering(
+    url, ca_file = workload.local_api(paths, config.api_port)
+    if workload.restart(paths, since) and workload.wait_until_answering(
         url, START_TIMEOUT_SECONDS, ca_file=ca_file
     ):
         return None

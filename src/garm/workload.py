@@ -21,14 +21,20 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import requests
 from charmlibs import passwd, systemd
 
 from garm.client import trust_only
-from garm.config import Database, read_database, serves_tls
+from garm.config import (
+    START_LIMIT_SECONDS,
+    Database,
+    PostgresqlDatabase,
+    read_database,
+    serves_tls,
+)
 from garm.tls import CA_FILE, CERTIFICATE_FILE, KEY_FILE, LOOPBACK, ServingTls
 
 logger = logging.getLogger(__name__)
@@ -171,6 +177,11 @@ class Paths:
         """The transient timer of the one extra pass asked for, if any (``garm.requeue``)."""
         return self.charm_dir / "requeue"
 
+    @property
+    def start_file(self) -> Path:
+        """When a pass last started GARM (seconds since the epoch): ``restart``'s pace."""
+        return self.charm_dir / "garm-started"
+
 
 def install_units(
     wanted: Sequence[tuple[Path, str]], activate: Callable[[], None], unit: str
@@ -308,6 +319,14 @@ def configured_database(config_file: Path) -> Database | None:
     return read_database(config_file.read_text()) if config_file.exists() else None
 
 
+def on_postgresql(config_file: Path, related: bool) -> bool:
+    """Whether GARM's data is, or is to be, in PostgreSQL: ``related``, or configured so.
+
+    The one test of a shared database, where the fence holds and no unit holds the data.
+    """
+    return related or isinstance(configured_database(config_file), PostgresqlDatabase)
+
+
 def local_api(paths: Paths, port: int) -> tuple[str, Path | None]:
     """Where the charm reaches GARM on this machine, as GARM is configured there now.
 
@@ -357,15 +376,35 @@ def ensure_service(unit_path: Path, text: str) -> bool:
     return True
 
 
-def restart() -> bool:
+def last_start(paths: Paths) -> datetime | None:
+    """When a pass last started GARM (``restart``); None: not since its cause went."""
+    text = (read_text(paths.start_file) or "").strip()
+    return datetime.fromtimestamp(int(text), UTC) if text.isascii() and text.isdigit() else None
+
+
+def restart_due(paths: Paths, now: datetime) -> bool:
+    """Whether a pass may start a GARM that is not running, its cause unknown to it.
+
+    systemd gives up on a GARM that keeps failing (``config.START_LIMIT_BURST`` starts
+    within ``START_LIMIT_SECONDS``); a pass that cleared that count and started it again
+    every time would undo the bound, five starts a pass. So a start whose cause the pass
+    cannot see go (GARM's database back, say) comes once that window has passed since
+    the pass's last start; a change of the pass's own (files, binaries, the lease) is
+    the caller's to start at once.
+    """
+    last = last_start(paths)
+    return last is None or (now - last).total_seconds() >= START_LIMIT_SECONDS
+
+
+def restart(paths: Paths, now: datetime) -> bool:
     """Restart GARM, so it reads its configuration and binaries again; whether it started.
 
-    systemd gives up restarting a GARM that keeps failing (``config.START_LIMIT_BURST``
-    starts within ``START_LIMIT_SECONDS``), and then refuses every start within that
-    window: ``reset-failed`` clears its count first, so that a start the pass asks for is
-    always tried. False when the start failed (GARM's lease check refused it, say): why
-    is in the journal (``start_failure``).
+    systemd refuses every start within the window of its start limit once it gave up:
+    ``reset-failed`` clears its count first, so that a start the pass asks for is always
+    tried, and the moment is noted for ``restart_due``. False when the start failed
+    (GARM's lease check refused it, say): why is in the journal (``start_failure``).
     """
+    write_own(paths.start_file, f"{int(now.timestamp())}\n")
     try:
         subprocess.run(  # noqa: S603 (no shell; fixed words)
             [SYSTEMCTL, "reset-failed", SERVICE], capture_output=True, check=False, timeout=30

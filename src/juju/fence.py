@@ -152,17 +152,19 @@ def decide(
     own = read_record((records or {}).get(me))
     if wanted_lease is None:  # the config does not read: the lease recorded goes on
         wanted_lease = own or lease_seconds(0)
-    gap = timedelta(seconds=min(own or wanted_lease, wanted_lease))
+    # Another unit could have led (and started GARM) only after waiting out the lease this
+    # unit's record names: its stamps hold while its last pass is less than that ago.
+    gap = timedelta(seconds=own or wanted_lease)
     continuous = memory.last is not None and memory.last <= now < memory.last + gap
     kept = memory.stamps if continuous else {}
-    unseen = _unseen(unseen, kept, records, continuous)
-    if records is None and not unseen:
+    assumed = _unseen(unseen, kept, records, continuous)
+    if records is None and not assumed:
         return Fence(True, wanted_lease, memory=Memory(now))
     records = records or {}
     record = wanted_lease if own != wanted_lease else None
     new_stamps: dict[str, Stamp] = {}
     waits: list[tuple[datetime, str, bool]] = []
-    others = {**dict.fromkeys(unseen, "?"), **records}
+    others = {**assumed, **records}
     for unit, value in sorted(others.items()):
         lease = read_record(value)
         if unit == me or lease is None:
@@ -196,16 +198,21 @@ def _unseen(
     kept: Mapping[str, Stamp],
     records: Mapping[str, str] | None,
     continuous: bool,
-) -> Collection[str]:
-    """Whom to wait for beyond the records; not knowing counts as a GARM that may run.
+) -> dict[str, str]:
+    """Whom to wait for beyond the records, with the record each is taken to hold.
 
-    Without goal-state's list (None), a leader that has led without a gap keeps waiting
-    for the units it was waiting for (no other unit could have led since); any other
-    waits for ``UNKNOWN``.
+    A unit goal-state lists that has not joined holds a record that cannot be read
+    ("?": the longest lease). Without goal-state's list (None), not knowing counts as a
+    GARM that may run: a leader that has led without a gap goes on as it knew, each unit
+    it had stamped and no longer reads taken to hold the lease it was stamped with (so a
+    wait that ended stays ended: no other unit could have led since); any other waits
+    for ``UNKNOWN``.
     """
     if unseen is not None:
-        return unseen
-    return set(kept) - set(records or {}) if continuous else {UNKNOWN}
+        return dict.fromkeys(unseen, "?")
+    if not continuous:
+        return {UNKNOWN: "?"}
+    return {unit: str(stamp.lease) for unit, stamp in kept.items() if unit not in (records or {})}
 
 
 def _duration(left: timedelta) -> str:

@@ -204,10 +204,8 @@ class Peers(ops.Object):
             )
 
     def _on_postgresql(self) -> bool:
-        """Whether GARM's data is, or is to be, in PostgreSQL: related, or configured so."""
-        configured = workload.configured_database(self._paths.config_file)
         related = self.model.get_relation(POSTGRESQL) is not None
-        return related or not (configured is None or isinstance(configured, SqliteDatabase))
+        return workload.on_postgresql(self._paths.config_file, related)
 
     def _on_choose_entity(self, event: ops.ActionEvent) -> None:
         """Record which of ``org`` and ``repo`` a unit means (``juju.entities``).

@@ -163,6 +163,26 @@ def relation_state(
     )
 
 
+def failover_address(
+    units: int, external_url: str, postgresql_related: bool
+) -> tuple[UnitProblem, ...]:
+    """With 2+ units, runners need an address that follows the leader: ``external-url``.
+
+    GARM stamps its callback and metadata URLs on each runner when it creates it, so a
+    runner made while GARM ran on one unit's address cannot finish installing, nor say
+    it is done, once another unit leads. Only an address the operator moves with the
+    leader (a virtual IP, a DNS name, a load balancer in front) survives a failover. On
+    sqlite no other unit may lead (``juju.lifecycle.sqlite_tenancy``): no failover.
+    """
+    if external_url or units < 2 or not postgresql_related:
+        return ()
+    reason = (
+        f"with {units} garm units, set it to an address that follows the leader "
+        "(a virtual IP or DNS name), or runners lose GARM at a failover"
+    )
+    return (UnitProblem("external-url", reason, True),)
+
+
 def check_either_reading(data: Mapping[str, str]) -> None:
     """Raise ``DatabagError`` unless the unit's data keeps the contract read either way.
 

@@ -56,6 +56,10 @@ def hold(
     )
     workload.write_own(paths.fence_file, fence.render_memory(verdict.memory))
     if verdict.may_run:
+        if not lease.holds(paths, now):
+            # A lapsed lease may be why GARM is not running: that cause is gone now,
+            # so the pass may start it at once (``workload.restart_due``).
+            paths.start_file.unlink(missing_ok=True)
         lease.renew(paths, asked, verdict.lease)
         lease.keep(paths)
     else:
@@ -64,6 +68,26 @@ def hold(
             logger.warning("GARM stopped on this leader until the fence clears")
         lease.end(paths)
     return verdict
+
+
+def serve_on(
+    paths: workload.Paths, recorded: str | None, interval: int | None, asked: datetime
+) -> int:
+    """A dying leader's GARM keeps its lease until the stop hook; the lease's length.
+
+    Juju lets no other unit lead while this one is dying, so nothing is waited for (the
+    peer relation it is leaving may show its peers gone or not yet there): the lease is
+    renewed for the shorter of the one its record names and the one the config asks
+    for, and nothing is stamped or recorded.
+    """
+    leases = [
+        fence.read_record(recorded),
+        None if interval is None else fence.lease_seconds(interval),
+    ]
+    length = min((n for n in leases if n), default=fence.lease_seconds(0))
+    lease.renew(paths, asked, length)
+    lease.keep(paths)
+    return length
 
 
 def unfenced(paths: workload.Paths) -> None:

@@ -512,3 +512,63 @@ def test_a_dying_leader_serves_on_with_its_lease_renewed_until_its_stop_hook(
     leader.run(leader.ctx.on.stop(), monkeypatch)
     assert running(leader) == [] and not leader.paths.timer_file.exists()
     assert leader.record is None
+
+
+def test_a_dying_leader_whose_peers_departed_from_its_view_still_serves_on(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    """Teardown runs the peer relation's -departed on the dying leader: garm/1, alive in
+    goal-state, is no longer in its view. No wait opens for it: Juju lets no other unit
+    lead meanwhile, and the dying leader's GARM is the only one there can be."""
+    leader, _ = units
+    leader.systemd.goal_state = {
+        "units": {"garm/0": goal("dying"), "garm/1": goal("active")},
+        "relations": {},
+    }
+    peer = dataclasses.replace(leader.peer(), peers_data={})
+    relations = [peer if r.id == PEER_ID else r for r in leader.state.relations]
+    leader.state = dataclasses.replace(leader.state, relations=relations)
+    leader.run(leader.ctx.on.relation_departed(peer, remote_unit=1), monkeypatch)
+    end = clock.now + timedelta(minutes=15)
+    while clock.now < end:
+        clock.advance(timedelta(seconds=fence.CHECK_SECONDS))
+        leader.systemd.check_lease()
+        assert running(leader) == ["garm/0"], f"GARM stopped at {clock.now}"
+        if leader.paths.timer_file.exists() and clock.now.second % 30 == 0:
+            leader.run(reconcile_tick(), monkeypatch)
+    assert leader.status == ops.MaintenanceStatus(BEING_REMOVED)
+    assert garm_port_open(leader)
+
+
+def garm_port_open(unit: Unit) -> bool:
+    return any(p.port == unit.garm.port for p in unit.state.opened_ports)
+
+
+def test_lowering_the_interval_on_a_pass_that_stops_early_paces_the_timer_to_its_lease(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch, clock: FakeClock, tmp_path: Path
+) -> None:
+    """The lease is renewed at every pass, however it ends; so is the timer's pace. Here
+    the interval is lowered from 600 to 30 in a pass a missing resource stops: the lease
+    taken is the short one, and the timer must come within it."""
+    leader, _ = units
+    for interval in (600, 600):
+        config = {**leader.state.config, "reconcile-interval": interval}
+        leader.state = dataclasses.replace(leader.state, config=config)
+        leader.run(reconcile_tick(), monkeypatch)
+    assert timer_interval(leader) == timedelta(seconds=600)
+    config = {**leader.state.config, "reconcile-interval": 30}
+    empty = tmp_path / "garm.tgz"
+    empty.write_bytes(b"")  # attached empty: as good as not attached
+    resources = {r for r in leader.state.resources if r.name != "garm"}
+    resources.add(testing.Resource(name="garm", path=empty))
+    leader.state = dataclasses.replace(leader.state, config=config, resources=frozenset(resources))
+    leader.run(leader.ctx.on.config_changed(), monkeypatch)
+    assert leader.status.name == "blocked"
+    end = clock.now + timedelta(minutes=15)
+    while clock.now < end:
+        due = clock.now + timer_interval(leader)
+        while clock.now < due:
+            clock.advance(timedelta(seconds=fence.CHECK_SECONDS))
+            leader.systemd.check_lease()
+            assert running(leader) == ["garm/0"], f"GARM stopped by its lease at {clock.now}"
+        leader.run(reconcile_tick(), monkeypatch)

@@ -15,7 +15,7 @@ import pytest
 from ops import testing
 
 import leader
-from garm.config import START_LIMIT_BURST
+from garm.config import START_LIMIT_BURST, START_LIMIT_SECONDS
 from tests.charm_states import configurator, make_state
 from tests.clock import FakeClock
 from tests.databags import SOLE_UNIT
@@ -84,12 +84,18 @@ def test_a_garm_that_cannot_start_is_told_with_why_then_started_once_the_cause_i
     assert ["reset-failed", "garm"] in systemd.calls
     assert not systemd.active and world.running_processes() == []
 
-    # Restart= gave up after the pass's start too; the cause goes within the window of
-    # systemd's start limit, where systemd alone would refuse to start GARM.
+    # Restart= gave up after the pass's start too; the cause goes (the database is back)
+    # where the charm cannot see it. Passes within systemd's start limit window start
+    # nothing (each would undo systemd's bound) and say why; the first pass after it
+    # starts GARM.
     clock.advance(timedelta(seconds=60))
     systemd.play()
     assert systemd.failed
     systemd.refusal = None
+    starts = len(systemd.starts)
+    state = ctx.run(ctx.on.update_status(), state)
+    assert len(systemd.starts) == starts and state.unit_status.name == "blocked"
+    clock.advance(timedelta(seconds=START_LIMIT_SECONDS - 60))
     calls = len(systemd.calls)
 
     state = ctx.run(ctx.on.update_status(), state)
@@ -100,6 +106,23 @@ def test_a_garm_that_cannot_start_is_told_with_why_then_started_once_the_cause_i
     ]
     assert systemd.active and world.running_processes() != []
     assert state.unit_status == IN_SYNC
+
+
+def test_passes_every_30_s_keep_the_starts_of_a_garm_that_cannot_start_bounded(
+    ctx, settled: testing.State, machine: Machine, clock: FakeClock
+) -> None:
+    """The timer's passes each find GARM down: together with Restart= they start it at
+    most a burst per window of systemd's start limit, not a burst per pass."""
+    systemd = machine.systemctl
+    systemd.fail(REFUSED)
+    state = settled
+    for _ in range(20):  # ten minutes of passes
+        clock.advance(timedelta(seconds=30))
+        systemd.play()
+        state = ctx.run(ctx.on.update_status(), state)
+    windows = 600 // START_LIMIT_SECONDS + 1
+    assert len(systemd.starts) <= windows * START_LIMIT_BURST, len(systemd.starts)
+    assert state.unit_status.message.startswith("GARM does not start: ")
 
 
 def test_a_garm_that_exits_without_a_word_is_told_too(

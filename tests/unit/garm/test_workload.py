@@ -19,8 +19,11 @@ import pytest
 from charmlibs import passwd, systemd
 
 from garm import workload
+from garm.config import START_LIMIT_SECONDS
 from garm.workload import MissingResource, Paths
 from tests.machine import FakeSystemctl
+
+START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 ME = pwd.getpwuid(os.getuid()).pw_name
 PROVIDER_FILES = {
@@ -301,8 +304,8 @@ def test_ensure_service_retried_after_a_failed_reload_reloads_again(
     assert systemctl.calls == [["daemon-reload"], ["enable", "garm.service"]]
 
 
-def test_restart_and_is_active(systemctl: FakeSystemctl) -> None:
-    assert workload.restart() is True
+def test_restart_and_is_active(systemctl: FakeSystemctl, tmp_path: Path) -> None:
+    assert workload.restart(Paths(tmp_path), START) is True
     assert workload.is_active() is True
     systemctl.active = False
     assert workload.is_active() is False
@@ -420,18 +423,32 @@ def test_wait_until_answering_ignores_proxies_from_the_environment(
 
 
 def test_restart_clears_systemds_count_first_and_says_whether_it_started(
-    systemctl: FakeSystemctl,
+    systemctl: FakeSystemctl, tmp_path: Path
 ) -> None:
     systemctl.failing.add("restart")
+    paths = Paths(tmp_path)
 
-    assert workload.restart() is False  # told, not raised
+    assert workload.restart(paths, START) is False  # told, not raised
 
     assert systemctl.calls == [["reset-failed", "garm"], ["restart", "garm"]]
+    assert workload.last_start(paths) == START
+
+
+def test_a_start_whose_cause_the_pass_cannot_see_waits_out_systemds_window(
+    tmp_path: Path,
+) -> None:
+    paths = Paths(tmp_path)
+    assert workload.restart_due(paths, START)  # never started: due
+    paths.start_file.parent.mkdir(parents=True)
+    paths.start_file.write_text(f"{int(START.timestamp())}\n")
+    window = timedelta(seconds=START_LIMIT_SECONDS)
+    assert not workload.restart_due(paths, START + window - timedelta(seconds=1))
+    assert workload.restart_due(paths, START + window)
+    paths.start_file.write_text("not a time")
+    assert workload.restart_due(paths, START)  # unreadable: as never started
 
 
 # --- why GARM does not start -------------------------------------------------------------
-
-START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def journal(systemctl: FakeSystemctl, *lines: str, at: datetime = START) -> None:

@@ -235,3 +235,27 @@ def test_a_unit_waited_for_unseen_is_still_waited_for_when_goal_state_fails() ->
     blind = decide(ME, records, first.memory, False, LEASE, T0 + timedelta(seconds=30), None)
     assert not blind.may_run
     assert blind.waiting.startswith("Waiting for garm/0 to join the peer relation")
+
+
+def test_without_goal_state_a_unit_whose_wait_ended_is_not_waited_for_again() -> None:
+    """garm/0's wait ended long ago; it then clears its record in a hook where goal-state
+    fails: the leader goes on as it knew, rather than waiting three hours for it."""
+    records = {ME: str(LEASE), "garm/0": str(LEASE)}
+    memory, now = decide(ME, records, Memory(), True, LEASE, T0).memory, T0
+    while now < T0 + WAIT:
+        now += timedelta(seconds=30)
+        memory = decide(ME, records, memory, True, LEASE, now).memory
+    assert decide(ME, records, memory, True, LEASE, now).may_run
+    cleared = decide(ME, {ME: str(LEASE)}, memory, True, LEASE, now + timedelta(seconds=30), None)
+    assert cleared.may_run
+
+
+def test_lowering_the_interval_keeps_the_stamps_while_the_recorded_lease_holds() -> None:
+    """Others wait out the lease this unit's record names: a pass an hour's pace after
+    the last one, with the interval just lowered, still leads without a gap."""
+    long = lease_seconds(3600)
+    knew = decide(ME, {ME: str(long)}, Memory(), True, long, T0)
+    later = T0 + timedelta(seconds=3600)
+    verdict = decide(ME, {ME: str(long)}, knew.memory, True, lease_seconds(60), later, None)
+    assert verdict.may_run
+    assert verdict.lease == lease_seconds(60)
