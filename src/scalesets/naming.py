@@ -4,6 +4,8 @@ GitHub scale set labels are immutable, so a label change means a new scaleset (a
 *generation*) beside the old one. Naming each generation after a hash of what cannot be
 changed in place lets every pass re-derive, from GARM's answers alone, which scaleset is
 current and which are predecessors: nothing about a changeover is stored by the charm.
+Which live scaleset is current is decided here too (``current_generation``), so that the
+name budget, the candidate names and the serving generation meet in one place.
 
 What GARM cannot change on an existing scaleset, and so what a generation is keyed by:
 the labels (no update field), the provider (no update field), the org/repo (a scale set
@@ -17,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from garm.models import ScaleSet
@@ -133,3 +135,44 @@ def generation_index(logical: str, scaleset: ScaleSet) -> int | None:
 def is_legacy(logical: str, scaleset: ScaleSet) -> bool:
     """A scaleset made before generation naming: named exactly the logical name."""
     return scaleset.name.lower() == logical.lower()
+
+
+@dataclass(frozen=True)
+class Member:
+    """A live scaleset claimed by a logical name: one of its generations, or its legacy one."""
+
+    scaleset: ScaleSet
+    legacy: bool
+
+
+def current_generation(
+    logical: str, members: Sequence[Member], key: GenerationKey, budget: int
+) -> ScaleSet | None:
+    """The live scaleset that already is the generation of ``key``, if any.
+
+    Eligible: a member whose own fields give ``key``, and, for a generation, whose name
+    fits the budget (lowering the budget replaces the others); a legacy scaleset is kept
+    as it is while its labels still match. An existing generation is preferred to a free
+    lower candidate name, so a foreign scaleset going away never renames (and so
+    replaces) a serving generation.
+
+    Of several eligible, the one that serves (enabled: GARM listens for its jobs) is
+    current. The charm makes two generations of one key only when the budget was lowered
+    under the first: the long-named one drains while the short-named one serves, and a
+    budget raised again makes both fit. Picking the drained one would re-enable
+    it and retire the one serving, a changeover nobody asked for; raising the budget
+    replaces nothing. Then a generation before a legacy scaleset, then the oldest by
+    GARM id: with both serving (the budget raised back before the hand-over), the older
+    keeps serving and the younger, never handed over to, is the one retired. The
+    candidate index says only which name was free at create, so it does not rank.
+    """
+    eligible = [
+        m
+        for m in members
+        if observed_key(logical, m.scaleset) == key
+        and (m.legacy or len(m.scaleset.name.encode()) <= budget)
+    ]
+    if not eligible:
+        return None
+    chosen = min(eligible, key=lambda m: (not m.scaleset.enabled, m.legacy, m.scaleset.id))
+    return chosen.scaleset

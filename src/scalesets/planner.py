@@ -52,6 +52,8 @@ from scalesets.actions import (
 from scalesets.naming import (
     MAX_CANDIDATES,
     GenerationKey,
+    Member,
+    current_generation,
     generation_index,
     generation_name,
     is_legacy,
@@ -83,14 +85,6 @@ YOUNGEST_DELETE = timedelta(seconds=30)
 # past the drain deadline, is named to the operator: GARM's own bootstrap timeout
 # (20 minutes, checked every 5) has had its chance to move it.
 STUCK_RUNNER = timedelta(minutes=30)
-
-
-@dataclass(frozen=True)
-class _Member:
-    """A live scaleset claimed by a logical name; ``index`` is None for a legacy one."""
-
-    scaleset: ScaleSet
-    index: int | None
 
 
 @dataclass
@@ -414,7 +408,7 @@ def _serving(spec: ScalesetSpec, observed: Observed) -> bool:
 
 def _claim(
     scalesets: Iterable[ScaleSet], logical_names: Sequence[str], held: set[str]
-) -> tuple[dict[str, list[_Member]], list[ScaleSet]]:
+) -> tuple[dict[str, list[Member]], list[ScaleSet]]:
     """Sort live scalesets into families by logical name; the rest are orphans.
 
     A generation carries its logical name as a label, so only the names among a
@@ -426,7 +420,7 @@ def _claim(
     for name in [*logical_names, *sorted(held)]:
         rank.setdefault(name.lower(), name)
     order = {key: i for i, key in enumerate(rank)}
-    families: dict[str, list[_Member]] = defaultdict(list)
+    families: dict[str, list[Member]] = defaultdict(list)
     orphans: list[ScaleSet] = []
     for scaleset in sorted(scalesets, key=lambda s: s.id):
         labelled = sorted(
@@ -439,7 +433,8 @@ def _claim(
         if owner is None:
             orphans.append(scaleset)
         elif owner.lower() not in held:
-            families[owner.lower()].append(_Member(scaleset, generation_index(owner, scaleset)))
+            legacy = generation_index(owner, scaleset) is None
+            families[owner.lower()].append(Member(scaleset, legacy))
     return families, orphans
 
 
@@ -451,42 +446,12 @@ def _instances_by_scaleset(instances: Iterable[Instance]) -> dict[int, list[Inst
     return grouped
 
 
-def _pick_current(
-    spec: ScalesetSpec, members: list[_Member], key: GenerationKey, settings: Settings
-) -> ScaleSet | None:
-    """The live scaleset that already is the generation the spec asks for, if any.
-
-    An existing generation is preferred to a free lower candidate name so that a foreign
-    scaleset going away never renames (and so replaces) a serving generation. A name over
-    the budget is not eligible: lowering the budget replaces such generations. A legacy
-    scaleset is kept as it is while its labels still match.
-    """
-    generations = sorted(
-        (
-            m
-            for m in members
-            if m.index is not None
-            and observed_key(spec.name, m.scaleset) == key
-            and len(m.scaleset.name.encode()) <= settings.name_budget
-        ),
-        key=lambda m: (m.index, m.scaleset.id),
-    )
-    if generations:
-        return generations[0].scaleset
-    legacy = [
-        m.scaleset
-        for m in members
-        if m.index is None and observed_key(spec.name, m.scaleset) == key
-    ]
-    return min(legacy, key=lambda s: s.id) if legacy else None
-
-
 @dataclass(frozen=True)
 class _Family:
     """One logical scaleset: the spec that won its name and the live scalesets it has."""
 
     spec: ScalesetSpec
-    members: list[_Member]
+    members: list[Member]
     contested: bool
 
 
@@ -512,7 +477,7 @@ def _plan_current(family: _Family, choice: Choice, taken: set[str], ctx: _Contex
     """
     spec = family.spec
     key = spec_key(spec)
-    current = _pick_current(spec, family.members, key, ctx.settings)
+    current = current_generation(spec.name, family.members, key, ctx.settings.name_budget)
     if current is None:
         name = _plan_create(spec, key, choice.template_id, taken, ctx) if choice.ready else ""
         return _Current(family, None, False, name)

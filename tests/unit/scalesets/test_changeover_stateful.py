@@ -1,6 +1,8 @@
 """Whole changeovers as random stories against the GARM double, checked at every step.
 
 Hypothesis drives label changes (flip-flops included), logical names coming and going,
+the scaleset name budget lowered and raised (a short-named generation of the same key
+made, then both names fitting again while the long-named one drains),
 runners booting, taking jobs and finishing (some only long after the drain deadline),
 runners failing, time passing from seconds to hours, GARM's worker ticking (its
 5-minute consolidation against GitHub included), and faults between any two calls (error
@@ -8,7 +10,8 @@ answers, dropped connections before and after GARM acted, GARM's delete-200-but-
 The GARM double plays GARM's real pace: a new generation listens 4.5 s after its create,
 a job ending on a retired scaleset is seen only at the next consolidation, GitHub refuses
 to remove a runner whose job still runs. After every step the design's invariants are
-checked on the double's ground truth and on its request log; every story must end
+checked on the double's ground truth and on its request log (among them: the serving
+generation is never retired unasked); every story must end
 settled, with time passing as the reconcile timer lets it, once the causes are gone.
 
 ``GARM_SOAK_STEPS`` / ``GARM_SOAK_EXAMPLES`` make the same machine run long (``tox -e soak``).
@@ -16,6 +19,7 @@ settled, with time passing as the reconcile timer lets it, once the causes are g
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -77,6 +81,9 @@ from tests.wire import T0
 PROVIDER = "garm-configurator-0"
 SETTINGS = Settings(handover_timeout=timedelta(minutes=30), drain_deadline=timedelta(hours=7))
 LOGICAL = ("ci", "big")
+# Name budgets an operator may set: the default; one that shortens only ``big``'s names;
+# one that shortens both; the smallest, a bare hash. One key, up to four names.
+NAME_BUDGETS = (10, 9, 8, 6)
 LABEL_SETS = (("linux",), ("linux", "x64"), ("linux", "arm64"), ("Linux", "X64", "gpu"))
 # Runner options a configurator may publish for a logical scaleset: none, or a pre-job
 # script in one of two versions (a change made in place, never by replacement).
@@ -135,6 +142,7 @@ MUST_SEE = (
     "requeued pass made progress",
     "wake checked",
     "idle runner refreshed",
+    "budget raised over a drained generation",
 )
 
 
@@ -201,6 +209,12 @@ class Changeover(RuleBasedStateMachine):
         self.first_pending: dict[str, datetime] = {}
         # The image each logical scaleset's configurator publishes (absent: the first).
         self.images: dict[str, str] = {}
+        # The operator's ``scaleset-name-budget``.
+        self.budget = SETTINGS.name_budget
+        # When each enabled scaleset was last enabled, in the order passes saw it (a
+        # count): of several serving one spec, the serving generation is the earliest.
+        self.enabled_since: dict[int, int] = {}
+        self.enablings = 0
 
     # --- what the world does ------------------------------------------------------------
 
@@ -248,6 +262,13 @@ class Changeover(RuleBasedStateMachine):
         """An image builder publishes another image: changed in place, idle runners made
         before it refreshed one at a time (``big`` keeps one warm; ``ci`` none)."""
         self.images[logical] = image
+
+    @rule(budget=st.sampled_from(NAME_BUDGETS))
+    def the_operator_sets_the_name_budget(self, budget):
+        """The operator sets ``scaleset-name-budget``: lowered, generations whose names no
+        longer fit are replaced by short-named ones of the same key; raised, a drained
+        long-named one fits again beside the one serving, and nothing is replaced."""
+        self.budget = budget
 
     @rule(logical=st.sampled_from(LOGICAL))
     def unpublish(self, logical):
@@ -443,7 +464,7 @@ class Changeover(RuleBasedStateMachine):
         (a DELETE beside a dozen PUTs) is faulted as often as the common ones.
         """
         planned = preview(
-            self.client, self.desired(), self.clock.now, SETTINGS, self.memory
+            self.client, self.desired(), self.clock.now, self.settings(), self.memory
         ).actions
         if planned:
             routes = [_route_of(action) for action in planned]
@@ -483,12 +504,18 @@ class Changeover(RuleBasedStateMachine):
 
     @invariant()
     def never_two_scalesets_of_one_generation(self):
-        """A flip-flop re-enables the old generation; nothing is ever built twice."""
-        seen: set[tuple[str, ...]] = set()
+        """A flip-flop re-enables the old generation; nothing is ever built twice.
+
+        One key has one name per name budget (its readable prefix the budget's length),
+        so two scalesets with one set of labels differ in that prefix: a lowered budget
+        builds the short-named one, and no budget builds either again while it lives.
+        """
+        seen: set[tuple[tuple[str, ...], str]] = set()
         for scaleset in self.garm.scalesets():
             labels = tuple(sorted(t["name"].lower() for t in scaleset.get("tags", [])))
-            assert labels not in seen, f"two scalesets serve {labels}"
-            seen.add(labels)
+            prefix = scaleset["name"].rpartition("-")[0]
+            assert (labels, prefix) not in seen, f"two scalesets {prefix}-… serve {labels}"
+            seen.add((labels, prefix))
 
     def check_pass(self, before: _Before, *, faulty: bool) -> None:
         """What one pass sent, judged against GARM's ground truth as the pass started."""
@@ -792,18 +819,58 @@ class Changeover(RuleBasedStateMachine):
                 assert forced or scaleset["id"] in removed, f"{progress} yet none sent"
 
     def labels_asked_for_are_enabled(self) -> None:
-        """A generation GARM holds with the labels asked for is enabled by the pass, unless
-        its own re-enable is what GARM refused: no other field keeps a label unserved."""
+        """A generation GARM holds with the labels asked for, its name within the budget,
+        is enabled by the pass, unless its own re-enable is what GARM refused: no other
+        field keeps a label unserved. Of several such (the budget raised back over a
+        drained one), one enabled is enough: the serving one."""
         for logical, labels in self.labels.items():
-            wanted = set(normalise_labels((*labels, logical)))
-            for scaleset in self.garm.scalesets():
-                if {t["name"].lower() for t in scaleset.get("tags", [])} != wanted:
-                    continue
-                own = self.memory.refusals.get(f"re-enable:{scaleset['name'].lower()}")
-                held = own is not None and believed_wait(own.retry_at, self.clock.now)
-                assert scaleset.get("enabled") or held, (
-                    f"{logical}: {scaleset['name']} holds {sorted(wanted)} but is disabled"
-                )
+            fitting = self.generations_of(logical, labels)
+            held = [
+                s
+                for s in fitting
+                if (own := self.memory.refusals.get(f"re-enable:{s['name'].lower()}"))
+                and believed_wait(own.retry_at, self.clock.now)
+            ]
+            assert not fitting or any(s.get("enabled") for s in fitting) or held, (
+                f"{logical}: {[s['name'] for s in fitting]} hold {sorted(labels)}, all disabled"
+            )
+
+    def serving_generations(self) -> dict[str, dict[str, Any]]:
+        """Per logical scaleset, the generation serving what its spec asks for: of the
+        enabled scalesets with its labels and a name within the budget, the one enabled
+        earliest (then the oldest). Read as a pass starts; a pass that changes neither
+        the spec nor the budget keeps it serving."""
+        serving: dict[str, dict[str, Any]] = {}
+        for logical, labels in self.labels.items():
+            fitting = self.generations_of(logical, labels)
+            enabled = [s for s in fitting if s.get("enabled")]
+            if enabled:
+                order = self.enabled_since
+                serving[logical] = min(enabled, key=lambda s: (order.get(s["id"], 0), s["id"]))
+            if len(enabled) < len(fitting) and enabled:
+                COVERAGE["budget raised over a drained generation"] += 1
+        return serving
+
+    def serving_generation_never_retired_unasked(self, serving: Mapping[str, dict]) -> None:
+        """The serving generation is never retired unasked: a scaleset serving its spec as
+        a pass started (``serving_generations``) is enabled when it ends. Only a change
+        of what the spec's key holds (labels), the spec going away, or a budget its name
+        no longer fits asks for its retirement, and each takes it out of that reading.
+        Then the enabled scalesets are noted in the order they were seen enabled."""
+        live = {s["id"]: s for s in self.garm.scalesets()}
+        for logical, scaleset in serving.items():
+            now = live.get(scaleset["id"])
+            assert now is not None and now.get("enabled"), (
+                f"{logical}: serving generation {scaleset['name']} retired unasked "
+                f"(live: {sorted((s['name'], bool(s.get('enabled'))) for s in live.values())})"
+            )
+        for scaleset_id in list(self.enabled_since):
+            if not live.get(scaleset_id, {}).get("enabled"):
+                del self.enabled_since[scaleset_id]
+        for scaleset_id, scaleset in sorted(live.items()):
+            if scaleset.get("enabled") and scaleset_id not in self.enabled_since:
+                self.enablings += 1
+                self.enabled_since[scaleset_id] = self.enablings
 
     def stuck_pending_delete_forced(self, before: _Before) -> None:
         """A runner of a retired scaleset past its drain deadline that sat in
@@ -850,13 +917,15 @@ class Changeover(RuleBasedStateMachine):
             for method, route in TEMPLATE_ROUTES:
                 self.garm.inject(method, route, status=self.templates_refused_with, times=99)
         before = self.before()
+        serving = self.serving_generations()
         self.last = reconcile(
-            self.client, self.desired(), self.clock.now, SETTINGS, memory=self.memory
+            self.client, self.desired(), self.clock.now, self.settings(), memory=self.memory
         )
         self.garm.clear_faults()
         if self.last.memory is not None:
             self.memory = self.last.memory
         self.check_pass(before, faulty=faulty)
+        self.serving_generation_never_retired_unasked(serving)
         self.refusals_reach_blocked(before)
         self.status_names_only_what_is_done(before)
         if not faulty:
@@ -898,7 +967,7 @@ class Changeover(RuleBasedStateMachine):
         at = wake - timedelta(seconds=1) if wake else self.clock.now + timedelta(hours=9)
         if at <= self.clock.now:
             return
-        later = preview(self.client, self.desired(), at, SETTINGS, self.memory).actions
+        later = preview(self.client, self.desired(), at, self.settings(), self.memory).actions
         assert not later, (
             f"at {at} a pass would write {later}, but the last one said to wake at {wake}"
         )
@@ -923,6 +992,20 @@ class Changeover(RuleBasedStateMachine):
             removals=len(self.garm.removals),
             deletions=len(self.garm.deletions),
         )
+
+    def settings(self) -> Settings:
+        """The charm's settings: the soak's, with the operator's name budget."""
+        return dataclasses.replace(SETTINGS, name_budget=self.budget)
+
+    def generations_of(self, logical: str, labels: tuple[str, ...]) -> list[dict[str, Any]]:
+        """The scalesets GARM holds with ``logical``'s labels and a name the budget fits."""
+        wanted = set(normalise_labels((*labels, logical)))
+        return [
+            s
+            for s in self.garm.scalesets()
+            if {t["name"].lower() for t in s.get("tags", [])} == wanted
+            and len(s["name"].encode()) <= self.budget
+        ]
 
     def draining(self) -> list[int]:
         """Retired scalesets that still have runners, by id."""

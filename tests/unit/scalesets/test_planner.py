@@ -750,6 +750,34 @@ def test_lowering_the_budget_replaces_generations_that_no_longer_fit():
     assert create.name == name_of(spec)
 
 
+@pytest.mark.parametrize("short_index", [0, 1])
+def test_raising_the_budget_back_keeps_the_serving_generation_of_one_key(short_index):
+    # The budget was lowered: the short-named generation took over and the long-named
+    # one, its key the same (index 0), drains a job. Raised back, both names fit: the
+    # one that serves stays current, whatever its candidate index or GARM id; the
+    # drained one is neither re-enabled nor is anything retired or built.
+    spec = make_spec()
+    long = retired(generation(spec, 1, name=name_of(spec, budget=10)))
+    short = generation(spec, 2, name=name_of(spec, short_index, budget=8))
+    assert len(long.name) == 9 and len(short.name) == 8
+    busy = runner("garm-1", long, runner_status="active")
+    result = run(spec, observed=observe(long, short, instances=[busy]))
+    assert writes(result) == []
+    assert result.current == (("ci", short.name),)
+    assert [p.phase for p in result.progress] == [Phase.DRAINING]
+
+
+def test_a_serving_legacy_scaleset_is_kept_over_a_drained_generation_of_its_key():
+    # A drained generation of the same key (made by hand, say) is not re-enabled over
+    # the legacy scaleset that serves.
+    spec = make_spec()
+    legacy = generation(spec, 1, name="ci")
+    drained = retired(generation(spec, 2))
+    result = run(spec, observed=observe(legacy, drained))
+    assert [(type(a), a.scaleset_id) for a in writes(result)] == [(DeleteScaleset, 2)]
+    assert result.current == (("ci", "ci"),)
+
+
 # --- rule 14: units of one configurator application are one scaleset -------------------
 
 LEADER_PROVIDER = "garm-configurator-1"
