@@ -298,10 +298,9 @@ def _serve_until_stopped(
     it is leaving shows), the timer that renews it goes on at the lease's pace, and its
     API port stays open; everything else only a leader runs stands down.
     """
-    paths, records = inputs.machine.paths, leader.peers.running
-    held = 0
+    paths, held = inputs.machine.paths, 0
     if _on_postgresql(inputs):
-        recorded = (records or {}).get(inputs.unit)
+        recorded = (leader.peers.running or {}).get(inputs.unit)
         interval = config.reconcile_interval if config else None
         held = tenancy.serve_on(paths, recorded, interval, inputs.asked)
     stand_down(paths, timer_too=not held)
@@ -960,19 +959,21 @@ def _start(inputs: Inputs, config: CharmConfig, changed: bool) -> Summary | None
     answers, so a settled hook reads the controller once. One that does not answer that
     read stops the pass all the same (``GARM unreachable, will retry``). One that is not
     running after its start (systemd gave up, or still waits to restart it) is told with
-    why, from its journal; a pass starts it again at once if its files or binaries
-    changed or its lease was renewed after it lapsed (``juju.tenancy``), otherwise
-    once systemd's start limit window has passed (``workload.restart_due``).
+    why, from its journal. One systemd gave up on is started again (its count cleared)
+    at once if its files or binaries changed or its lease was renewed after it lapsed
+    (``juju.tenancy``), otherwise once systemd's start limit window has passed since the
+    pass last cleared it (``workload.restart_due``); until then the pass only says why.
     """
     if not changed and workload.is_active():
         return None
     paths, since = inputs.machine.paths, inputs.now()
-    if not changed and not workload.restart_due(paths, since):
+    clear = changed or workload.restart_due(paths, since)
+    if not clear and workload.gave_up():
         last = workload.last_start(paths) or since
         return Summary("blocked", f"GARM does not start: {workload.start_failure(last)}")
     logger.info("starting GARM (configuration or binaries changed, or it is not running)")
     url, ca_file = workload.local_api(paths, config.api_port)
-    if workload.restart(paths, since) and workload.wait_until_answering(
+    if workload.restart(paths, since, clear=clear) and workload.wait_until_answering(
         url, START_TIMEOUT_SECONDS, ca_file=ca_file
     ):
         return None

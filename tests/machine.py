@@ -56,6 +56,7 @@ class FakeSystemctl:
         ["disable", "garm.service"],
         ["stop", "garm"],
         ["--quiet", "is-active", "garm"],
+        ["--quiet", "is-failed", "garm"],
         # garm.timer.ensure and garm.timer.remove
         ["enable", "--now", "garm-reconcile.timer"],
         ["disable", "--now", "garm-reconcile.timer"],
@@ -133,6 +134,7 @@ class FakeSystemctl:
         if cmd[-1] in self._OTHERS:
             return self._other(cmd, kwargs)
         failed = cmd[1] in self.failing or (cmd[-2] == "is-active" and not self.active)
+        failed = failed or (cmd[-2] == "is-failed" and not self.failed)
         if cmd[1:] == ["restart", "garm"] and not failed:
             return self._restart(cmd, kwargs)
         if failed and kwargs.get("check"):

@@ -91,11 +91,16 @@ class ServingTls:
         return b"".join(seen.values())
 
     def expires(self) -> datetime | None:
-        """When the leaf stops being valid; None when it does not parse (``problem`` says)."""
+        """When the leaf or a CA it is checked by stops being valid, whichever is first.
+
+        None when one does not parse (``problem`` says so).
+        """
+        checked = (self.certificate, *self.above(), self.ca)
         try:
-            return x509.load_pem_x509_certificate(self.certificate.encode()).not_valid_after_utc
+            certs = [x509.load_pem_x509_certificate(pem.encode()) for pem in checked]
         except ValueError:
             return None
+        return min(cert.not_valid_after_utc for cert in certs)
 
     @classmethod
     def from_files(cls, certificate_file: str, key: str, ca_file: str) -> ServingTls | None:

@@ -387,36 +387,43 @@ def restart_due(paths: Paths, now: datetime) -> bool:
 
     systemd gives up on a GARM that keeps failing (``config.START_LIMIT_BURST`` starts
     within ``START_LIMIT_SECONDS``); a pass that cleared that count and started it again
-    every time would undo the bound, five starts a pass. So a start whose cause the pass
-    cannot see go (GARM's database back, say) comes once that window has passed since
-    the pass's last start; a change of the pass's own (files, binaries, the lease) is
-    the caller's to start at once.
+    every time would undo the bound, five starts a pass. So a pass clears it only once
+    that window has passed since it last did, for a cause it cannot see go (GARM's
+    database back, say); a change of the pass's own (files, binaries, the lease) is the
+    caller's to clear at once.
     """
     last = last_start(paths)
     return last is None or (now - last).total_seconds() >= START_LIMIT_SECONDS
 
 
-def restart(paths: Paths, now: datetime) -> bool:
+def restart(paths: Paths, now: datetime, *, clear: bool) -> bool:
     """Restart GARM, so it reads its configuration and binaries again; whether it started.
 
-    systemd refuses every start within the window of its start limit once it gave up:
-    ``reset-failed`` clears its count first, so that a start the pass asks for is always
-    tried, and the moment is noted for ``restart_due``. False when the start failed
-    (GARM's lease check refused it, say): why is in the journal (``start_failure``).
+    systemd refuses every start within the window of its start limit once it gave up.
+    ``clear`` runs ``reset-failed`` first, so that the start is tried all the same, and
+    notes the moment for ``restart_due``; without it the start counts against systemd's
+    bound like any of ``Restart=``'s. False when the start failed (GARM's lease check
+    refused it, say): why is in the journal (``start_failure``).
     """
-    write_own(paths.start_file, f"{int(now.timestamp())}\n")
-    try:
-        subprocess.run(  # noqa: S603 (no shell; fixed words)
-            [SYSTEMCTL, "reset-failed", SERVICE], capture_output=True, check=False, timeout=30
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        logger.warning("systemd's count of GARM's starts could not be cleared: %s", exc)
+    if clear:
+        write_own(paths.start_file, f"{int(now.timestamp())}\n")
+        try:
+            subprocess.run(  # noqa: S603 (no shell; fixed words)
+                [SYSTEMCTL, "reset-failed", SERVICE], capture_output=True, check=False, timeout=30
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            logger.warning("systemd's count of GARM's starts could not be cleared: %s", exc)
     try:
         systemd.service_restart(SERVICE)
     except systemd.SystemdError as exc:
         logger.warning("systemd could not start GARM: %s", exc)
         return False
     return True
+
+
+def gave_up() -> bool:
+    """Whether systemd has given up on GARM (``failed``: its start limit hit, say)."""
+    return systemd.service_failed(SERVICE)
 
 
 def start_failure(since: datetime) -> str:

@@ -255,9 +255,10 @@ def test_units_that_do_not_lead_close_the_port_and_stop_garm(make, machine):
 
 
 def test_a_dying_leader_stands_down_but_keeps_garm_for_the_collector(make, machine):
-    leader.run(make())
+    first = leader.run(make())
     result = leader.run(make(dying=True))
-    assert result.ports == () and not machine.paths.timer_file.exists()
+    # GARM serves on, its port open, until the stop hook; on sqlite no lease, no timer.
+    assert result.ports == first.ports != () and not machine.paths.timer_file.exists()
     assert result.outcome is None and result.publish_back is None
     # GARM was not reached: the collector keeps the token it holds.
     assert result.garm_here is not None and result.garm_here.fetch_token is None

@@ -305,7 +305,7 @@ def test_ensure_service_retried_after_a_failed_reload_reloads_again(
 
 
 def test_restart_and_is_active(systemctl: FakeSystemctl, tmp_path: Path) -> None:
-    assert workload.restart(Paths(tmp_path), START) is True
+    assert workload.restart(Paths(tmp_path), START, clear=True) is True
     assert workload.is_active() is True
     systemctl.active = False
     assert workload.is_active() is False
@@ -428,9 +428,14 @@ def test_restart_clears_systemds_count_first_and_says_whether_it_started(
     systemctl.failing.add("restart")
     paths = Paths(tmp_path)
 
-    assert workload.restart(paths, START) is False  # told, not raised
+    assert workload.restart(paths, START, clear=True) is False  # told, not raised
 
     assert systemctl.calls == [["reset-failed", "garm"], ["restart", "garm"]]
+    assert workload.last_start(paths) == START
+    systemctl.calls.clear()
+    later = START + timedelta(seconds=30)
+    assert workload.restart(paths, later, clear=False) is False
+    assert systemctl.calls == [["restart", "garm"]]  # counted against systemd's bound
     assert workload.last_start(paths) == START
 
 
