@@ -2098,10 +2098,12 @@ class WithIntervals(Lifecycle):
     coverage asks for) stay as they are.
     """
 
+    @precondition(lambda self: any(u.state.leader and u.has_lease for u in self.alive()))
     @between_hooks(seconds=st.sampled_from([0, 30, 600]))
     def operator_sets_the_reconcile_interval(self, seconds: int):
-        """``juju config garm reconcile-interval=…``: config-changed on every unit. The
-        leader's lease is the old one until its record of the new one is committed."""
+        """``juju config garm reconcile-interval=…``: config-changed on every unit, while a
+        leader holds a lease (where the interval and the lease meet). The leader's lease
+        is the old one until its record of the new one is committed."""
         self.config = {**self.config, "reconcile-interval": seconds}
         for unit in self.alive():
             config = {**unit.state.config, **self.config}
@@ -2111,15 +2113,28 @@ class WithIntervals(Lifecycle):
                 COVERAGE[f"reconcile-interval set to {seconds} under a lease"] += 1
 
 
-def test_a_leaders_lease_outlasts_its_next_pass_whatever_the_interval_does(
-    garm: GarmDouble, clock: FakeClock, machines: Machines
-):
-    class OnThisGarm(WithIntervals):
+def tell_stories(
+    kind: type[Lifecycle], garm: GarmDouble, clock: FakeClock, machines: Machines, **sizes: int
+) -> None:
+    """Run ``kind``'s stories on this GARM and these machines, counting what they reach.
+
+    Shrinking a story of charm hooks takes minutes: the unit run reports the story as
+    found (its last hooks are in the message); the soak shrinks it.
+    """
+
+    class OnThisGarm(kind):
         def __init__(self):
             super().__init__(garm, clock, machines)
 
     COVERAGE.clear()
-    run_state_machine_as_test(OnThisGarm, settings=soak_settings(30, 10, shrink=False))
+    settings = soak_settings(sizes["steps"], sizes["examples"], shrink=False)
+    run_state_machine_as_test(OnThisGarm, settings=settings)
+
+
+def test_a_leaders_lease_outlasts_its_next_pass_whatever_the_interval_does(
+    garm: GarmDouble, clock: FakeClock, machines: Machines
+):
+    tell_stories(WithIntervals, garm, clock, machines, steps=30, examples=10)
     # The interval raised (to 0: every 5 minutes; or to 600) on a leader holding a lease.
     raised = sum(COVERAGE[f"reconcile-interval set to {s} under a lease"] for s in (0, 600))
     checked = COVERAGE["lease-checked-against-the-next-pass"]
@@ -2129,14 +2144,7 @@ def test_a_leaders_lease_outlasts_its_next_pass_whatever_the_interval_does(
 def test_juju_lifecycles_keep_every_invariant(
     garm: GarmDouble, clock: FakeClock, machines: Machines
 ):
-    class OnThisGarm(Lifecycle):
-        def __init__(self):
-            super().__init__(garm, clock, machines)
-
-    COVERAGE.clear()
-    # Shrinking a story of charm hooks takes minutes: the unit run reports the story as
-    # found (its last hooks are in the message); the soak shrinks it.
-    run_state_machine_as_test(OnThisGarm, settings=soak_settings(40, 30, shrink=False))
+    tell_stories(Lifecycle, garm, clock, machines, steps=40, examples=30)
     missing = [kind for kind in KINDS if not COVERAGE[kind]]
     assert not missing, f"stories never reached {missing}: {dict(COVERAGE)}"
     report = os.environ.get("GARM_SOAK_REPORT")
