@@ -581,11 +581,11 @@ def _lead(inputs: Inputs, leader: LeaderInputs, fenced: fence.Fence) -> PassResu
     # So is what a reused provider name left out of the pass, with what it skipped.
     outcome = dataclasses.replace(outcome, skipped=(*outcome.skipped, *reused))
     memory = outcome.memory if outcome.memory is not None else memory
+    units = len(inputs.alive or ())
+    failover = failover_address(units, config.external_url, inputs.postgresql_related)
     return dataclasses.replace(
         so_far,
-        summary=summarise(
-            outcome, state, [*running.problems, *wanted.problems, *_failover(inputs, config)]
-        ),
+        summary=summarise(outcome, state, [*running.problems, *wanted.problems, *failover]),
         outcome=outcome,
         publish_back=published(state, outcome, dict(outcome.current), leader.configurators.apps),
         memory=_changed(memory, leader.peers),
@@ -716,11 +716,6 @@ def _relation_state(leader: LeaderInputs, config: CharmConfig) -> RelationState:
     return relation_state(seen.related, seen.units, seen.view, runner, leader.peers.entities)
 
 
-def _failover(inputs: Inputs, config: CharmConfig) -> tuple[UnitProblem, ...]:
-    units = len(inputs.alive or ())
-    return failover_address(units, config.external_url, inputs.postgresql_related)
-
-
 def _base_url(config: CharmConfig, leader: LeaderInputs, tls: ServingTls | None = None) -> str:
     """The URL runners reach GARM at: configured, or this unit's address (``garm.tls``).
 
@@ -834,8 +829,9 @@ def _ensure_running(
         logger.warning("%s", warning)
     answering = _start(inputs, config, changed)
     record = kept.to_write(recorded)
-    refused = UnitProblem("certificates", ready.refused, True) if ready.refused else None
-    problems = (*placed.problems, *((refused,) if refused else ()))
+    problems = placed.problems
+    if ready.refused:  # told while the pass goes on with the certificate served
+        problems = (*problems, UnitProblem("certificates", ready.refused, True))
     return _OnMachine(version, placed.sqlite_home, problems, answering, kept, record, tls)
 
 

@@ -211,9 +211,9 @@ def render_unit(
     ``START_LIMIT_SECONDS``, the start after the last one allowed comes
     ``START_LIMIT_BURST`` x (``RESTART_SECONDS`` + how long each failed run lasts) after
     the first: inside the window while each run fails within 55 s, so systemd gives up
-    and leaves the unit failed. The charm's pass then says why and starts GARM again
-    (``workload.restart`` clears systemd's count first, so the pass's own starts never
-    count against GARM's).
+    and leaves the unit failed. The charm's pass then says why, and starts GARM again
+    with systemd's count cleared when it can tell the cause is gone, else once that
+    window has passed (``workload.restart_due``).
     """
     checks = [] if lease_check is None else [lease_check]
     for path in (binary, config_file, data_dir, *checks):
