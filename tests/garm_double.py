@@ -43,7 +43,9 @@ GARM afda4e76, docs/reference/garm-api.md §8), on the double's clock (``clock=`
   tick at least that long after its last change (``updated_at``, stamped as it took the
   lane), so a tick every second does not make runners vanish faster than GARM does (§8:
   both counts set to 0, the idle runner gone in 4-5 s). A provider that fails the delete
-  (``provider_cannot_delete``) is retried as before;
+  (``provider_cannot_delete``) is retried by the runner's instance worker on GARM's
+  back-off (1 s doubling to 5 minutes), and a force-removal asked while that worker
+  sleeps is overwritten by its next try's ``pending_delete``: never carried out;
 - a job that finishes while its scale set is not listening goes unseen: the row stays as
   it was until GARM's consolidation against GitHub, every ``CONSOLIDATION_INTERVAL``
   (5 min), moves it to ``pending_delete``;
@@ -151,11 +153,16 @@ _JOB_STILL_RUNNING = (
 LISTENER_DELAY = timedelta(seconds=4.5)  # create / re-enable -> GitHub message session open
 CONSOLIDATION_INTERVAL = timedelta(minutes=5)  # GARM's periodic check against GitHub
 POOL_MANAGER_STARTUP = timedelta(seconds=5)  # "pool manager is starting up" window
-# A runner delete its provider fails is retried by GARM's provider worker with this
-# back-off (workers/common/backoff.go DefaultBackoffConfig: 10 s, x1.5, at most 5 min;
-# the double leaves out the 20 % jitter), the row re-stamped on each failure.
-DELETE_RETRY_FIRST = timedelta(seconds=10)
-DELETE_RETRY_FACTOR = 1.5
+# A runner delete its provider fails is retried by the runner's instance worker
+# (workers/provider/instance_manager.go): its loop ticks every ``INSTANCE_WORKER_TICK``
+# and, for a runner in ``pending_delete``, sleeps its back-off first (none before the first
+# try, then 1 s, doubled after each failure, at most 5 minutes: ``incrementBackOff``),
+# holding the runner's lock, then tries a plain delete and writes ``pending_delete`` back,
+# re-stamping the row. A tick missed while it slept is taken at once, so the tries are 6,
+# 6, 7, 9, 16, 32 ... 300 s apart (6, 6, 7, 9, 16, 33, 64, 132, 258, 300 s seen on GARM
+# afda4e76, docs/reference/garm-api.md §8.1).
+INSTANCE_WORKER_TICK = timedelta(seconds=5)
+DELETE_RETRY_FIRST = timedelta(seconds=1)
 DELETE_RETRY_LONGEST = timedelta(minutes=5)
 # GARM processes on one database (``add_process``). A process that starts opens the GitHub
 # sessions of the scale sets it loaded about 2 s later (seen, §8.1). A listener whose
@@ -885,6 +892,16 @@ class _Instance:
 
 
 @dataclass
+class _DeleteRetry:
+    """A runner's instance worker between two tries of a delete its provider fails: from
+    ``asleep`` it holds the runner's lock, sleeping ``backoff``, and tries at ``due``."""
+
+    asleep: datetime
+    due: datetime
+    backoff: timedelta
+
+
+@dataclass
 class _View:
     """What one GARM process's scale set worker holds of its scale set.
 
@@ -1226,8 +1243,9 @@ class GarmDouble:
             # was there to read it.
             self._queued_jobs: dict[int, int] = {}
             self._finished_unseen: set[str] = set()
-            # Runners whose VM their provider cannot delete: name -> (next retry, back-off).
-            self._undeletable: dict[str, tuple[datetime, timedelta]] = {}
+            # Runners whose VM their provider cannot delete, and their instance worker's
+            # retry (None until its first try).
+            self._undeletable: dict[str, _DeleteRetry | None] = {}
             self._recovered: set[str] = set()
             self.requests: list[Recorded] = []
             self.unexpected: list[str] = []
@@ -1524,6 +1542,8 @@ class GarmDouble:
             if instance.status in ("creating", "deleting"):
                 instance.status = "pending_delete"
                 instance.updated_at = now
+            if instance.name in self._undeletable:
+                self._undeletable[instance.name] = None  # a new instance worker: no back-off
             proc.runners[instance.name] = scaleset.id
         if scaleset.enabled and scaleset.scale_set_id:
             proc.listener_from[scaleset.id] = now + delay
@@ -1684,12 +1704,18 @@ class GarmDouble:
     def provider_cannot_delete(self, name: str) -> None:
         """The runner's provider fails every delete of its VM (an OpenStack that errors).
 
-        GARM then keeps the row ``pending_delete`` and retries with back-off, stamping
-        ``updated_at`` each time it fails (``DELETE_RETRY_*``), so the row never looks
-        older than the last retry. A force-removal still takes it: GARM drops the row
-        whatever the provider answers."""
+        GARM then keeps the row ``pending_delete`` and its instance worker retries with
+        back-off (``INSTANCE_WORKER_TICK``, ``DELETE_RETRY_*``), stamping ``updated_at``
+        each time it fails, so the row never looks older than the last retry. A
+        force-removal (``pending_force_delete``) is carried out whatever the provider
+        answers only if the worker reads it before its next try: asked while the worker
+        sleeps its back-off, holding the runner's lock, it is overwritten when the worker
+        wakes, tries the plain delete it was about to, fails, and writes ``pending_delete``
+        back (``consolidateState``; ``SetInstanceStatus`` with force). From the fifth try
+        on the worker sleeps through every tick, so a force is never carried out while the
+        provider fails."""
         with self._lock:
-            self._undeletable[name] = (self._now(), DELETE_RETRY_FIRST)
+            self._undeletable[name] = None
 
     def providers_recover(self) -> None:
         """Every provider deletes VMs again: GARM's next retry of each delete, when its
@@ -1713,8 +1739,7 @@ class GarmDouble:
             if name not in proc.runners:
                 continue
             instance = self._instances[name]
-            if self._still_undeletable(instance, now):
-                self._retry_delete(instance, now)
+            if name in self._undeletable and self._delete_fails(instance, now):
                 continue
             if self.runner_delete is not None and now - instance.updated_at < self.runner_delete:
                 continue  # its provider is still deleting it
@@ -1729,24 +1754,40 @@ class GarmDouble:
         self._recovered.discard(name)
         self._vm_gone.discard(name)
 
-    def _still_undeletable(self, instance: _Instance, now: datetime) -> bool:
-        """Whether the provider still fails to delete ``instance``: a force-removal never
-        waits for it; a recovered provider succeeds at the retry next due."""
-        if instance.name not in self._undeletable or instance.status == "pending_force_delete":
-            return False
-        return instance.name not in self._recovered or now < self._undeletable[instance.name][0]
+    def _delete_fails(self, instance: _Instance, now: datetime) -> bool:
+        """Whether the row of a runner its provider cannot delete stays, its instance
+        worker's tries up to ``now`` played (``provider_cannot_delete``).
 
-    def _retry_delete(self, instance: _Instance, now: datetime) -> None:
-        """The provider worker's retry of a delete its provider fails: due ones re-stamp."""
-        due, wait = self._undeletable[instance.name]
-        if now < due:
-            return
+        A force the worker reads before a try is carried out (the row goes); one asked
+        while it sleeps is overwritten by the ``pending_delete`` of its next failed try. A
+        recovered provider deletes at the next try."""
+        name = instance.name
+        retry = self._undeletable[name]
+        if retry is None:  # the worker's first look at it: no back-off yet
+            if instance.status == "pending_force_delete" or name in self._recovered:
+                return False
+            self._fail_delete(instance, now, timedelta(0))
+            return True
+        while True:
+            if instance.status == "pending_force_delete" and instance.updated_at < retry.asleep:
+                return now < retry.asleep  # read at the worker's next tick: provider ignored
+            if now < retry.due:
+                return True
+            if name in self._recovered:
+                return False
+            self._fail_delete(instance, retry.due, retry.backoff)
+            retry = self._undeletable[name]
+            assert retry is not None
+
+    def _fail_delete(self, instance: _Instance, at: datetime, slept: timedelta) -> None:
+        """The worker's try at ``at``, after sleeping ``slept``, failed: ``pending_delete``
+        (over a force asked meanwhile), re-stamped, and its next try scheduled."""
         instance.status = "pending_delete"
-        instance.updated_at = now
-        self._undeletable[instance.name] = (
-            now + wait,
-            min(wait * DELETE_RETRY_FACTOR, DELETE_RETRY_LONGEST),
-        )
+        instance.updated_at = at
+        backoff = min(slept * 2, DELETE_RETRY_LONGEST) if slept else DELETE_RETRY_FIRST
+        # Its next call starts at the next tick, at once when it slept through one.
+        asleep = at + max(INSTANCE_WORKER_TICK - slept, timedelta(0))
+        self._undeletable[instance.name] = _DeleteRetry(asleep, asleep + backoff, backoff)
 
     def tick(self) -> None:
         """One pass of GARM's workers, in this order: reap deleted rows (those their

@@ -910,29 +910,79 @@ def undeletable_after_its_job(api: Api, org: str, double: GarmDouble, clock: Fak
     return name
 
 
-def test_a_delete_its_provider_fails_is_retried_with_back_off_and_re_stamped(
-    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
-) -> None:
-    # workers/provider: GARM retries a failed delete after 10 s, then 1.5 times longer each
-    # time up to 5 minutes, and each failure re-stamps the row: it never looks older than
-    # its last retry. A force-removal takes it whatever the provider answers.
-    name = undeletable_after_its_job(api, org, double, fake_clock)
-    started = fake_clock.now
+def retry_stamps(double: GarmDouble, clock: FakeClock, seconds: int) -> list[float]:
+    """The gaps between the re-stamps of the one runner's row, a tick a second."""
     stamps = []
-    for _ in range(6000):  # an hour and more, a tick a second
-        fake_clock.advance(1)
+    for _ in range(seconds):
+        clock.advance(1)
         double.tick()
         [row] = double.instances()
         assert row["status"] == "pending_delete"
         if not stamps or stamps[-1] != row["updated_at"]:
             stamps.append(row["updated_at"])
-    gaps = [
+    return [
         (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds()
         for a, b in itertools.pairwise(stamps)
     ]
-    assert gaps[:4] == [10, 15, 23, 34]  # 22.5 and 33.75 s, on a one-second tick
-    assert max(gaps) == 300 and all(gap <= 300 for gap in gaps)
+
+
+def test_a_delete_its_provider_fails_is_retried_with_back_off_and_re_stamped(
+    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
+) -> None:
+    # workers/provider/instance_manager.go: the instance worker's loop ticks every 5 s and
+    # sleeps its back-off before each try (none, then 1 s doubling to 5 minutes); a tick
+    # missed while it slept is taken at once. Each failure re-stamps the row: it never
+    # looks older than its last try. Seen on GARM afda4e76: 6, 6, 7, 9, 16, 33, 64, 132,
+    # 258, 300 s (the provider's own call adds a second or a few to the longer ones).
+    undeletable_after_its_job(api, org, double, fake_clock)
+    started = fake_clock.now
+    gaps = retry_stamps(double, fake_clock, 4000)  # an hour and more, a tick a second
+    assert gaps[:10] == [6, 6, 7, 9, 16, 32, 64, 128, 256, 300]
+    assert set(gaps[10:]) == {300}
     assert fake_clock.now - started > timedelta(hours=1)
+
+
+def test_a_force_asked_while_the_worker_sleeps_is_overwritten(
+    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
+) -> None:
+    # The worker sleeps its back-off holding the runner's lock; woken, it tries the plain
+    # delete it was about to, fails, and writes pending_delete over the force (with
+    # GARM's ForceUpdateInstance). From the fifth try on it sleeps through every tick, so
+    # a force is never carried out while the provider fails.
+    name = undeletable_after_its_job(api, org, double, fake_clock)
+    retry_stamps(double, fake_clock, 600)  # ten minutes: the back-off is at its cap
+    for _ in range(3):
+        api.call("DELETE", f"/instances/{name}", params={"forceRemove": "true"})
+        [row] = double.instances()
+        assert row["status"] == "pending_force_delete"
+        for _ in range(301):
+            fake_clock.advance(1)
+            double.tick()
+        [row] = double.instances()
+        assert row["status"] == "pending_delete"
+
+
+def test_a_force_read_before_the_worker_sleeps_is_carried_out(
+    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
+) -> None:
+    # Early on the back-off is shorter than the worker's tick: a force asked between two
+    # tries is read at the next tick, which deletes whatever the provider answers.
+    name = undeletable_after_its_job(api, org, double, fake_clock)
+    fake_clock.advance(1)
+    double.tick()  # the first try fails: the worker's next call is 5 s later
+    api.call("DELETE", f"/instances/{name}", params={"forceRemove": "true"})
+    fake_clock.advance(5)
+    double.tick()
+    assert double.instances() == []
+
+
+def test_a_force_before_the_first_try_is_carried_out(
+    api: Api, org: str, double: GarmDouble, fake_clock: FakeClock
+) -> None:
+    # A runner forced out of running, its provider failing: the worker reads the force
+    # before any delete was tried, and ignores the provider's error.
+    name = double.add_runner(listening_scaleset(api, org, fake_clock))
+    double.provider_cannot_delete(name)
     api.call("DELETE", f"/instances/{name}", params={"forceRemove": "true"})
     double.tick()
     assert double.instances() == []
@@ -944,11 +994,11 @@ def test_a_recovered_provider_deletes_at_its_next_retry_not_before(
     # A provider that deletes again is not asked until GARM's retry is due: the row stays
     # pending_delete through the back-off already running, then goes.
     undeletable_after_its_job(api, org, double, fake_clock)
-    for _ in range(40):  # retries at 1, 11 and 26 s fail: the next is due at 48.5 s
+    for _ in range(40):  # tries at 1, 7, 13, 20 and 29 s fail: the next is due at 45 s
         fake_clock.advance(1)
         double.tick()
     double.providers_recover()
-    for _ in range(8):
+    for _ in range(4):
         fake_clock.advance(1)
         double.tick()
         assert [row["status"] for row in double.instances()] == ["pending_delete"]
