@@ -900,6 +900,11 @@ class _DeleteRetry:
     due: datetime
     backoff: timedelta
 
+    @classmethod
+    def fresh(cls, now: datetime) -> _DeleteRetry:
+        """A worker that has not tried yet: its first try as the row takes the lane."""
+        return cls(now, now, timedelta(0))
+
 
 @dataclass
 class _View:
@@ -1244,8 +1249,8 @@ class GarmDouble:
             self._queued_jobs: dict[int, int] = {}
             self._finished_unseen: set[str] = set()
             # Runners whose VM their provider cannot delete, and their instance worker's
-            # retry (None until its first try).
-            self._undeletable: dict[str, _DeleteRetry | None] = {}
+            # tries of the delete.
+            self._undeletable: dict[str, _DeleteRetry] = {}
             self._recovered: set[str] = set()
             self.requests: list[Recorded] = []
             self.unexpected: list[str] = []
@@ -1542,8 +1547,8 @@ class GarmDouble:
             if instance.status in ("creating", "deleting"):
                 instance.status = "pending_delete"
                 instance.updated_at = now
-            if instance.name in self._undeletable:
-                self._undeletable[instance.name] = None  # a new instance worker: no back-off
+            if instance.name in self._undeletable:  # a new instance worker: no back-off
+                self._undeletable[instance.name] = _DeleteRetry.fresh(now)
             proc.runners[instance.name] = scaleset.id
         if scaleset.enabled and scaleset.scale_set_id:
             proc.listener_from[scaleset.id] = now + delay
@@ -1715,7 +1720,7 @@ class GarmDouble:
         on the worker sleeps through every tick, so a force is never carried out while the
         provider fails."""
         with self._lock:
-            self._undeletable[name] = None
+            self._undeletable[name] = _DeleteRetry.fresh(self._now())
 
     def providers_recover(self) -> None:
         """Every provider deletes VMs again: GARM's next retry of each delete, when its
@@ -1763,11 +1768,11 @@ class GarmDouble:
         recovered provider deletes at the next try."""
         name = instance.name
         retry = self._undeletable[name]
-        if retry is None:  # the worker's first look at it: no back-off yet
+        if not retry.backoff:  # no try yet: the first as the row took the lane (a tick of 5 s)
             if instance.status == "pending_force_delete" or name in self._recovered:
                 return False
-            self._fail_delete(instance, now, timedelta(0))
-            return True
+            self._fail_delete(instance, max(retry.due, instance.updated_at), timedelta(0))
+            retry = self._undeletable[name]
         while True:
             if instance.status == "pending_force_delete" and instance.updated_at < retry.asleep:
                 return now < retry.asleep  # read at the worker's next tick: provider ignored
@@ -1777,7 +1782,6 @@ class GarmDouble:
                 return False
             self._fail_delete(instance, retry.due, retry.backoff)
             retry = self._undeletable[name]
-            assert retry is not None
 
     def _fail_delete(self, instance: _Instance, at: datetime, slept: timedelta) -> None:
         """The worker's try at ``at``, after sleeping ``slept``, failed: ``pending_delete``

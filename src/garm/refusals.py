@@ -12,6 +12,12 @@ will answer the same way again, or ``REFUSALS_BEFORE_BLOCKED`` in a row). It is 
 when GARM accepts the write, and holds nothing once the write asks for something else
 (the operator fixed the runner group, say): the next pass sends it at once. ADR 0003.
 
+A wait is a write GARM has not refused but has not carried out either: a force-removal
+it took and undid, a refresh whose runners it does not make, an org or a provider it
+does not have. So the same memory keeps, for each wait the last pass saw (``waits``), when
+the charm first saw it, and says when one has lasted too long (``overdue``): the
+operator is then asked to act, as for a write refused too often (ADR 0003, 4).
+
 The memory lives in the application's databag of the peer relation: Juju keeps it,
 every unit reads it and the leader writes it, so a new leader goes on with the same
 back-off instead of asking GitHub again at once. Names GitHub answered "already exists"
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -128,10 +134,11 @@ class Held:
 
 @dataclass(frozen=True)
 class Refusals:
-    """What GARM refused, by write key, and names GitHub holds, until when."""
+    """What GARM refused, by write key; names GitHub holds, until when; waits, since when."""
 
     refusals: Mapping[str, Refusal] = field(default_factory=dict)
     taken: Mapping[str, datetime] = field(default_factory=dict)
+    waits: Mapping[str, datetime] = field(default_factory=dict)
 
     def holding(self, key: str, asked: str, now: datetime) -> Refusal | None:
         """The refusal that holds this write back now: same request, back-off not over."""
@@ -180,6 +187,32 @@ class Refusals:
         """The names still known to be taken; a time too far ahead is not believed."""
         return frozenset(n for n, until in self.taken.items() if believed_wait(until, now))
 
+    def waiting(self, keys: Iterable[str], now: datetime) -> Refusals:
+        """The memory with the waits a pass saw: first seen when noted, else ``now``.
+
+        Waits the pass no longer saw are over (done, or nobody waits on them) and are
+        forgotten, so one seen again later starts afresh.
+        """
+        waits = {key: self.since(key, now) for key in sorted(set(keys))}
+        return self if waits == self.waits else replace(self, waits=waits)
+
+    def since(self, key: str, now: datetime) -> datetime:
+        """When the charm first saw the wait ``key``; ``now`` when it has not noted it.
+
+        A time further ahead than the longest back-off was not written by a pass (a clock
+        that jumped, a hand edit): it is not believed, so the wait starts afresh.
+        """
+        since = self.waits.get(key)
+        return since if since is not None and since <= now + LONGEST_RETRY else now
+
+    def overdue(self, key: str, deadline: timedelta, now: datetime) -> bool:
+        """Whether the wait ``key`` has lasted ``deadline``: the operator is asked to act.
+
+        The one rule for every wait, each with its own deadline; until then it may still
+        end by itself, at the latest by ``since(key) + deadline``.
+        """
+        return now - self.since(key, now) >= deadline
+
     def current(self, now: datetime) -> Refusals:
         """Only what still matters.
 
@@ -190,6 +223,7 @@ class Refusals:
         return Refusals(
             {k: r for k, r in self.refusals.items() if now - r.retry_at <= LONGEST_RETRY},
             {name: until for name, until in self.taken.items() if believed_wait(until, now)},
+            self.waits,
         )
 
     @classmethod
@@ -206,7 +240,7 @@ class Refusals:
             **_read_refusals(data.get("refusals")),
         }
         taken = {**_read_taken(earlier.get("taken")), **_read_taken(data.get("taken"))}
-        return cls(refusals, taken)
+        return cls(refusals, taken, _read_taken(data.get("waits")))
 
     def text(self) -> str:
         """The databag value, stable for equal contents so an unchanged memory writes nothing."""
@@ -223,13 +257,18 @@ class Refusals:
                     for key, r in sorted(self.refusals.items())
                 },
                 "taken": {name: format_time(at) for name, at in sorted(self.taken.items())},
+                **(
+                    {"waits": {k: format_time(at) for k, at in sorted(self.waits.items())}}
+                    if self.waits
+                    else {}
+                ),
             },
             sort_keys=True,
             separators=(",", ":"),
         )
 
     def __bool__(self) -> bool:
-        return bool(self.refusals or self.taken)
+        return bool(self.refusals or self.taken or self.waits)
 
 
 def _json_object(text: str | None) -> dict[str, Any]:

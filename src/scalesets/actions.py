@@ -239,6 +239,8 @@ class Plan:
     which something the plan waits on is due (a listener open, a back-off over, a drain
     deadline, a runner expected to report), so that a pass then can go on; None when
     nothing waits on time (controller-runtime's ``RequeueAfter``, as a moment).
+    ``waits`` are the keys of what the plan waits on GARM to do, which the memory of
+    refusals times (``Refusals.waiting``): past its deadline, a wait is put to the operator.
     """
 
     actions: tuple[Action, ...] = ()
@@ -247,3 +249,30 @@ class Plan:
     current: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     held: tuple[Held, ...] = ()
     wake: datetime | None = field(default=None, compare=False)
+    waits: tuple[str, ...] = field(default=(), compare=False)
+
+
+def family_phase(
+    current: ScaleSet | None, has_predecessors: bool, phases: list[Phase]
+) -> Phase | None:
+    """One phase for a logical scaleset, the least advanced of its parts.
+
+    A current generation found disabled is a flip-flop: nothing is created; re-enabled
+    (or its re-enable held back, which the status tells), it hands over like a new one.
+    """
+    if current is None or not current.scale_set_id:
+        return Phase.CREATING_REPLACEMENT if has_predecessors else Phase.CREATING
+    if not has_predecessors:
+        return None
+    if not current.enabled:
+        return Phase.HANDING_OVER
+    for phase in (
+        Phase.HANDING_OVER,
+        Phase.RETIRING,
+        Phase.FORCE_REMOVING,
+        Phase.DRAINING,
+        Phase.AWAITING_DELETION,
+    ):
+        if phase in phases:
+            return phase
+    return None

@@ -45,10 +45,12 @@ from scalesets.actions import (
     RemoveInstance,
     Skipped,
     UpdateScaleset,
+    family_phase,
     logical_name_of,
     shown_name,
     write_keys,
 )
+from scalesets.drain import FORCE_STUCK, failed, force_key, force_stuck
 from scalesets.naming import (
     MAX_CANDIDATES,
     GenerationKey,
@@ -62,7 +64,7 @@ from scalesets.naming import (
     spec_key,
 )
 from scalesets.notes import Notes, specs_digest
-from scalesets.refresh import refresh, stamped
+from scalesets.refresh import REFRESH_STUCK, refresh, stamped, stuck, wait_key
 from scalesets.spec import Desired, ScalesetSpec, Settings, application_of, unit_order
 from scalesets.wake import Wake
 
@@ -99,6 +101,8 @@ class _Draft:
     # What will not move on by itself, per scaleset id: the cause and what to do.
     blocked: dict[int, str] = field(default_factory=dict)
     held: list[Held] = field(default_factory=list)
+    # What the plan waits on GARM to do (``Plan.waits``).
+    waits: list[str] = field(default_factory=list)
 
 
 def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings) -> Plan:
@@ -155,7 +159,21 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
         current,
         tuple(draft.held),
         draft.wake.earliest(changing=bool(draft.progress)),
+        tuple(draft.waits),
     )
+
+
+def _waits(key: str, deadline: timedelta, observed: Observed, draft: _Draft) -> bool:
+    """Note a wait on GARM, timed by the memory of refusals; whether it is overdue.
+
+    Until it is, a pass is due at its deadline, so the operator hears of it on time.
+    """
+    draft.waits.append(key)
+    memory, now = observed.refusals, draft.wake.now
+    if memory.overdue(key, deadline, now):
+        return True
+    draft.wake.due(memory.since(key, now) + deadline)
+    return False
 
 
 def _due(at: datetime, ctx: _Context, *, live: bool = False) -> None:
@@ -350,14 +368,14 @@ def _select(desired: Desired, observed: Observed, draft: _Draft) -> _Selection:
     chosen: dict[str, ScalesetSpec] = {}
     for spec in sorted(winners, key=_unit_order):
         logical = spec.name.lower()
-        if spec.provider_name not in observed.providers:
-            reason = f"provider {spec.provider_name!r} is not registered in GARM yet"
-        elif (spec.entity_kind, spec.entity_name.lower()) not in entities:
-            reason = f"{spec.entity_kind} {spec.entity_name!r} is not registered in GARM yet"
-        else:
+        lacking = registration.missing(spec, observed.providers, entities)
+        if lacking is None:
             chosen[logical] = spec
             continue
-        draft.skipped.append(Skipped(spec.source, spec.name, reason))
+        key, kind, name = lacking
+        overdue = _waits(key, registration.REGISTRATION_STUCK, observed, draft)
+        reason = registration.reason(kind, name, overdue)
+        draft.skipped.append(Skipped(spec.source, spec.name, reason, blocking=overdue))
         held.add(logical)
     contested |= held & set(chosen)
     return _Selection(list(chosen.values()), held - set(chosen), contested, sweep)
@@ -499,7 +517,11 @@ def _plan_refresh(family: _Family, current: ScaleSet, live: bool, ctx: _Context)
         return
     step = refresh(spec, current, ctx.instances[current.id], ctx.observed.templates, ctx.now)
     if step is not None:
-        ctx.draft.progress.append(step.progress)
+        progress = step.progress
+        if step.waiting and _waits(wait_key(progress), REFRESH_STUCK, ctx.observed, ctx.draft):
+            blocked = stuck(current, spec.min_idle_runners)
+            progress = Progress(spec.name, current.name, progress.phase, progress.runners, blocked)
+        ctx.draft.progress.append(progress)
         if step.removal is not None:
             runner = step.removal.instance_name
             _plan_write(step.removal, f"refresh runner {runner} of {step.progress.names}", ctx)
@@ -525,7 +547,7 @@ def _plan_predecessors(current: _Current, cover: _Cover, ctx: _Context) -> None:
         for p in predecessors
     ]
     runners = sum(len(ctx.instances[p.id]) for p in predecessors)
-    phase = _family_phase(serving, bool(predecessors), phases)
+    phase = family_phase(serving, bool(predecessors), phases)
     # Nothing is created while no create can be planned (held back, or skipped): the
     # status tells why, and never says "creating" of what is not being created.
     creating = serving is not None or bool(current.name)
@@ -867,7 +889,18 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
         return now - since if since is not None else timedelta(0)
 
     _drain_due(instances, retired_at, past_deadline, waited, ctx)
-    removing = [i for i in instances if _removable(i, waited(i)) and (past_deadline or failed(i))]
+    # A force GARM took is waited on until the runner goes; overdue, it is sent no more.
+    undone = [
+        i
+        for i in instances
+        if (i.status == FORCE_REMOVED or force_key(scaleset, i) in ctx.observed.refusals.waits)
+        and _waits(force_key(scaleset, i), FORCE_STUCK, ctx.observed, ctx.draft)
+    ]
+    removing = [
+        i
+        for i in instances
+        if _removable(i, waited(i)) and (past_deadline or failed(i)) and i not in undone
+    ]
     sending, refused = _plan_removals(scaleset, logical, removing, ctx)
     stuck = [
         i
@@ -890,6 +923,8 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
             f"GARM will not remove runner {stuck[0].name} ({stuck[0].status}) of "
             f"{scaleset.name}: check its provider (/var/log/garm/garm.log)"
         )
+    elif undone:
+        ctx.draft.blocked[scaleset.id] = force_stuck(scaleset, undone[0])
     # Said only of what is being done: force-removals to send, or sent and under way; a
     # runner waiting out its grace, or one GARM will not remove, is still draining.
     forcing = sending or any(i.status == FORCE_REMOVED for i in instances)
@@ -1018,43 +1053,3 @@ def _removable(instance: Instance, waited: timedelta) -> bool:
     if instance.status == "pending_delete":
         return waited >= PENDING_DELETE_GRACE
     return instance.status in _REMOVABLE_STATUSES
-
-
-def failed(instance: Instance) -> bool:
-    """A runner that will never take a job: its VM errored or the runner failed to start."""
-    return instance.status == "error" or instance.runner_status == "failed"
-
-
-def working(instance: Instance) -> bool:
-    """A runner that serves: registered and waiting for a job, or running one.
-
-    ``runner_status`` alone, as GARM's runners metric and the charm's tell it, so the
-    status line and an alert on the metrics agree; a runner that also ``failed`` is not.
-    """
-    return instance.runner_status in ("idle", "active") and not failed(instance)
-
-
-def _family_phase(
-    current: ScaleSet | None, has_predecessors: bool, phases: list[Phase]
-) -> Phase | None:
-    """One phase for a logical scaleset, the least advanced of its parts.
-
-    A current generation found disabled is a flip-flop: nothing is created; re-enabled
-    (or its re-enable held back, which the status tells), it hands over like a new one.
-    """
-    if current is None or not current.scale_set_id:
-        return Phase.CREATING_REPLACEMENT if has_predecessors else Phase.CREATING
-    if not has_predecessors:
-        return None
-    if not current.enabled:
-        return Phase.HANDING_OVER
-    for phase in (
-        Phase.HANDING_OVER,
-        Phase.RETIRING,
-        Phase.FORCE_REMOVING,
-        Phase.DRAINING,
-        Phase.AWAITING_DELETION,
-    ):
-        if phase in phases:
-            return phase
-    return None

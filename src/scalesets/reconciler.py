@@ -46,8 +46,9 @@ from scalesets.actions import (
     shown_name,
     write_keys,
 )
+from scalesets.drain import failed, working
 from scalesets.notes import unread
-from scalesets.planner import failed, plan, working
+from scalesets.planner import plan
 from scalesets.preview import Rehearsal, SimulatedGarm
 from scalesets.spec import Desired, Settings
 
@@ -124,8 +125,8 @@ class Runners:
     """The runners of one logical scaleset's current generation, as a pass last saw them.
 
     ``logical_name`` is lower-cased (``Outcome.current``); ``scaleset`` is GARM's name.
-    A generation *keeps failing* when some of its runners failed (``planner.failed``)
-    and none works (``planner.working``): it serves no job, whatever GARM's own count of
+    A generation *keeps failing* when some of its runners failed (``drain.failed``)
+    and none works (``drain.working``): it serves no job, whatever GARM's own count of
     runners says (docs/adr/0005).
     """
 
@@ -448,8 +449,10 @@ class _Ledger:
 
         Writes the last plan still holds were left for the next pass (a scaleset closed
         by a refusal of one of its fields, the budget spent): that pass is due at once,
-        unless GARM went away.
+        unless GARM went away. What the last plan waits on GARM to do is remembered with
+        when it was first seen (``Refusals.waiting``), so the next pass can tell how long.
         """
+        self._remember(self.memory.waiting(current.waits, self.now), observed)
         wake = current.wake
         if current.actions and unreachable is None:
             wake = self.now

@@ -12,7 +12,8 @@ which only a write to that template moves.
 Pure, like the planner that calls it: ``stamped`` notes a change, ``refresh`` says what a
 generation's refresh comes to now. The planner decides which generations may be
 refreshed at all (the current one, serving alone) and plans the removal through the one
-memory of refusals.
+memory of refusals, which also times the refresh's wait on GARM (``wait_key``): one
+that lasts ``REFRESH_STUCK`` is put to the operator (``stuck``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ RUNNER_FIELDS = frozenset(
 # this long after the note count as outdated too, and the refresh starts only then, so
 # that no replacement it causes is itself taken for outdated.
 REFRESH_MARGIN = timedelta(minutes=2)
+# How long a refresh may wait on GARM to make its warm capacity up again (a replacement
+# to boot, a removed runner to go) before the operator is asked to act: GARM gives a
+# runner 20 minutes to come online (``runner_bootstrap_timeout``), checked every 5, so
+# past 30 minutes with no removal possible its runners are not coming (a quota, a flavor
+# or an image that fails). A wait on busy runners filling ``max_runners`` is no wait on
+# GARM: it ends when their jobs do.
+REFRESH_STUCK = timedelta(minutes=30)
 # Runner statuses of one on its way in, and of one on its way out.
 _COMING = frozenset({"pending_create", "creating"})
 _GOING = frozenset({"pending_delete", "pending_force_delete", "deleting", "deleted"})
@@ -80,13 +88,32 @@ class Refresh:
     ``progress`` tells it (``Phase.REFRESHING``, with the idle runners still outdated).
     ``removal`` is the runner to remove now; None while it waits: for the margin to end
     (``due``), for a runner on its way in or out since ``awaited``, or for GARM to make
-    its warm capacity up again.
+    its warm capacity up again. ``waiting``: it waits on GARM (``wait_key``).
     """
 
     progress: Progress
     removal: RemoveInstance | None = None
     due: datetime | None = None
     awaited: datetime | None = None
+    waiting: bool = False
+
+
+def wait_key(progress: Progress) -> str:
+    """The refresh's wait on GARM, in the memory of refusals' waits.
+
+    It names how many idle runners are still outdated, so each runner refreshed starts
+    a new wait: only a refresh that stops moving on is timed out, not a long one.
+    """
+    return f"refresh:{progress.scaleset.lower()}:{progress.runners}"
+
+
+def stuck(scaleset: ScaleSet, min_idle: int) -> str:
+    """What the operator reads of a refresh that waited ``REFRESH_STUCK`` on GARM."""
+    return (
+        f"GARM has not made {scaleset.name} up to {min_idle} idle runners in 30 minutes "
+        "of its refresh: check its provider (quota, flavor, image) in "
+        "/var/log/garm/garm.log, or set refresh-idle-runners=false"
+    )
 
 
 def refresh(
@@ -127,9 +154,10 @@ def refresh(
         return Refresh(progress, due=before)
     moving = [i for i in runners if _coming_or_going(i)]
     if moving:
-        return Refresh(progress, awaited=max(_moving_since(i) for i in moving))
+        return Refresh(progress, awaited=max(_moving_since(i) for i in moving), waiting=True)
     if sum(i.is_idle for i in runners) < min_idle:
-        return Refresh(progress)
+        busy = all(i.is_idle or i.runner_status == "active" for i in runners)
+        return Refresh(progress, waiting=not (busy and len(runners) >= spec.max_runners))
     removal = RemoveInstance(outdated[0].name, scaleset.id, scaleset.name, logical, force=False)
     return Refresh(progress, removal)
 

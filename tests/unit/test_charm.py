@@ -43,6 +43,7 @@ from tests.postgresql import PASSWORD as DB_PASSWORD
 from tests.postgresql import (
     REL_ID,
 )
+from tests.wire import T0
 
 pytestmark = pytest.mark.usefixtures("machine")
 
@@ -205,38 +206,58 @@ def test_departed_unit_scaleset_is_retired_and_removed(ctx, world, resources, la
     assert "lg-x64" in [t["name"] for t in left["tags"]]
 
 
-def test_a_runner_its_provider_cannot_delete_is_forced_though_garm_re_stamps_it(
+def test_a_force_garm_never_carries_out_is_put_to_the_operator_and_not_sent_forever(
     ctx, world, resources, clock
 ):
     # Real GARM retries the failed delete with back-off and re-stamps updated_at each
-    # time, so a runner judged by updated_at never looked 5 minutes old: no pass forced
-    # it, and the old scaleset stayed for good.
+    # time, so the runner is forced from the charm's own sighting (5 minutes in
+    # pending_delete). But GARM's instance worker sleeps its back-off holding the
+    # runner's lock and, woken, writes pending_delete back over the force: it is never
+    # carried out. The charm sent it again after each round, every ~5 minutes, and said
+    # "force-removing" forever. Now the wait ends: blocked, naming the runner, and no
+    # force after that; once the provider deletes again, GARM's own retry removes it.
     relation = configurator(SOLE_UNIT)
-    state = make_state(world, resources, relation, config={"drain-deadline-minutes": 1})
+    peers = testing.PeerRelation("garm-peers", id=9)  # where the waits are timed
+    config = {"drain-deadline-minutes": 1}
+    state = make_state(world, resources, relation, peers, config=config)
     state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
     (old,) = world.scalesets()
     busy = world.add_runner(old["id"], runner_status="active")
     changed = {**SOLE_UNIT, "labels": "self-hosted,linux,arm64"}
     state, relation = publish(state, relation.id, 0, changed)
     world.provider_cannot_delete(busy)
-    statuses, forced_at = [], None
-    for second in range(0, 15 * 60, 5):  # the timer's passes, every 5 s for 15 minutes
-        clock.advance(timedelta(seconds=5))
+    statuses = []
+    for second in range(0, 45 * 60, 30):  # the timer's passes, every 30 s
+        clock.advance(timedelta(seconds=30))
         world.tick()
         if second == 60:  # its job ends; the row goes pending_delete, and stays
             world.set_runner(busy, status="pending_delete", runner_status="terminated")
         state = ctx.run(reconcile_tick(), state)
-        statuses.append(state.unit_status.message)
-        if forced_at is None and world.removals:
-            forced_at = second
-        if old["id"] not in [s["id"] for s in world.scalesets()]:
-            break
-    assert forced_at is not None and forced_at <= 60 + 5 * 60 + 10
-    assert [(name, force) for name, _, _, force in world.removals] == [(busy, True)]
+        statuses.append((clock.now, state.unit_status))
+    forced = [at for _, _, at, force in world.removals if force]
+    assert forced and forced[0] - T0 <= timedelta(seconds=60 + 5 * 60 + 60)
+    assert old["id"] in [s["id"] for s in world.scalesets()]  # GARM never carried it out
+    stuck = (
+        f"Stuck: sm-x64: GARM has not carried out the force-removal of runner {busy} of "
+        f"{old['name']} in 15 minutes: its provider cannot delete the VM and GARM's own "
+        "retries undo the force; fix the provider, or delete the VM (GARM then removes the "
+        f"runner) (Replacing scaleset sm-x64 ({old['name']}): "
+    )
+    assert statuses[-1][1] == ops.BlockedStatus(stuck + "draining 1 runner)")
+    blocked_at = next(
+        at for at, status in statuses if status.name == "blocked" and stuck in status.message
+    )
+    # Blocked 15 minutes after the first force GARM took (a timer's pass later at most).
+    assert blocked_at - forced[0] <= timedelta(minutes=15, seconds=30)
+    # It was sent again after each of GARM's rounds, and never after the operator was asked.
+    assert 1 < len(forced) <= 4 and forced[-1] < blocked_at
+    world.providers_recover()
+    for _ in range(12):
+        clock.advance(timedelta(seconds=30))
+        world.tick()
+        state = ctx.run(reconcile_tick(), state)
     assert old["id"] not in [s["id"] for s in world.scalesets()]
-    # Until the removal went out, the status said draining, never force-removing.
-    before = statuses[: forced_at // 5]
-    assert before and not any("force-removing" in s for s in before)
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
 
 
 def test_relation_broken_sweeps_and_asks_for_the_integration(ctx, world, resources, later):

@@ -19,7 +19,13 @@ from ops import testing
 from charm import GarmCharm
 from juju import entities
 from juju.peers import PEERS
-from tests.charm_states import configurator, make_state, publish, relate_postgresql
+from tests.charm_states import (
+    CONFIGURATOR_SECRETS,
+    configurator,
+    make_state,
+    publish,
+    relate_postgresql,
+)
 from tests.databags import EXAMPLE_UNIT
 
 pytestmark = pytest.mark.usefixtures("machine")
@@ -216,3 +222,36 @@ def test_a_huge_value_published_beside_the_other_is_refused_not_quoted(ctx, worl
     assert failed.value.message == (
         f"{CFG0}'s data is refused, whichever it means: invalid repo: longer than 255 characters"
     )
+
+
+def test_an_org_the_charm_cannot_register_is_put_to_the_operator(ctx, world, resources, later):
+    # The configurator names an org GARM does not have, and its GitHub App's key was never
+    # granted to garm: the charm has nothing to register the org with. It said "…is not
+    # registered in GARM yet" forever; now the wait ends: blocked after 15 minutes, with
+    # what to check, and it goes on by itself once the key is readable.
+    password, key = CONFIGURATOR_SECRETS
+    data = real_configurator(org="new-org")
+    state = make_state(
+        world, resources, configurator(data), testing.PeerRelation(PEERS, id=9), secrets=[password]
+    )
+    state = ctx.run(ctx.on.install(), state)
+    statuses = []
+    for _ in range(32):  # 16 minutes of the timer's passes
+        later()
+        state = ctx.run(ctx.on.update_status(), state)
+        statuses.append(state.unit_status)
+    waiting = ops.WaitingStatus(
+        f"Waiting for {CFG0}: organization 'new-org' is not registered in GARM yet; "
+        f"{CFG0}: GitHub App key secret not readable yet"
+    )
+    assert statuses[:28] == [waiting] * 28  # 14 minutes: still a wait
+    assert statuses[-1] == ops.BlockedStatus(
+        f"Fix {CFG0}: organization 'new-org' is not registered in GARM after 15 minutes: "
+        "check that its configurator publishes a GitHub App for it (github_app_id, "
+        "github_installation_id, a readable key) and /var/log/garm/garm.log"
+    )
+    assert world.scalesets() == []
+    granted = dataclasses.replace(state, secrets=[*state.secrets, key])
+    state = ctx.run(ctx.on.update_status(), granted)
+    assert served(world) == ["org:new-org"]
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")

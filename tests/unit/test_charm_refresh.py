@@ -117,3 +117,45 @@ def test_turned_off_a_new_image_replaces_no_idle_runner(ctx, world, resources, l
     on = dataclasses.replace(state, config={**state.config, "refresh-idle-runners": True})
     state = ctx.run(ctx.on.config_changed(), on)
     assert len(world.removals) == 1
+
+
+def test_a_refresh_whose_runners_never_come_is_put_to_the_operator(ctx, world, resources, later):
+    # A quota, or a new flavor or image that fails: the replacement of the first runner
+    # refreshed never reports idle, so the refresh cannot go on. It said "Refreshing …"
+    # forever; now the wait ends: blocked after 30 minutes, with what to do, and it goes
+    # on by itself once GARM makes the runners again.
+    peers = testing.PeerRelation("garm-peers", id=9)  # where the waits are timed
+    state = make_state(world, resources, configurator(WARM_UNIT), peers)
+    state = ctx.run(ctx.on.install(), state)
+    for _ in range(3):
+        later()
+        state = ctx.run(reconcile_tick(), state)
+    assert len(idle(world)) == 2
+    state = new_image(ctx, state)
+    (scaleset,) = world.scalesets()
+    name = scaleset["name"]
+    later(REFRESH_MARGIN)
+    state = ctx.run(reconcile_tick(), state)
+    assert len(world.removals) == 1
+    world.auto_report = False  # its replacement is made, and never comes online
+    refreshing = ops.ActiveStatus(
+        f"Refreshing scaleset sm-x64 ({name}): 1 idle runner made before its last change"
+    )
+    statuses = []
+    for _ in range(70):  # 35 minutes of the timer's passes
+        later()
+        state = ctx.run(reconcile_tick(), state)
+        statuses.append(state.unit_status)
+    assert statuses[:55] == [refreshing] * 55  # 27.5 minutes: still a wait
+    assert statuses[-1] == ops.BlockedStatus(
+        f"Stuck: sm-x64: GARM has not made {name} up to 2 idle runners in 30 minutes of its "
+        "refresh: check its provider (quota, flavor, image) in /var/log/garm/garm.log, or "
+        f"set refresh-idle-runners=false (Refreshing scaleset sm-x64 ({name}): 1 idle runner "
+        "made before its last change)"
+    )
+    assert len(world.removals) == 1
+    world.auto_report = True
+    for _ in range(10):
+        later()
+        state = ctx.run(reconcile_tick(), state)
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")

@@ -994,11 +994,11 @@ def test_a_recovered_provider_deletes_at_its_next_retry_not_before(
     # A provider that deletes again is not asked until GARM's retry is due: the row stays
     # pending_delete through the back-off already running, then goes.
     undeletable_after_its_job(api, org, double, fake_clock)
-    for _ in range(40):  # tries at 1, 7, 13, 20 and 29 s fail: the next is due at 45 s
+    for _ in range(40):  # tries at 0, 6, 12, 19 and 28 s fail: the next is due at 44 s
         fake_clock.advance(1)
         double.tick()
     double.providers_recover()
-    for _ in range(4):
+    for _ in range(3):
         fake_clock.advance(1)
         double.tick()
         assert [row["status"] for row in double.instances()] == ["pending_delete"]

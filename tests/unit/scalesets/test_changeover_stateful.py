@@ -67,10 +67,12 @@ from scalesets.actions import (
     UpdateScaleset,
     field_key,
 )
+from scalesets.drain import FORCE_STUCK
 from scalesets.naming import normalise_labels
 from scalesets.notes import Notes
 from scalesets.planner import PENDING_DELETE_GRACE, YOUNGEST_DELETE
 from scalesets.reconciler import Outcome, preview, reconcile
+from scalesets.refresh import REFRESH_STUCK
 from scalesets.spec import Desired, ScalesetSpec, Settings
 from tests.clock import FakeClock
 from tests.garm_double import CONSOLIDATION_INTERVAL, GITHUB_LINUX_TEMPLATE, GarmDouble, Recorded
@@ -143,7 +145,19 @@ MUST_SEE = (
     "wake checked",
     "idle runner refreshed",
     "budget raised over a drained generation",
+    "force undone by GARM",
+    "undone force put to the operator",
+    "wait escalated",
 )
+# How long a phase the status shows may stay as it is, its runners too, before the
+# operator must be asked to act (every wait ends in progress or escalation): a refresh
+# waits ``REFRESH_STUCK``; anything else at most 30 minutes: a drain past its deadline
+# gives a runner the grace in pending_delete then GARM's rounds on the force
+# (``FORCE_STUCK``), or names a runner that sat 30 minutes where GARM will not remove
+# it; a hand-over waits at most ``handover_timeout``; a refused write is blocked after
+# three refusals, within minutes.
+WAIT_BOUND = {Phase.REFRESHING: REFRESH_STUCK}
+LONGEST_WAIT_BOUND = max(timedelta(minutes=30), SETTINGS.handover_timeout)
 
 
 @dataclass(frozen=True)
@@ -215,6 +229,13 @@ class Changeover(RuleBasedStateMachine):
         # count): of several serving one spec, the serving generation is the earliest.
         self.enabled_since: dict[int, int] = {}
         self.enablings = 0
+        # When GARM first took a force-removal of each runner still there (ground truth).
+        self.first_forced: dict[str, datetime] = {}
+        # When a non-faulty pass first showed each phase as it is now, with its runners
+        # as they are (a force GARM undid counts as no change): a wait.
+        self.shown_since: dict[tuple[str, Phase, frozenset], datetime] = {}
+        # When the last pass ran: the memory forgets what no pass renewed for an hour.
+        self.pass_at: datetime | None = None
 
     # --- what the world does ------------------------------------------------------------
 
@@ -418,7 +439,9 @@ class Changeover(RuleBasedStateMachine):
     def a_draining_runner_sticks_past_the_deadline(self, data):
         """A retired scaleset's runner ends its job but its provider cannot delete the VM;
         the drain deadline comes and the timer runs on: GARM re-stamps the runner on
-        every retry, and only the charm's own sight of it can tell it is stuck."""
+        every retry, and only the charm's own sight of it can tell it is stuck. GARM takes
+        the charm's force and undoes it at its next try; in half the stories the timer
+        runs on past the force's deadline, until the charm asks the operator to act."""
         scaleset_id = data.draw(st.sampled_from(self.draining()))
         runners = [i["name"] for i in self.garm.instances() if i["scale_set_id"] == scaleset_id]
         name = data.draw(st.sampled_from(runners))
@@ -434,6 +457,12 @@ class Changeover(RuleBasedStateMachine):
         if due is not None and due + SETTINGS.drain_deadline > self.clock.now:
             self.clock.advance(due + SETTINGS.drain_deadline - self.clock.now)
         self.timer_fires(int(PENDING_DELETE_GRACE / TIMER_INTERVAL) + 2)
+        if not data.draw(st.booleans(), label="outlast the force's deadline"):
+            return
+        self.timer_fires(int(FORCE_STUCK / TIMER_INTERVAL) + 2)
+        stuck = self._status_of(name) is not None and name in self.first_forced
+        if stuck and self.last is not None and any(p.blocked for p in self.last.progress):
+            COVERAGE["undone force put to the operator"] += 1
 
     @rule()
     def reconcile_pass(self):
@@ -892,13 +921,80 @@ class Changeover(RuleBasedStateMachine):
             held = _holds(self.memory, "remove", scaleset["name"], now, runner=name) or _holds(
                 before.memory, "note", scaleset["name"], before.now
             )
-            if not past or held or now - first < PENDING_DELETE_GRACE + TIMER_INTERVAL:
+            forced = self.first_forced.get(name)
+            given_up = forced is not None and now - forced >= FORCE_STUCK
+            if not past or held or given_up or now - first < PENDING_DELETE_GRACE + TIMER_INTERVAL:
                 continue
             after = next((i for i in self.garm.instances() if i["name"] == name), None)
             assert after is None or after["status"] == "pending_force_delete", (
                 f"runner {name} pending_delete since {first}, not forced at {now}"
             )
             COVERAGE["pending_delete forced"] += 1
+
+    def forces_not_sent_forever(self, before: _Before) -> None:
+        """A force-removal GARM took but did not carry out (its provider fails, and its
+        delete retries undo the force) is sent again after GARM's rounds, but not once
+        ``FORCE_STUCK`` has passed since GARM first took one: then the operator is asked."""
+        now, there = self.clock.now, {i["name"]: i for i in self.garm.instances()}
+        self.first_forced = {n: t for n, t in self.first_forced.items() if n in there}
+        for name, _, at, force in self.garm.removals[before.removals :]:
+            if not force or name not in there:
+                continue
+            first = self.first_forced.setdefault(name, at)
+            assert at - first < FORCE_STUCK + TIMER_INTERVAL, (
+                f"runner {name}: force sent at {at}, {at - first} after GARM first took one"
+            )
+            if at > first:
+                COVERAGE["force undone by GARM"] += 1
+        late = FORCE_STUCK + TIMER_INTERVAL
+        overdue = [n for n, t in self.first_forced.items() if now - t >= late]
+        if overdue and self.last is not None and self.last.ok:
+            summary = summarise(self.last, RelationState(True, self.desired()))
+            assert summary.kind == "blocked", f"runners {overdue} forced long ago, yet {summary}"
+            COVERAGE["wait escalated"] += 1
+
+    def every_wait_ends(self) -> None:
+        """Every wait ends in progress or escalation: a phase the status shows unchanged
+        (same scaleset, phase and runners) for longer than its bound is told as stuck
+        (or the status is blocked for another cause). A drain counts only from its
+        deadline; a refresh waiting on busy runners that fill ``max_runners`` waits on
+        jobs, not GARM."""
+        assert self.last is not None
+        now, shown = self.clock.now, {}
+        summary = summarise(self.last, RelationState(True, self.desired()))
+        live = {s["name"].lower(): s for s in self.garm.scalesets()}
+        for progress in self.last.progress:
+            scaleset = live.get(progress.scaleset.lower())
+            key = (progress.names, progress.phase, frozenset(self.runners_of(scaleset)))
+            since = shown[key] = self.shown_since.get(key, now)
+            bound = WAIT_BOUND.get(progress.phase, LONGEST_WAIT_BOUND)
+            if progress.phase in (Phase.DRAINING, Phase.FORCE_REMOVING):
+                retired = Notes.read((scaleset or {}).get("extended_state", "")).retired_at
+                if retired is None:
+                    continue
+                since = max(since, retired + SETTINGS.drain_deadline)
+            if progress.phase is Phase.REFRESHING and scaleset is not None:
+                runners = [i for i in self.garm.instances() if i["scale_set_id"] == scaleset["id"]]
+                busy = all(i["runner_status"] in ("idle", "active") for i in runners)
+                if busy and len(runners) >= scaleset["max_runners"]:
+                    continue
+            if now - since < bound + 2 * TIMER_INTERVAL:
+                continue
+            assert progress.blocked or summary.kind == "blocked", (
+                f"{progress.names}: {progress.describe()} since {since}, not escalated: "
+                f"{summary}; its runners: {self.runners_of(scaleset)}"
+            )
+            COVERAGE["wait escalated"] += 1
+        self.shown_since = shown
+
+    def runners_of(self, scaleset: dict | None) -> list[tuple[str, str, str]]:
+        """A scaleset's runners as GARM has them: name, status, runner status; a force
+        GARM took and will undo reads as the ``pending_delete`` it goes back to."""
+        return [
+            (i["name"], i["status"].replace("_force", ""), i["runner_status"])
+            for i in self.garm.instances()
+            if scaleset is not None and i["scale_set_id"] == scaleset["id"]
+        ]
 
     def teardown(self):
         """Every story ends settled once faults stop and every job ends."""
@@ -916,6 +1012,10 @@ class Changeover(RuleBasedStateMachine):
         if self.templates_refused_with is not None:
             for method, route in TEMPLATE_ROUTES:
                 self.garm.inject(method, route, status=self.templates_refused_with, times=99)
+        if self.pass_at is not None and self.clock.now - self.pass_at > LONGEST_RETRY:
+            # No pass for over an hour (no timer): the memory forgot, every wait restarts.
+            self.shown_since.clear()
+        self.pass_at = self.clock.now
         before = self.before()
         serving = self.serving_generations()
         self.last = reconcile(
@@ -928,10 +1028,12 @@ class Changeover(RuleBasedStateMachine):
         self.serving_generation_never_retired_unasked(serving)
         self.refusals_reach_blocked(before)
         self.status_names_only_what_is_done(before)
+        self.forces_not_sent_forever(before)
         if not faulty:
             self.labels_asked_for_are_enabled()
             self.stuck_pending_delete_forced(before)
             self.wake_is_not_late()
+            self.every_wait_ends()
         if any(p.blocked for p in self.last.progress):
             COVERAGE["blocked"] += 1
         if any(s.blocking for s in self.last.skipped):

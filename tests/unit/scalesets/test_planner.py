@@ -26,9 +26,10 @@ from scalesets.actions import (
     shown_name,
     write_keys,
 )
+from scalesets.drain import failed, working
 from scalesets.naming import MAX_CANDIDATES
 from scalesets.notes import Notes, specs_digest
-from scalesets.planner import LISTENER_STARTUP, failed, plan, working
+from scalesets.planner import LISTENER_STARTUP, plan
 from scalesets.spec import Desired, HeldSpec, Settings
 from tests.plans import (
     NOW,
