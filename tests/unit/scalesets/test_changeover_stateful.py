@@ -934,8 +934,12 @@ class Changeover(RuleBasedStateMachine):
     def forces_not_sent_forever(self, before: _Before) -> None:
         """A force-removal GARM took but did not carry out (its provider fails, and its
         delete retries undo the force) is sent again after GARM's rounds, but not once
-        ``FORCE_STUCK`` has passed since GARM first took one: then the operator is asked."""
+        ``FORCE_STUCK`` has passed since GARM first took one: then the operator is asked.
+        Only while the runner's scaleset stays retired: one enabled again (a flip-flop
+        back to it) is no longer drained, and the charm's wait on it is over."""
         now, there = self.clock.now, {i["name"]: i for i in self.garm.instances()}
+        enabled = {s["id"] for s in self.garm.scalesets() if s.get("enabled")}
+        there = {n: i for n, i in there.items() if i["scale_set_id"] not in enabled}
         self.first_forced = {n: t for n, t in self.first_forced.items() if n in there}
         for name, _, at, force in self.garm.removals[before.removals :]:
             if not force or name not in there:
