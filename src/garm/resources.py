@@ -429,8 +429,8 @@ def _run(
     While it runs, the charm is the subreaper of its descendants (prctl(2),
     PR_SET_CHILD_SUBREAPER): whatever the program starts and leaves behind, even in a
     session of its own, is handed to the charm rather than to init, and is killed
-    (``_reap``). So when this returns, nothing the program started runs. ``descriptors``
-    are left open for it.
+    (``_reap``). So when this returns, nothing the program started runs; a hook starts
+    nothing else meanwhile. ``descriptors`` are left open for it.
     """
     known = _children()
     previous = _subreaper(1)
@@ -524,12 +524,12 @@ def _reap(known: set[int]) -> None:
 
 def _children() -> set[int]:
     """The charm's own child processes, from /proc/<pid>/stat (proc(5))."""
-    found = set()
+    charm, found = os.getpid(), set()
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError):
                 stat = Path(entry.path, "stat").read_bytes()
-                if int(stat.rsplit(b")", 1)[1].split()[1]) == os.getpid():
+                if int(stat.rsplit(b")", 1)[1].split()[1]) == charm:
                     found.add(int(entry.name))
     return found
 
