@@ -841,6 +841,7 @@ def _install(
     """The resources checked and installed: GARM's version, and whether a binary changed."""
     paths = machine.paths
     workload.ensure_directory(paths.charm_dir, None)
+    workload.ensure_user()  # the resources are checked as GARM's user
     sources: dict[str, resources.Prepared] = {}
     for name in resources.NAMES:
         path = attached(name)
@@ -848,11 +849,10 @@ def _install(
             message = f"Attach the {name} resource: juju attach-resource garm {name}=<file>"
             return Summary("blocked", message)
         try:
-            sources[name] = resources.prepare_once(name, path, paths.staging)
+            sources[name] = resources.prepare_once(name, path, paths.staging, machine.user)
         except resources.ResourceError as exc:
             logger.error("%s", exc)
             return Summary("blocked", str(exc))
-    workload.ensure_user()
     changed = workload.install_binary(sources["garm"].path, paths.binary)
     changed |= workload.install_binary(
         sources["garm-provider-openstack"].path, paths.provider_binary

@@ -14,12 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from garm import sandbox
+from garm import resources
 
 GARM_MAIN = "github.com/cloudbase/garm/cmd/garm"
 GARM_MODULE = "github.com/cloudbase/garm"
 PROVIDER = "garm-provider-openstack"
 PROVIDER_MAIN = PROVIDER_MODULE = "github.com/cloudbase/garm-provider-openstack"
+# The user the tests have the checks run stand-ins as, standing for GARM's: one every Debian
+# and Ubuntu machine has (base-passwd), neither root nor nobody.
+CHECK_USER = "daemon"
 # What every garm-provider-openstack release writes to stderr when run without GARM_COMMAND.
 PROVIDER_REFUSAL = (
     "echo '2026/08/01 12:00:00 failed to validate execution environment: missing GARM_COMMAND'"
@@ -80,8 +83,7 @@ def fake_provider(path: Path, body: str = PROVIDER_REFUSAL, version: str = "v0.1
 def running_with(argument: str) -> list[int]:
     """The pids of the machine's processes with ``argument`` among their arguments.
 
-    Seen from here, the host's PID namespace, whatever namespace they run in: how a test
-    tells whether something a checked binary started still runs.
+    How a test tells whether something a checked binary started still runs.
     """
     found = []
     for entry in Path("/proc").iterdir():
@@ -96,29 +98,24 @@ def running_with(argument: str) -> list[int]:
 
 
 @functools.cache
-def sandbox_missing() -> str | None:
-    """Why the checks' sandbox (``garm.sandbox``) cannot run here; None when it can.
+def checks_missing() -> str | None:
+    """Why the checks (``garm.resources``) cannot run a stand-in as CHECK_USER here; None
+    when they can.
 
-    Asked of the machine by running a stand-in in it, once: being root is not enough where
-    the kernel or a container refuses a namespace or a mount.
+    Asked of the machine by checking a stand-in, once: the charm must be root, and setpriv
+    there and allowed to drop what it drops.
     """
-    reason = sandbox.unavailable()
-    if reason is not None:
-        return reason
     with tempfile.TemporaryDirectory() as directory:
-        program = fake_garm(Path(directory) / "garm")
-        program.chmod(0o755)
+        source = fake_garm(Path(directory) / "juju" / "garm")
         try:
-            run = sandbox.run(program, ("--version",), timeout=10, max_output=1 << 10)
-        except (sandbox.Unavailable, sandbox.Exceeded) as exc:
-            return str(exc)
-    if run.stdout != b"v0.2.1\n":
-        return f"a stand-in answered {run.stdout!r} in the sandbox"
+            resources.prepare("garm", source, Path(directory) / "work", CHECK_USER)
+        except resources.UncheckedError as exc:
+            return exc.reason
     return None
 
 
-def require_sandbox() -> None:
-    """Skip the calling test, saying why, where the checks' sandbox cannot run."""
-    reason = sandbox_missing()
+def require_checks() -> None:
+    """Skip the calling test, saying why, where the checks cannot run a stand-in."""
+    reason = checks_missing()
     if reason is not None:
-        pytest.skip(f"the checks' sandbox cannot run here: {reason}")
+        pytest.skip(f"the checks cannot run a stand-in as {CHECK_USER} here: {reason}")

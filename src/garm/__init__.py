@@ -4,7 +4,7 @@ Holds the thin client and the wire-exact models of GARM's API (``client``, ``mod
 and the admin's login token kept across hooks (``admin_token``);
 GARM's rendered configuration and systemd unit (``config``), the certificate it serves
 its API with and the CA runners get (``tls``), and the machine verbs that install and
-run it (``workload``, ``resources``, checked in the ``sandbox``, ``timer``); where GARM
+run it (``workload``, ``resources`` checked as GARM's user, ``timer``); where GARM
 keeps its data (``database``) and which providers it keeps (``providers``); the setup that makes a
 fresh GARM usable (``setup``: admin, URLs, GitHub credentials, orgs and repos), and
 which GARM that is (``identity``); and the one memory of what GARM refused, whatever the

@@ -18,12 +18,15 @@ does not start or a provider GARM cannot run:
    GARM from garm-cli and the OpenStack provider from GARM's other providers (and from GARM)
    before anything is run;
 3. it must be a program the kernel runs itself (ELF, or a ``#!`` script as the tests'
-   stand-ins are), and it is run as ``<binary> --version`` in ``garm.sandbox``: as nobody,
-   with no network, on a read-only root of its own, with a minimal environment, stdin from
-   /dev/null, bounded time (everything it started killed past it) and bounded output.
-   Where that sandbox cannot be made (the charm not root, a tool missing, the kernel
-   refusing a namespace), the binary is not run at all and the resource is refused as
-   unchecked (UncheckedError): it is never run as root instead.
+   stand-ins are), and it is run as ``<binary> --version``, as GARM's service runs it: as
+   the service's user (``garm``), through util-linux's ``setpriv`` (``_drop``), in the
+   machine's own namespaces, with a minimal environment, stdin from /dev/null, bounded
+   time and bounded output; when the check returns, nothing it started runs (``_run``).
+   No namespace and no mount is made, so it runs wherever GARM does (an LXD container
+   too). Where it cannot be run so (the charm not root, setpriv missing, the kernel
+   refusing setpriv), it is not run at all and the resource is refused as unchecked
+   (UncheckedError): it is never run as root instead. Why this is the right confinement,
+   and what it does not stop: ADR 0013.
 
    * ``garm --version`` prints ``appdefaults.Version`` and exits 0 (Go's flag package up to
      v0.2.x, cobra's version template on main). Releases set it from
@@ -44,19 +47,27 @@ Nothing here imports ops: the charm turns a ResourceError into a blocked status.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gzip
+import logging
 import os
 import platform
+import pwd
 import re
+import selectors
+import shutil
+import subprocess
 import tarfile
 import tempfile
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from signal import SIGKILL
 from typing import IO, BinaryIO, Literal
 
-from garm import sandbox
+logger = logging.getLogger(__name__)
 
 # The largest binary accepted, bare or in an archive (GARM's is about 50 MiB).
 MAX_BINARY_BYTES = 512 << 20
@@ -72,6 +83,14 @@ MAX_EXTENSION_BYTES = 64 << 10
 # What ``--version`` may print before it is cut off and refused.
 MAX_OUTPUT_BYTES = 64 << 10
 DEFAULT_TIMEOUT = 10.0
+# The whole environment of the run: nothing of the charm's (secrets, JUJU_*, or a
+# GARM_COMMAND that would make a provider act).
+ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
+# How long the processes a run leaves behind may take to be killed and reaped.
+_REAPED_WITHIN = 5.0
+# prctl(2) options: the charm adopts its descendants' orphans while a run lasts.
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
 # Output echoed into a status line is cut to this many characters.
 SHOWN_CHARS = 80
 # ``git describe --tags`` of a v-tag, as GARM and its providers stamp their builds.
@@ -128,17 +147,16 @@ class ResourceError(Exception):
 
 
 class UncheckedError(ResourceError):
-    """The resource was not run, because the sandbox it must run in cannot be made here.
+    """The resource was not run, because it cannot be run as GARM's user here.
 
     Not the file's fault, so the status says so and asks for nothing to be attached: the
-    reason names what is missing (root, a tool, a namespace the kernel refused).
+    reason names what is missing (root, setpriv, what the kernel refused).
     """
 
     def _status_line(self) -> str:
         return (
             f"Resource {self.resource} cannot be checked on this machine: {self.reason};"
-            " an attached binary is run only as nobody without network on a read-only root,"
-            " never as root"
+            " an attached binary is run only as GARM's user, never as root"
         )
 
 
@@ -177,7 +195,7 @@ class _Refused(Exception):  # noqa: N818 (internal: the reason, before the resou
 
 
 class _Unchecked(Exception):  # noqa: N818 (internal, as _Refused)
-    """The sandbox cannot be made; ``verify`` adds the resource and raises UncheckedError."""
+    """It cannot be run as GARM's user; ``verify`` adds the resource: UncheckedError."""
 
 
 @dataclass(frozen=True)
@@ -190,20 +208,21 @@ class _Spec:
 
 
 def prepare(
-    resource: str, source: Path, work_dir: Path, *, timeout: float = DEFAULT_TIMEOUT
+    resource: str, source: Path, work_dir: Path, user: str, *, timeout: float = DEFAULT_TIMEOUT
 ) -> Prepared:
     """The binary to install for ``resource`` from the file Juju handed, checked.
 
     ``resource`` is ``garm`` or ``garm-provider-openstack`` (each binary's name too).
     ``work_dir`` should be private to the charm and not mounted noexec: the candidate is
-    written there and run from there, in the sandbox. Raises ResourceError when the file is
-    not the binary it should be, or cannot be checked here (UncheckedError).
+    written there and run from there as ``user``, the user GARM runs as. Raises
+    ResourceError when the file is not the binary it should be, or cannot be checked here
+    (UncheckedError).
     """
     binary = unpack(resource, source, work_dir)
-    return Prepared(binary, verify(resource, binary, timeout=timeout))
+    return Prepared(binary, verify(resource, binary, user, timeout=timeout))
 
 
-def prepare_once(resource: str, source: Path, work_dir: Path) -> Prepared:
+def prepare_once(resource: str, source: Path, work_dir: Path, user: str) -> Prepared:
     """``prepare``, done again only when Juju hands a different file.
 
     Every hook (and the reconcile timer, every 30 s) asks; copying, scanning and running a
@@ -220,7 +239,7 @@ def prepare_once(resource: str, source: Path, work_dir: Path) -> Prepared:
         if noted == seen and binary.is_file():
             return Prepared(binary, version or None)
     note.unlink(missing_ok=True)
-    prepared = prepare(resource, source, work_dir)
+    prepared = prepare(resource, source, work_dir, user)
     note.write_text(f"{seen}\n{prepared.version or ''}")
     return prepared
 
@@ -256,13 +275,15 @@ def unpack(resource: str, source: Path, work_dir: Path) -> Path:
     return target
 
 
-def verify(resource: str, binary: Path, *, timeout: float = DEFAULT_TIMEOUT) -> str | None:
+def verify(
+    resource: str, binary: Path, user: str, *, timeout: float = DEFAULT_TIMEOUT
+) -> str | None:
     """Check ``binary`` is the program ``resource`` should be; its version (see the module doc).
 
     Raises ResourceError when it is built for another architecture, is not a Go program
     built from the expected main package, cannot be run here, times out, or answers
-    ``--version`` other than that program does; UncheckedError, a ResourceError, when the
-    sandbox it must run in cannot be made here.
+    ``--version`` other than that program does; UncheckedError, a ResourceError, when it
+    cannot be run as ``user`` here.
     """
     spec = _spec(resource)
     try:
@@ -275,7 +296,7 @@ def verify(resource: str, binary: Path, *, timeout: float = DEFAULT_TIMEOUT) -> 
         if not build.main_package.endswith(spec.main_suffix):
             raise _Refused(f"it is built from {_shown(build.main_package)}")
         _check_runnable(head)
-        return spec.version_of(_run_version(binary, timeout=timeout), build)
+        return spec.version_of(_run_version(binary, user, timeout), build)
     except _Refused as exc:
         raise ResourceError(resource, str(exc)) from None
     except _Unchecked as exc:
@@ -338,21 +359,190 @@ def go_build(binary: Path) -> GoBuild | None:
     return None
 
 
-def _run_version(binary: Path, *, timeout: float = DEFAULT_TIMEOUT) -> _Answer:
-    """Run ``binary --version`` in the sandbox (``garm.sandbox``): how it answered.
+def _run_version(binary: Path, user: str, timeout: float) -> _Answer:
+    """Run ``binary --version`` as ``user`` (``_drop``): how it answered.
 
-    _Refused when it ran past the time or printed past the output bound; _Unchecked when
-    the sandbox cannot be made here, and then it was not run at all.
+    setpriv is tried first on ``true``, so that its own failure is never taken for the
+    binary's. The binary is run through a descriptor the charm opened
+    (``/proc/self/fd/<n>``, handed to setpriv): its directory is root's alone, and
+    ``user`` needs no way into it. _Refused when it ran past the time or printed past
+    the output bound; _Unchecked when it cannot be run as ``user``: then it was not run.
     """
+    drop = _drop(user)
+    trial, overrun = _run([*drop, "true"], (), timeout)
+    if overrun is not None or trial.status != 0:
+        said = _shown(trial.stderr) or f"status {trial.status}"
+        raise _Unchecked(f"setpriv cannot run a program as {user} ({said})")
+    with binary.open("rb") as program:
+        descriptor = program.fileno()
+        answer, overrun = _run(
+            [*drop, f"/proc/self/fd/{descriptor}", "--version"], (descriptor,), timeout
+        )
+    if overrun == "time":
+        raise _Refused(f"`--version` did not finish within {timeout:g}s")
+    if overrun == "output":
+        raise _Refused(f"`--version` printed over {MAX_OUTPUT_BYTES >> 10} KiB")
+    return answer
+
+
+def _drop(user: str) -> list[str]:
+    """The command that runs what follows it as ``user``, as systemd's ``User=`` does.
+
+    setpriv(1) (util-linux) sets ``user``'s uid, primary group and groups (initgroups(3),
+    as systemd does), sets ``no_new_privs`` (a setuid binary or file capabilities then give
+    nothing, prctl(2)), empties the inheritable capabilities and the bounding set (nothing
+    can give it one, capabilities(7)), and has it killed if the charm dies. _Unchecked
+    when that cannot be done here: the charm is not root, setpriv is missing, or there is
+    no such user (the charm makes it first).
+    """
+    if os.geteuid() != 0:
+        raise _Unchecked(
+            f"running it as {user} needs root, and the charm runs as uid {os.geteuid()}"
+        )
+    if shutil.which("setpriv", path=ENV["PATH"]) is None:
+        raise _Unchecked(f"setpriv (util-linux) is not found in {ENV['PATH']}")
     try:
-        run = sandbox.run(binary, ("--version",), timeout=timeout, max_output=MAX_OUTPUT_BYTES)
-    except sandbox.Exceeded as exc:
-        raise _Refused(f"`--version` {exc}") from None
-    except sandbox.Unavailable as exc:
-        raise _Unchecked(_shown(str(exc), 2 * SHOWN_CHARS)) from None
-    return _Answer(
-        run.status, run.stdout.decode("utf-8", "replace"), run.stderr.decode("utf-8", "replace")
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        raise _Unchecked(f"there is no user {user}") from None
+    return [
+        "setpriv",
+        f"--reuid={entry.pw_uid}",
+        f"--regid={entry.pw_gid}",
+        "--init-groups",
+        "--no-new-privs",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--pdeathsig=SIGKILL",
+        "--",
+    ]
+
+
+Overrun = Literal["time", "output"]
+
+
+def _run(
+    argv: list[str], descriptors: tuple[int, ...], timeout: float
+) -> tuple[_Answer, Overrun | None]:
+    """Run ``argv`` to its end, or kill it at the time or the output bound; how it ended.
+
+    While it runs, the charm is the subreaper of its descendants (prctl(2),
+    PR_SET_CHILD_SUBREAPER): whatever the program starts and leaves behind, even in a
+    session of its own, is handed to the charm rather than to init, and is killed
+    (``_reap``). So when this returns, nothing the program started runs; a hook starts
+    nothing else meanwhile. ``descriptors`` are left open for it.
+    """
+    known = _children()
+    previous = _subreaper(1)
+    try:
+        process = subprocess.Popen(  # noqa: S603 (no shell; setpriv, then what the check runs)
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd="/",
+            env=dict(ENV),
+            pass_fds=descriptors,
+        )
+    except OSError as exc:
+        _subreaper(previous)
+        raise _Unchecked(f"setpriv cannot be run ({exc.strerror})") from None
+    try:
+        stdout, stderr, overrun = _collect(process, time.monotonic() + timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+        _reap(known)
+        _subreaper(previous)
+    answer = _Answer(
+        process.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
     )
+    return answer, overrun
+
+
+def _collect(
+    process: subprocess.Popen[bytes], deadline: float
+) -> tuple[bytes, bytes, Overrun | None]:
+    """Both outputs of ``process`` until it and all that holds them end, or an overrun.
+
+    A process it started that keeps its output open keeps this reading, to the deadline.
+    """
+    assert process.stdout is not None and process.stderr is not None  # noqa: S101 (PIPE)
+    streams = (process.stdout.fileno(), process.stderr.fileno())
+    outputs = {fd: bytearray() for fd in streams}
+    overrun: Overrun | None = None
+    with selectors.DefaultSelector() as selector:
+        for fd in streams:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map() and overrun is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                overrun = "time"
+                break
+            for key, _events in selector.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                outputs[key.fd] += chunk
+                if len(outputs[key.fd]) > MAX_OUTPUT_BYTES:
+                    overrun = "output"
+                    break
+    if overrun is None:
+        try:
+            process.wait(max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            overrun = "time"
+    return bytes(outputs[streams[0]]), bytes(outputs[streams[1]]), overrun
+
+
+def _reap(known: set[int]) -> None:
+    """Kill and reap the charm's children but ``known``: what a run left behind, adopted.
+
+    Only the charm's own children are signalled: a child keeps its pid until the charm
+    reaps it, so no signal can reach a process that took a pid over. As each dies, its
+    own children are handed to the charm, and are killed in the next round; when none is
+    left, nothing the run started runs. A run whose processes fork faster than they are
+    killed is given up on after ``_REAPED_WITHIN`` seconds, with a warning.
+    """
+    deadline = time.monotonic() + _REAPED_WITHIN
+    while left := _children() - known:
+        if time.monotonic() > deadline:
+            logger.warning("a checked binary left %d processes that are still running", len(left))
+            return
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, SIGKILL)
+        for pid in left:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def _children() -> set[int]:
+    """The charm's own child processes, from /proc/<pid>/stat (proc(5))."""
+    charm, found = os.getpid(), set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = Path(entry.path, "stat").read_bytes()
+                if int(stat.rsplit(b")", 1)[1].split()[1]) == charm:
+                    found.add(int(entry.name))
+    return found
+
+
+def _subreaper(value: int) -> int:
+    """Make the charm its descendants' subreaper (1) or not (0); what it was before."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    before = ctypes.c_int()
+    if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(before), 0, 0, 0) != 0:
+        raise _Unchecked(f"prctl refused ({os.strerror(ctypes.get_errno())})")
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, value, 0, 0, 0) != 0:
+        raise _Unchecked(f"prctl refused ({os.strerror(ctypes.get_errno())})")
+    return before.value
 
 
 def _garm_version(answer: _Answer, _build: GoBuild) -> str:

@@ -127,8 +127,8 @@ class Paths:
         """The charm's own files on the machine: root's alone (0700, ``ensure_directory``).
 
         Nothing but root reads in it: the lease script runs as root (``+``), the metrics
-        service sees its one directory through systemd's bind mount, and the attached
-        binaries are checked through a bind mount of the sandbox's (``garm.sandbox``).
+        service sees its one directory through systemd's bind mount, and an attached
+        binary is checked through a descriptor the charm opened (``garm.resources``).
         """
         return self.root / "var/lib/garm-charm"
 

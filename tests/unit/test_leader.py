@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import pwd
+import shutil
+import tempfile
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from charmlibs import passwd
 
 import leader
+from garm import workload
 from garm.config import PostgresqlDatabase, Proxy
 from garm.providers import Recorded
 from garm.setup import NO_ADMIN_YET, AdminLogin
@@ -30,7 +34,7 @@ from juju.config import CharmConfig, ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, WHOLE, View
 from juju.records import Configurators, InternalSecrets, PeerRecords
 from observe.token import LeaderGarm
-from tests.binaries import fake_garm, fake_provider
+from tests.binaries import CHECK_USER, fake_garm, fake_provider, require_checks
 from tests.clock import FakeClock
 from tests.databags import EXAMPLE_UNIT, KEY_SECRET_URI, PASSWORD_SECRET_URI, SOLE_UNIT
 from tests.garm_double import FAKE_APP_KEY, GarmDouble
@@ -219,6 +223,32 @@ def test_a_leader_that_reconciled_tells_juju_everything(make, world, clock):
     assert result.garm_here is not None and result.garm_here.fetch_token is not None
     assert result.next_due == clock() + timedelta(seconds=30)
     assert [s["name"] for s in world.scalesets()] != []
+
+
+def test_the_resources_are_checked_as_garms_user_made_before_they_run(
+    make, machine, monkeypatch, tmp_path
+):
+    # The service's user stands for GARM's: the check runs the binary as it, so the user
+    # must exist before the first check (and it is made at once: ``workload.ensure_user``).
+    require_checks()
+    shared = Path(tempfile.mkdtemp(prefix="garm-check-test-", dir="/tmp"))
+    shared.chmod(0o1777)
+    ran_as = shared / "ran-as"
+    made: list[tuple[str, bool]] = []
+    monkeypatch.setattr(passwd, "add_user", lambda name, **_: made.append((name, ran_as.exists())))
+    attached = {
+        "garm": fake_garm(tmp_path / "juju" / "garm", body=f"id -un > {ran_as}; echo v0.2.1"),
+        "garm-provider-openstack": fake_provider(tmp_path / "juju" / "provider"),
+    }
+    try:
+        result = leader.run(
+            make(machine=leader.Machine(machine.paths, CHECK_USER), resources=attached)
+        )
+        assert status(result) == "active: 1 scaleset in sync"
+        assert made == [(workload.USER, False)]  # made before anything attached ran
+        assert ran_as.read_text() == f"{CHECK_USER}\n"
+    finally:
+        shutil.rmtree(shared)
 
 
 def test_a_pass_that_stops_early_tells_what_it_did_so_far(make, world):

@@ -3,24 +3,31 @@
 The stand-ins are real files run for real: a shell script (the kernel runs ``#!`` files as it
 runs ELF ones) carrying after its ``exit`` the Go build info a Go binary has, so every check
 (archive, architecture, build info, ``--version``) meets a file as it would meet a release.
-They run in the checks' sandbox (``garm.sandbox``, tested in test_resources_sandbox.py):
-the tests that run one skip, saying why, where it cannot be made (``needs_sandbox``).
+They are run as GARM's user would be (``CHECK_USER``, through setpriv): the tests that run
+one skip, saying why, where that cannot be done here (``needs_setpriv``). Each test that
+claims the check stops something first shows, run otherwise, that the same stand-in
+does it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gzip
 import io
 import os
 import platform
+import pwd
 import secrets
+import shlex
 import shutil
 import stat
+import subprocess
 import tarfile
+import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -30,6 +37,7 @@ from garm import resources
 from garm.resources import GoBuild, Prepared, ResourceError
 from tests.archives import long_names, raw_header, tar_bytes
 from tests.binaries import (
+    CHECK_USER,
     PROVIDER,
     PROVIDER_MAIN,
     PROVIDER_MODULE,
@@ -38,7 +46,7 @@ from tests.binaries import (
     fake_program,
     fake_provider,
     go_build_info,
-    require_sandbox,
+    require_checks,
     running_with,
 )
 
@@ -77,12 +85,12 @@ def work(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def sandboxed() -> None:
-    require_sandbox()
+def checkable() -> None:
+    require_checks()
 
 
-# For the tests that run a stand-in: where the sandbox cannot be made, they skip.
-needs_sandbox = pytest.mark.usefixtures("sandboxed")
+# For the tests that run a stand-in: where it cannot be run as CHECK_USER, they skip.
+needs_setpriv = pytest.mark.usefixtures("checkable")
 
 
 @pytest.fixture
@@ -95,21 +103,21 @@ def refusal(
 ) -> tuple[ResourceError, float]:
     started = time.monotonic()
     with pytest.raises(ResourceError) as caught:
-        resources.prepare(resource, source, work, timeout=timeout)
+        resources.prepare(resource, source, work, CHECK_USER, timeout=timeout)
     return caught.value, time.monotonic() - started
 
 
 # --- Both forms are accepted ---------------------------------------------------------------
 
 
-@needs_sandbox
+@needs_setpriv
 def test_a_bare_garm_binary_is_copied_into_the_work_dir_and_its_version_read(
     tmp_path: Path, work: Path
 ) -> None:
     source = fake_garm(tmp_path / "juju" / "garm")
     before = source.read_bytes()
 
-    prepared = resources.prepare("garm", source, work)
+    prepared = resources.prepare("garm", source, work, CHECK_USER)
 
     assert prepared == Prepared(work / "garm", "v0.2.1")
     assert prepared.path.read_bytes() == before
@@ -119,14 +127,14 @@ def test_a_bare_garm_binary_is_copied_into_the_work_dir_and_its_version_read(
     assert sorted(os.listdir(work)) == ["garm"]
 
 
-@needs_sandbox
+@needs_setpriv
 def test_the_release_archive_is_unpacked_whatever_the_file_is_called(
     tmp_path: Path, work: Path, garm_bytes: bytes
 ) -> None:
     # Juju names the file after charmcraft.yaml's filename: "garm", not "garm-linux-amd64.tgz".
     source = tar(tmp_path / "juju" / "garm", [member("garm", garm_bytes)])
 
-    prepared = resources.prepare("garm", source, work)
+    prepared = resources.prepare("garm", source, work, CHECK_USER)
 
     assert prepared == Prepared(work / "garm", "v0.2.1")
     assert prepared.path.read_bytes() == garm_bytes
@@ -134,7 +142,7 @@ def test_the_release_archive_is_unpacked_whatever_the_file_is_called(
     assert sorted(os.listdir(work)) == ["garm"]
 
 
-@needs_sandbox
+@needs_setpriv
 def test_an_archive_with_a_directory_and_garm_cli_beside_garm_yields_garm(
     tmp_path: Path, work: Path, garm_bytes: bytes
 ) -> None:
@@ -149,20 +157,20 @@ def test_an_archive_with_a_directory_and_garm_cli_beside_garm_yields_garm(
         ],
     )
 
-    prepared = resources.prepare("garm", source, work)
+    prepared = resources.prepare("garm", source, work, CHECK_USER)
 
     assert prepared.version == "v0.2.1"
     assert prepared.path.read_bytes() == garm_bytes
 
 
-@needs_sandbox
+@needs_setpriv
 def test_an_uncompressed_tar_is_read_too(tmp_path: Path, work: Path, garm_bytes: bytes) -> None:
     source = tar(tmp_path / "juju" / "garm", [member("garm", garm_bytes)], mode="w")
 
-    assert resources.prepare("garm", source, work).version == "v0.2.1"
+    assert resources.prepare("garm", source, work, CHECK_USER).version == "v0.2.1"
 
 
-@needs_sandbox
+@needs_setpriv
 @pytest.mark.parametrize("archived", [False, True], ids=["bare", "archive"])
 def test_the_provider_is_accepted_bare_or_archived_with_its_build_version(
     tmp_path: Path, work: Path, archived: bool
@@ -174,42 +182,44 @@ def test_the_provider_is_accepted_bare_or_archived_with_its_build_version(
         else binary
     )
 
-    assert resources.prepare(PROVIDER, source, work) == Prepared(work / PROVIDER, "v0.1.5")
+    assert resources.prepare(PROVIDER, source, work, CHECK_USER) == Prepared(
+        work / PROVIDER, "v0.1.5"
+    )
 
 
-@needs_sandbox
+@needs_setpriv
 def test_a_provider_build_without_a_stamped_version_is_accepted_without_one(
     tmp_path: Path, work: Path
 ) -> None:
     source = fake_provider(tmp_path / "juju" / PROVIDER, version="(devel)")
 
-    assert resources.prepare(PROVIDER, source, work) == Prepared(work / PROVIDER, None)
+    assert resources.prepare(PROVIDER, source, work, CHECK_USER) == Prepared(work / PROVIDER, None)
 
 
-@needs_sandbox
+@needs_setpriv
 def test_a_provider_that_one_day_answers_version_is_taken_at_its_word(
     tmp_path: Path, work: Path
 ) -> None:
     source = fake_provider(tmp_path / "juju" / PROVIDER, body="echo v0.2.0")
 
-    assert resources.prepare(PROVIDER, source, work).version == "v0.2.0"
+    assert resources.prepare(PROVIDER, source, work, CHECK_USER).version == "v0.2.0"
 
 
-@needs_sandbox
+@needs_setpriv
 def test_preparing_again_replaces_the_binary_and_leaves_nothing_else(
     tmp_path: Path, work: Path
 ) -> None:
-    resources.prepare("garm", fake_garm(tmp_path / "a" / "garm"), work)
+    resources.prepare("garm", fake_garm(tmp_path / "a" / "garm"), work, CHECK_USER)
     second = fake_garm(tmp_path / "b" / "garm", body="echo v0.2.2")
 
-    assert resources.prepare("garm", second, work) == Prepared(work / "garm", "v0.2.2")
+    assert resources.prepare("garm", second, work, CHECK_USER) == Prepared(work / "garm", "v0.2.2")
     assert sorted(os.listdir(work)) == ["garm"]
 
 
 # --- The run is contained ------------------------------------------------------------------
 
 
-@needs_sandbox
+@needs_setpriv
 def test_the_binary_runs_with_a_minimal_environment_no_stdin_and_only_its_flag(
     tmp_path: Path, work: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -225,10 +235,10 @@ extra=$(env | grep -v -e ^PATH= -e ^LC_ALL= -e ^PWD= -e ^SHLVL= -e ^_= -e ^OLDPW
 echo v0.2.1"""
     source = fake_garm(tmp_path / "juju" / "garm", body=body)
 
-    assert resources.prepare("garm", source, work, timeout=5).version == "v0.2.1"
+    assert resources.prepare("garm", source, work, CHECK_USER, timeout=5).version == "v0.2.1"
 
 
-@needs_sandbox
+@needs_setpriv
 def test_a_binary_that_hangs_is_refused_within_the_timeout_and_killed_with_its_children(
     tmp_path: Path, work: Path
 ) -> None:
@@ -263,11 +273,13 @@ def test_a_binary_that_hangs_is_refused_within_the_timeout_and_killed_with_its_c
     assert running_with(child) == running_with(itself) == []
 
 
-@needs_sandbox
+@needs_setpriv
+@pytest.mark.parametrize("stream", ["", ">&2"], ids=["stdout", "stderr"])
 def test_a_binary_that_floods_its_output_is_refused_without_reading_it_all(
-    tmp_path: Path, work: Path
+    tmp_path: Path, work: Path, stream: str
 ) -> None:
-    source = fake_garm(tmp_path / "juju" / "garm", body="while :; do echo v0.2.1; done")
+    body = f"while :; do echo v0.2.1 {stream}; done"
+    source = fake_garm(tmp_path / "juju" / "garm", body=body)
 
     error, took = refusal("garm", source, work, timeout=5)
 
@@ -275,10 +287,220 @@ def test_a_binary_that_floods_its_output_is_refused_without_reading_it_all(
     assert took < 3
 
 
+def answers_only_if(conditions: dict[str, str]) -> str:
+    """A stand-in's body: its version if every shell test holds, else the first that fails."""
+    tests = [
+        f"{test} || {{ echo 'not {name}' >&2; exit 1; }}" for name, test in conditions.items()
+    ]
+    return "\n".join([*tests, "echo v0.2.1"])
+
+
+def unconfined(program: Path) -> subprocess.CompletedProcess[bytes]:
+    """``program --version`` run as the tests run (root, where the stand-ins run)."""
+    return subprocess.run(["/bin/sh", str(program), "--version"], capture_output=True, check=False)
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A directory everyone may write in (under /tmp, 1777), as the machine's /tmp is."""
+    directory = Path(tempfile.mkdtemp(prefix="garm-check-test-", dir="/tmp"))
+    directory.chmod(0o1777)
+    yield directory
+    shutil.rmtree(directory)
+
+
+@needs_setpriv
+def test_the_binary_runs_as_garms_user_with_its_groups_and_no_way_to_more(
+    tmp_path: Path, work: Path
+) -> None:
+    user = pwd.getpwnam(CHECK_USER)
+    groups = ",".join(str(g) for g in sorted(set(os.getgrouplist(CHECK_USER, user.pw_gid))))
+    wanted = [
+        f"uid: {user.pw_uid}",
+        f"euid: {user.pw_uid}",
+        f"gid: {user.pw_gid}",
+        f"egid: {user.pw_gid}",
+        f"Supplementary groups: {groups}",  # as systemd's User= sets them (initgroups)
+        "no_new_privs: 1",
+        "Inheritable capabilities: [none]",
+        "Ambient capabilities: [none]",
+        "Capability bounding set: [none]",
+    ]
+    body = "dump=$(setpriv --dump)\n" + answers_only_if(
+        {line: f'echo "$dump" | grep -qxF {shlex.quote(line)}' for line in wanted}
+    )
+    source = fake_garm(tmp_path / "juju" / "garm", body=body)
+    assert unconfined(source).stderr == f"not uid: {user.pw_uid}\n".encode()  # as root
+
+    assert resources.prepare("garm", source, work, CHECK_USER).version == "v0.2.1"
+
+
+@needs_setpriv
+def test_the_binary_runs_in_the_machines_namespaces_as_garm_does(
+    tmp_path: Path, work: Path
+) -> None:
+    # No namespace and no mount is made for the check: it runs wherever GARM itself runs
+    # (an LXD container that refuses them too).
+    kinds = ("mnt", "net", "pid", "ipc", "uts", "user", "cgroup")
+    ours = {kind: os.readlink(f"/proc/self/ns/{kind}") for kind in kinds}
+    body = answers_only_if(
+        {
+            f"{kind} {ns}": f'[ "$(readlink /proc/self/ns/{kind})" = "{ns}" ]'
+            for kind, ns in ours.items()
+        }
+    )
+    source = fake_garm(tmp_path / "juju" / "garm", body=body)
+
+    assert resources.prepare("garm", source, work, CHECK_USER).version == "v0.2.1"
+
+
+def writes_none_of(targets: list[Path]) -> str:
+    """A stand-in's body: its version if it can append to none of ``targets``."""
+    return answers_only_if(
+        {f"wrote {t}": f"! (echo x >> {shlex.quote(str(t))}) 2>/dev/null" for t in targets}
+    )
+
+
+@needs_setpriv
+def test_the_binary_writes_nothing_of_roots_nor_its_own_file(
+    tmp_path: Path, work: Path, shared: Path
+) -> None:
+    roots = shared / "roots"
+    roots.write_text("kept\n")  # 0644, root's, in a directory anyone may write in
+    owned = shared / "owned"
+    owned.mkdir(mode=0o755)  # root's
+    outside = [roots, owned / "new"]
+    demo = fake_garm(tmp_path / "demo" / "garm", body=writes_none_of(outside))
+    assert unconfined(demo).stderr == f"not wrote {roots}\n".encode()  # as root, it can
+    roots.write_text("kept\n")
+    (owned / "new").unlink(missing_ok=True)
+    # And the charm's work dir and /etc: the binary knows its file only by a descriptor.
+    targets = [*outside, work / "garm", work / "new", Path("/etc/garm-check-test")]
+    source = fake_garm(tmp_path / "juju" / "garm", body=writes_none_of(targets))
+
+    prepared = resources.prepare("garm", source, work, CHECK_USER)
+
+    assert prepared.version == "v0.2.1"
+    assert roots.read_text() == "kept\n"
+    assert os.listdir(owned) == []
+    assert sorted(os.listdir(work)) == ["garm"]
+    assert prepared.path.read_bytes() == source.read_bytes()
+    assert not Path("/etc/garm-check-test").exists()
+
+
+@needs_setpriv
+def test_a_setuid_root_program_gives_the_binary_nothing(
+    tmp_path: Path, work: Path, shared: Path
+) -> None:
+    id_program = shutil.which("id")
+    assert id_program is not None
+    setuid_id = shared / "id"
+    shutil.copyfile(id_program, setuid_id)
+    setuid_id.chmod(0o4755)  # root's: whoever runs it is root, unless no_new_privs
+    as_user = ("setpriv", f"--reuid={CHECK_USER}", f"--regid={CHECK_USER}", "--clear-groups")
+    escalated = subprocess.run([*as_user, str(setuid_id), "-u"], capture_output=True, check=True)
+    if escalated.stdout != b"0\n":
+        pytest.skip(f"a setuid program gives nothing here anyway ({shared} is nosuid)")
+    uid = pwd.getpwnam(CHECK_USER).pw_uid
+    body = answers_only_if({"escalated": f'[ "$({setuid_id} -u)" = {uid} ]'})
+    source = fake_garm(tmp_path / "juju" / "garm", body=body)
+
+    assert resources.prepare("garm", source, work, CHECK_USER).version == "v0.2.1"
+
+
+@needs_setpriv
+def test_nothing_the_binary_started_runs_once_the_check_returns(
+    tmp_path: Path, work: Path, shared: Path
+) -> None:
+    # A daemon as a binary would start one: out of the binary's session, its output closed,
+    # orphaned at once. The binary answers only once it runs.
+    token = f"60.{secrets.randbelow(10**9):09d}"
+    started = shared / "started"
+    daemon = f"touch {started}; exec sleep {token}"
+    body = f"""(setsid sh -c {shlex.quote(daemon)} </dev/null >/dev/null 2>&1 &)
+while [ ! -e {started} ]; do sleep 0.01; done
+echo v0.2.1"""
+    source = fake_garm(tmp_path / "juju" / "garm", body=body)
+
+    assert resources.prepare("garm", source, work, CHECK_USER).version == "v0.2.1"
+
+    assert started.exists(), "the daemon never ran: the test would prove nothing"
+    assert running_with(token) == []
+    libc = ctypes.CDLL(None)
+    subreaper = ctypes.c_int(-1)
+    assert libc.prctl(37, ctypes.byref(subreaper), 0, 0, 0) == 0  # PR_GET_CHILD_SUBREAPER
+    assert subreaper.value == 0  # the charm adopts orphans only while a check runs
+
+
+def test_where_the_charm_is_not_root_the_binary_is_not_run_and_checked_again(
+    tmp_path: Path, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran = tmp_path / "ran"
+    source = fake_garm(tmp_path / "juju" / "garm", body=f"touch {ran}; echo v0.2.1")
+    monkeypatch.setattr(resources.os, "geteuid", lambda: 1000)
+
+    with pytest.raises(resources.UncheckedError) as caught:
+        resources.prepare_once("garm", source, work, CHECK_USER)
+
+    assert isinstance(caught.value, ResourceError)  # what the pass turns to blocked
+    assert str(caught.value) == (
+        f"Resource garm cannot be checked on this machine: running it as {CHECK_USER} needs"
+        " root, and the charm runs as uid 1000; an attached binary is run only as GARM's"
+        " user, never as root"
+    )
+    assert not ran.exists()
+    assert not (work / "garm.checked").exists()  # not noted: the next pass checks it again
+
+
+@pytest.fixture
+def tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Root, and an empty directory as the whole PATH the check runs setpriv from."""
+    directory = tmp_path / "tools"
+    directory.mkdir()
+    monkeypatch.setattr(resources.os, "geteuid", lambda: 0)
+    monkeypatch.setitem(resources.ENV, "PATH", str(directory))
+    return directory
+
+
+def test_without_setpriv_the_binary_is_not_run(tmp_path: Path, work: Path, tools: Path) -> None:
+    ran = tmp_path / "ran"
+    source = fake_garm(tmp_path / "juju" / "garm", body=f"touch {ran}; echo v0.2.1")
+
+    with pytest.raises(resources.UncheckedError) as caught:
+        resources.prepare("garm", source, work, CHECK_USER)
+
+    assert caught.value.reason == f"setpriv (util-linux) is not found in {tools}"
+    assert not ran.exists()
+
+
+def test_without_the_user_the_binary_is_not_run(tmp_path: Path, work: Path, tools: Path) -> None:
+    (tools / "setpriv").write_text("#!/bin/sh\nexit 99\n")
+    (tools / "setpriv").chmod(0o755)
+
+    with pytest.raises(resources.UncheckedError) as caught:
+        resources.prepare("garm", fake_garm(tmp_path / "juju" / "garm"), work, "no-such-user")
+
+    assert caught.value.reason == "there is no user no-such-user"
+
+
+def test_a_kernel_that_refuses_setpriv_is_named_and_not_blamed_on_the_binary(
+    tmp_path: Path, work: Path, tools: Path
+) -> None:
+    refused = "setpriv: setresuid failed: Operation not permitted"
+    (tools / "setpriv").write_text(f"#!/bin/sh\necho '{refused}' >&2; exit 127\n")
+    (tools / "setpriv").chmod(0o755)
+
+    with pytest.raises(resources.UncheckedError) as caught:
+        resources.prepare("garm", fake_garm(tmp_path / "juju" / "garm"), work, CHECK_USER)
+
+    assert caught.value.reason == f"setpriv cannot run a program as {CHECK_USER} ({refused})"
+    assert os.listdir(work) == ["garm"]  # unpacked, checked no further
+
+
 # --- Wrong files are refused, naming the resource ------------------------------------------
 
 
-@needs_sandbox
+@needs_setpriv
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
@@ -298,26 +520,23 @@ def test_a_garm_that_does_not_answer_with_its_version_is_refused(
     assert reason in error.reason
 
 
-@needs_sandbox
-@pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="no /usr/bin/python3 to crash")
+@needs_setpriv
 def test_a_garm_that_crashes_is_refused_naming_the_signal(tmp_path: Path, work: Path) -> None:
-    # In the sandbox the binary is its PID namespace's init, which a signal sent from inside
-    # (``kill -SEGV $$``) cannot kill (pid_namespaces(7)); a fault the kernel raises does.
-    body = "exec /usr/bin/python3 -c 'import ctypes; ctypes.string_at(0)'"
+    body = "kill -SEGV $$"
 
     error, _ = refusal("garm", fake_garm(tmp_path / "juju" / "garm", body=body), work)
 
     assert error.reason == "`garm --version` was killed by signal 11"
 
 
-@needs_sandbox
+@needs_setpriv
 def test_a_silent_failure_is_reported_without_a_dangling_colon(tmp_path: Path, work: Path) -> None:
     error, _ = refusal("garm", fake_garm(tmp_path / "juju" / "garm", body="exit 3"), work)
 
     assert error.reason == "`garm --version` exited with status 3"
 
 
-@needs_sandbox
+@needs_setpriv
 def test_the_status_line_names_the_resource_and_says_what_to_attach(
     tmp_path: Path, work: Path
 ) -> None:
@@ -329,7 +548,7 @@ def test_the_status_line_names_the_resource_and_says_what_to_attach(
     )
 
 
-@needs_sandbox
+@needs_setpriv
 def test_binary_garbage_is_never_echoed_whole(tmp_path: Path, work: Path) -> None:
     body = r"printf 'v\000\377\033[31m'; yes x | head -c 20000 | tr -d '\n'"
     error, _ = refusal("garm", fake_garm(tmp_path / "juju" / "garm", body=body), work)
@@ -372,7 +591,7 @@ def test_another_garm_provider_is_refused_as_the_openstack_one(tmp_path: Path, w
     assert error.reason == f"it is built from {lxd}"
 
 
-@needs_sandbox
+@needs_setpriv
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
@@ -607,7 +826,7 @@ def test_a_bare_file_over_the_size_limit_is_refused_leaving_nothing(
 
 def test_an_unknown_resource_is_a_bug_not_a_status(tmp_path: Path, work: Path) -> None:
     with pytest.raises(ValueError, match="no such resource"):
-        resources.prepare("garm-cli", fake_garm(tmp_path / "garm-cli"), work)
+        resources.prepare("garm-cli", fake_garm(tmp_path / "garm-cli"), work, CHECK_USER)
 
 
 # --- The pure parts ------------------------------------------------------------------------
