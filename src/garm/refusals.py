@@ -187,13 +187,18 @@ class Refusals:
         """The names still known to be taken; a time too far ahead is not believed."""
         return frozenset(n for n, until in self.taken.items() if believed_wait(until, now))
 
-    def waiting(self, keys: Iterable[str], now: datetime) -> Refusals:
+    def waiting(self, keys: Iterable[str], now: datetime, *, over: bool = True) -> Refusals:
         """The memory with the waits a pass saw: first seen when noted, else ``now``.
 
-        Waits the pass no longer saw are over (done, or nobody waits on them) and are
-        forgotten, so one seen again later starts afresh.
+        With ``over``, the pass looked at everything that could wait, so the waits it no
+        longer saw are over (done, or nobody waits on them) and are forgotten, and one
+        seen again later starts afresh. Otherwise (a family held, the view partial) a
+        wait it did not name may be one it did not look at: not knowing counts as still
+        waiting, and its clock stands.
         """
-        waits = {key: self.since(key, now) for key in sorted(set(keys))}
+        kept = {} if over else dict(self.waits)
+        waits = kept | {key: self.since(key, now) for key in sorted(set(keys))}
+        waits = dict(sorted(waits.items()))
         return self if waits == self.waits else replace(self, waits=waits)
 
     def since(self, key: str, now: datetime) -> datetime:

@@ -241,6 +241,9 @@ class Plan:
     nothing waits on time (controller-runtime's ``RequeueAfter``, as a moment).
     ``waits`` are the keys of what the plan waits on GARM to do, which the memory of
     refusals times (``Refusals.waiting``): past its deadline, a wait is put to the operator.
+    ``whole``: the plan looked at every family (none held, contested or partly seen, no
+    unit's name unknown), so a wait it does not name is over; otherwise it may be one it
+    did not look at, and its clock stands.
     """
 
     actions: tuple[Action, ...] = ()
@@ -250,6 +253,7 @@ class Plan:
     held: tuple[Held, ...] = ()
     wake: datetime | None = field(default=None, compare=False)
     waits: tuple[str, ...] = field(default=(), compare=False)
+    whole: bool = field(default=True, compare=False)
 
 
 def family_phase(

@@ -152,6 +152,8 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
     if selection.sweep and desired.complete and not desired.template_hold:
         _plan_template_deletes(selection, choices, desired.unsettled, ctx)
     current = tuple((c.family.spec.name.lower(), c.name) for c in planned if c.name)
+    # A plan that left a family alone did not look at its waits: they are not over.
+    held = desired.unsettled or selection.held or selection.contested
     return Plan(
         tuple(draft.actions),
         tuple(draft.progress),
@@ -160,6 +162,7 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
         tuple(draft.held),
         draft.wake.earliest(changing=bool(draft.progress)),
         tuple(draft.waits),
+        selection.sweep and desired.complete and not held,
     )
 
 

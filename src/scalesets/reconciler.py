@@ -452,7 +452,8 @@ class _Ledger:
         unless GARM went away. What the last plan waits on GARM to do is remembered with
         when it was first seen (``Refusals.waiting``), so the next pass can tell how long.
         """
-        self._remember(self.memory.waiting(current.waits, self.now), observed)
+        waits = self.memory.waiting(current.waits, self.now, over=current.whole)
+        self._remember(waits, observed)
         wake = current.wake
         if current.actions and unreachable is None:
             wake = self.now

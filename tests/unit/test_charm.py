@@ -260,6 +260,38 @@ def test_a_force_garm_never_carries_out_is_put_to_the_operator_and_not_sent_fore
     assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
 
 
+def test_a_pass_that_cannot_look_at_a_wait_leaves_its_clock_standing(
+    ctx, world, resources, clock, machine
+):
+    # A hook whose goal-state fails (a busy controller) holds every family: its pass does
+    # not look at the drain. It forgot the wait on the force all the same, so the next
+    # pass sent the force again and 15 minutes started afresh: with one such hook every
+    # ten minutes the force was sent for good and nothing was ever put to the operator.
+    relation = configurator(SOLE_UNIT)
+    peers = testing.PeerRelation("garm-peers", id=9)  # where the waits are timed
+    state = make_state(world, resources, relation, peers, config={"drain-deadline-minutes": 1})
+    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    (old,) = world.scalesets()
+    busy = world.add_runner(old["id"], runner_status="active")
+    changed = {**SOLE_UNIT, "labels": "self-hosted,linux,arm64"}
+    state, relation = publish(state, relation.id, 0, changed)
+    world.provider_cannot_delete(busy)
+    readable, blocked = machine.systemctl.goal_state, []
+    for n, second in enumerate(range(0, 45 * 60, 30)):  # the timer's passes
+        clock.advance(timedelta(seconds=30))
+        world.tick()
+        if second == 60:  # its job ends; the row goes pending_delete, and stays
+            world.set_runner(busy, status="pending_delete", runner_status="terminated")
+        machine.systemctl.goal_state = None if n % 20 == 19 else readable
+        state = ctx.run(reconcile_tick(), state)
+        if state.unit_status.name == "blocked":
+            blocked.append(clock.now)
+    forced = [at for _, _, at, force in world.removals if force]
+    assert busy in [i["name"] for i in world.instances()]  # GARM never carried it out
+    assert blocked and blocked[0] - forced[0] <= timedelta(minutes=15, seconds=30)
+    assert forced[-1] < blocked[0]  # and it was never sent again after that
+
+
 def test_relation_broken_sweeps_and_asks_for_the_integration(ctx, world, resources, later):
     relation = configurator(SOLE_UNIT)
     state = ctx.run(
