@@ -503,9 +503,6 @@ def _plan_current(family: _Family, choice: Choice, taken: set[str], ctx: _Contex
         name = _plan_create(spec, key, choice.template_id, taken, ctx) if choice.ready else ""
         return _Current(family, None, False, name)
     # Registered late on GitHub: noted, and not live before its listener (``registration``).
-    waiting = registration.unregistered(current)
-    if waiting and _waits(waiting, registration.REGISTRATION_STUCK, ctx.observed, ctx.draft):
-        ctx.draft.blocked[current.id] = registration.stuck(current)
     noted = registration.note(current, spec.name, ctx.now) if current.enabled else None
     if noted is not None and _plan_write(noted, f"note on scaleset {noted.name}", ctx):
         return _Current(family, current, False, current.name)
@@ -562,8 +559,7 @@ def _plan_predecessors(current: _Current, cover: _Cover, ctx: _Context) -> None:
         about = [p.name for p, at in zip(predecessors, phases, strict=True) if at is phase]
         replaced = about or [p.name for p in predecessors]
         name = current.name if phase is Phase.CREATING else replaced[0]
-        parts = [m.scaleset for m in family.members]
-        causes = [ctx.draft.blocked[p.id] for p in parts if p.id in ctx.draft.blocked]
+        causes = [ctx.draft.blocked[p.id] for p in predecessors if p.id in ctx.draft.blocked]
         blocked = causes[0] if causes else ""
         ctx.draft.progress.append(Progress(logical, name, phase, runners, blocked))
 

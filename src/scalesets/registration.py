@@ -13,9 +13,6 @@ after it gets one, however old it is; its ``created_at`` and ``enabled-at`` say 
 of that. So the charm marks it, seen unregistered, with an ``enabled-at`` ahead (believed,
 within the longest back-off), and the first pass that sees it registered notes
 ``enabled-at`` then: the hand-over counts the listener from that note (``planner``).
-One GitHub never registers (it refuses GARM's create: the App lost its permission, the
-runner group is gone) is a wait on GARM too: ``unregistered`` names it, and
-``REGISTRATION_STUCK`` after the charm first saw it the operator is told (``stuck``).
 """
 
 from __future__ import annotations
@@ -65,21 +62,6 @@ def reason(kind: str, name: str, overdue: bool) -> str:
             "github_installation_id, a readable key) and /var/log/garm/garm.log"
         )
     return f"{kind} {name!r} is not registered in GARM after 15 minutes: {advice}"
-
-
-def unregistered(current: ScaleSet) -> str | None:
-    """The wait for GitHub to register an enabled scale set; None: nothing waits."""
-    if current.enabled and not current.scale_set_id:
-        return f"registration:scaleset:{current.name.lower()}"
-    return None
-
-
-def stuck(current: ScaleSet) -> str:
-    """What the operator reads of a scale set GitHub has not registered in time."""
-    return (
-        f"GitHub has not registered scale set {current.name} in 15 minutes: check the "
-        "GitHub App's permissions and runner group, and /var/log/garm/garm.log"
-    )
 
 
 def note(current: ScaleSet, logical: str, now: datetime) -> UpdateScaleset | None:

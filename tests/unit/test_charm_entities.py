@@ -255,32 +255,3 @@ def test_an_org_the_charm_cannot_register_is_put_to_the_operator(ctx, world, res
     state = ctx.run(ctx.on.update_status(), granted)
     assert served(world) == ["org:new-org"]
     assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
-
-
-def test_a_scale_set_github_never_registers_is_put_to_the_operator(ctx, world, resources, later):
-    # GitHub refuses GARM's create of the scale set (the App lost its permission, the
-    # runner group is gone): GARM holds it without a GitHub id, and nothing listens for
-    # its labels. The status said "Creating …" forever; now the wait ends: blocked after
-    # 15 minutes, saying what to check, and it goes on by itself once GitHub registers it.
-    world.register_on_create = False
-    peers = testing.PeerRelation(PEERS, id=9)  # where the waits are timed
-    state = make_state(world, resources, configurator(real_configurator(org="example-org")), peers)
-    state = ctx.run(ctx.on.install(), state)
-    (scaleset,) = world.scalesets()
-    statuses = []
-    for _ in range(32):  # 16 minutes of the timer's passes
-        later()
-        state = ctx.run(ctx.on.update_status(), state)
-        statuses.append(state.unit_status)
-    creating = f"Creating scaleset sm-x64 ({scaleset['name']})"
-    assert statuses[:28] == [ops.ActiveStatus(creating)] * 28  # 14 minutes: a wait
-    assert statuses[-1] == ops.BlockedStatus(
-        f"Stuck: sm-x64: GitHub has not registered scale set {scaleset['name']} in 15 "
-        "minutes: check the GitHub App's permissions and runner group, and "
-        f"/var/log/garm/garm.log ({creating})"
-    )
-    world.register(scaleset["id"])
-    for _ in range(3):
-        later()
-        state = ctx.run(ctx.on.update_status(), state)
-    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
