@@ -7,7 +7,9 @@ instance worker sleeps its back-off holding the runner's lock and, when it wakes
 the plain delete it was about to and writes ``pending_delete`` back over the force
 (docs/reference/garm-api.md §8.1). So the charm times the wait from the first force GARM
 took, in the memory of refusals as every wait on GARM, and past ``FORCE_STUCK`` sends it
-no more and asks the operator to act (``force_stuck``).
+no more and asks the operator to act (``force_stuck``). Before a force may be sent (the
+drain deadline not passed, or none), a runner GARM keeps failing to delete is waited on
+the same way (``delete_key``), and put to the operator without a force (``delete_stuck``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,13 @@ from garm.models import Instance, ScaleSet
 # force. Three rounds (a force sent again after each, once the runner has sat 5 minutes
 # in ``pending_delete``) show the provider still failing; more only cost writes.
 FORCE_STUCK = timedelta(minutes=15)
+# How long a runner of a retired scaleset may sit unchanged where the charm cannot move
+# it before the operator is told: in a status GARM will not remove, past the drain
+# deadline (GARM's own bootstrap timeout, 20 minutes checked every 5, has had its chance
+# to move it); or in ``pending_delete`` before a force may be sent (the deadline not
+# passed, or none set), where GARM deletes a runner in seconds and retries a failing
+# delete at least every 5 minutes.
+STUCK_RUNNER = timedelta(minutes=30)
 
 
 def force_key(scaleset: ScaleSet, instance: Instance) -> str:
@@ -36,6 +45,20 @@ def force_stuck(scaleset: ScaleSet, instance: Instance) -> str:
         f"{scaleset.name} in 15 minutes: its provider cannot delete the VM and GARM's own "
         "retries undo the force; fix the provider, or delete the VM (GARM then removes the "
         "runner)"
+    )
+
+
+def delete_key(scaleset: ScaleSet, instance: Instance) -> str:
+    """The wait for GARM to delete ``instance`` while no force may be sent yet."""
+    return f"delete:{scaleset.name.lower()}:{instance.name}"
+
+
+def delete_stuck(scaleset: ScaleSet, instance: Instance) -> str:
+    """What the operator reads of a runner GARM has not deleted in ``STUCK_RUNNER``."""
+    return (
+        f"GARM has not deleted runner {instance.name} of {scaleset.name} in 30 minutes: its "
+        "provider cannot delete the VM (/var/log/garm/garm.log); it is force-removed only "
+        "past drain-deadline-minutes"
     )
 
 

@@ -50,7 +50,15 @@ from scalesets.actions import (
     shown_name,
     write_keys,
 )
-from scalesets.drain import FORCE_STUCK, failed, force_key, force_stuck
+from scalesets.drain import (
+    FORCE_STUCK,
+    STUCK_RUNNER,
+    delete_key,
+    delete_stuck,
+    failed,
+    force_key,
+    force_stuck,
+)
 from scalesets.naming import (
     MAX_CANDIDATES,
     GenerationKey,
@@ -83,10 +91,6 @@ LISTENER_STARTUP = timedelta(seconds=8)
 # A scale set deleted before GARM started its worker for it is re-created on GitHub by
 # that late worker and left there (docs/reference/garm-api.md §8); see ADR 0003 for the figure.
 YOUNGEST_DELETE = timedelta(seconds=30)
-# A runner of a retired scaleset in a status GARM will not remove, unchanged this long
-# past the drain deadline, is named to the operator: GARM's own bootstrap timeout
-# (20 minutes, checked every 5) has had its chance to move it.
-STUCK_RUNNER = timedelta(minutes=30)
 
 
 @dataclass
@@ -899,6 +903,14 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
         if (i.status == FORCE_REMOVED or force_key(scaleset, i) in ctx.observed.refusals.waits)
         and _waits(force_key(scaleset, i), FORCE_STUCK, ctx.observed, ctx.draft)
     ]
+    # Before a force may be sent, a runner GARM keeps failing to delete is a wait too.
+    lingering = [
+        i
+        for i in instances
+        if not past_deadline
+        and i.status == "pending_delete"
+        and _waits(delete_key(scaleset, i), STUCK_RUNNER, ctx.observed, ctx.draft)
+    ]
     removing = [
         i
         for i in instances
@@ -928,6 +940,8 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
         )
     elif undone:
         ctx.draft.blocked[scaleset.id] = force_stuck(scaleset, undone[0])
+    elif lingering:
+        ctx.draft.blocked[scaleset.id] = delete_stuck(scaleset, lingering[0])
     # Said only of what is being done: force-removals to send, or sent and under way; a
     # runner waiting out its grace, or one GARM will not remove, is still draining.
     forcing = sending or any(i.status == FORCE_REMOVED for i in instances)

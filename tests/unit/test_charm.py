@@ -1017,3 +1017,46 @@ def test_get_credentials_needs_only_the_admin_secret(ctx, world, resources):
         "password": world.password,
         "email": "admin@garm.local",
     }
+
+
+def test_a_runner_garm_cannot_delete_is_told_though_no_force_may_be_sent(
+    ctx, world, resources, clock
+):
+    # drain-deadline-minutes=0: no job is ever cut short, so the charm never forces. The
+    # runner's job ended and its provider fails every delete: it said "draining 1 runner"
+    # for ever. Now the wait on GARM's delete ends too: blocked after 30 minutes, with no
+    # force sent; once the provider deletes again, GARM's retry removes it.
+    relation = configurator(SOLE_UNIT)
+    peers = testing.PeerRelation("garm-peers", id=9)  # where the waits are timed
+    state = make_state(world, resources, relation, peers, config={"drain-deadline-minutes": 0})
+    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    (old,) = world.scalesets()
+    busy = world.add_runner(old["id"], runner_status="active")
+    changed = {**SOLE_UNIT, "labels": "self-hosted,linux,arm64"}
+    state, relation = publish(state, relation.id, 0, changed)
+    world.provider_cannot_delete(busy)
+    statuses, gone_at = [], clock.now + timedelta(seconds=90)
+    for second in range(0, 40 * 60, 30):  # the timer's passes
+        clock.advance(timedelta(seconds=30))
+        world.tick()
+        if second == 60:  # its job ends; the row goes pending_delete, and stays
+            world.set_runner(busy, status="pending_delete", runner_status="terminated")
+        state = ctx.run(reconcile_tick(), state)
+        statuses.append((clock.now, state.unit_status))
+    stuck = (
+        f"Stuck: sm-x64: GARM has not deleted runner {busy} of {old['name']} in 30 minutes: "
+        "its provider cannot delete the VM (/var/log/garm/garm.log); it is force-removed "
+        f"only past drain-deadline-minutes (Replacing scaleset sm-x64 ({old['name']}): "
+        "draining 1 runner)"
+    )
+    blocked = [at for at, status in statuses if status == ops.BlockedStatus(stuck)]
+    assert blocked and timedelta(minutes=30) <= blocked[0] - gone_at <= timedelta(minutes=31)
+    assert blocked[-1] == clock.now
+    assert not [r for r in world.removals if r[3]]  # never forced
+    world.providers_recover()
+    for _ in range(12):
+        clock.advance(timedelta(seconds=30))
+        world.tick()
+        state = ctx.run(reconcile_tick(), state)
+    assert old["id"] not in [s["id"] for s in world.scalesets()]
+    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
