@@ -1,0 +1,102 @@
+"""The machine tier (``tox -e machine``): the charm's machine side under a real systemd.
+
+Each test gets a container of its own (``tests.nspawn``), booted from the cached Debian 12
+tree, with what the Juju agent gives a unit's machine: ``juju-exec``
+(``tests.machine_tier.juju_exec``), the charm's ``dispatch`` and ``goal-state``, which
+says this unit is its application's only one. The container is powered off at the end,
+failed or not; with ``GARM_MACHINE_KEEP`` set a failed test's container is left running
+and the test's output says how to enter it (CONTRIBUTING.md). ``GARM_MACHINE_RELEASE``
+names a GARM release archive to attach as the ``garm`` resource instead of the simulator.
+
+Where no container can be booted (not root, no systemd-nspawn or debootstrap and no way
+to install them) the tier skips, saying why; with ``CI=true`` it fails instead, so CI
+never passes without it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import nspawn
+from tests.machine_tier.hook import HOME, RELEASE
+from tests.machine_tier.juju_exec import CHARM_DIR
+from tests.nspawn import PYTHONPATH, Machine
+
+_NAMES = itertools.count()
+GOAL_STATE = {"units": {"garm/0": {"status": "active", "since": "2026-01-01T00:00:00Z"}}}
+# Each run with the tier's PYTHONPATH: juju-exec, the charm's dispatch, goal-state.
+STUBS = {
+    "/usr/bin/juju-exec": '/usr/bin/python3 -m tests.machine_tier.juju_exec "$@"',
+    f"{CHARM_DIR}/dispatch": (
+        '/usr/bin/python3 -m tests.machine_tier.hook "${JUJU_DISPATCH_PATH#hooks/}"'
+    ),
+    "/usr/local/bin/goal-state": f"echo '{json.dumps({**GOAL_STATE, 'relations': {}})}'",
+}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """Each phase's report on the test, so that its fixtures can tell a failure."""
+    report = yield
+    item.stash.setdefault(_REPORTS, []).append(report)
+    return report
+
+
+_REPORTS = pytest.StashKey[list[pytest.TestReport]]()
+
+
+@pytest.fixture(scope="session")
+def tree() -> Path:
+    """The cached Debian 12 tree, made on the first run (``tests.nspawn.rootfs``)."""
+    reason = nspawn.unavailable()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the machine tier must run in CI, and cannot: {reason}")
+        pytest.skip(f"no container can be booted here: {reason}")
+    started = time.monotonic()
+    tree = nspawn.rootfs()
+    print(f"\nroot filesystem ready in {time.monotonic() - started:.1f} s: {tree}")
+    return tree
+
+
+@pytest.fixture
+def machine(tree: Path, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Machine]:
+    """A booted container of this test's own, with Juju's stand-ins in it; off at the end."""
+    name = f"garm-tier-{os.getpid()}-{next(_NAMES)}"
+    started = time.monotonic()
+    machine = Machine.boot(tree, name, tmp_path / "console.log")
+    print(f"container {name} booted in {time.monotonic() - started:.1f} s")
+    try:
+        for path, command in STUBS.items():
+            _write(machine.path(path), f"#!/bin/sh\nPYTHONPATH={PYTHONPATH} exec {command}\n")
+        machine.path(str(HOME)).mkdir(mode=0o700)
+        release = os.environ.get("GARM_MACHINE_RELEASE")
+        if release:
+            shutil.copyfile(release, machine.path(str(RELEASE)))
+    except BaseException:
+        machine.stop()
+        raise
+    yield machine
+    failed = any(report.failed for report in request.node.stash.get(_REPORTS, []))
+    if failed and os.environ.get("GARM_MACHINE_KEEP"):
+        print(
+            f"container {name} kept running (console: {machine.console}). Enter it with\n"
+            f"    sudo nsenter --target {machine.leader} --all /bin/bash\n"
+            f"and power it off with\n    sudo kill -s RTMIN+4 {machine.leader}"
+        )
+        return
+    machine.stop()
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)

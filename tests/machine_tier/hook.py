@@ -1,0 +1,102 @@
+"""One Juju hook of the real charm on a tier's machine: ops.testing for Juju, the rest real.
+
+Run in the tier's container as a child of its systemd, as the Juju agent runs a hook:
+``python3 -m tests.machine_tier.hook <event> [--config key=value ...]``, by a test
+(``tests.nspawn.Machine.run``) or by the charm's own timers through ``juju-exec``
+(``tests.machine_tier.juju_exec``). The charm (``charm.GarmCharm``) runs through
+``ops.testing``, which stands in for Juju's hook tools, its State kept between hooks in
+``STATE``; everything else is the machine's own: the unit's paths, systemctl, useradd,
+the resource check's sandbox, and GARM, the ``garm`` resource as attached (``RELEASE``
+when the tier was given a GARM release, else the simulator packaged as GARM's binary,
+``tests.machine_tier.garm_server``). Hooks run one at a time, under ``LOCK``, as Juju's
+machine lock makes them. It prints the unit's status after the hook, as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import fcntl
+import json
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ops import testing
+
+from charm import GarmCharm
+from juju.peers import PEERS
+from juju.secrets import ADMIN_SECRET_LABEL
+from tests.binaries import fake_garm, fake_provider
+from tests.charm_states import INTERNAL_SECRET, relate_postgresql
+from tests.juju_events import reconcile_tick
+from tests.nspawn import PYTHONPATH
+
+HOME = Path("/var/lib/garm-machine-test")
+STATE = HOME / "state.pickle"
+LOCK = HOME / "machine-lock"
+RELEASE = HOME / "garm-release.tgz"
+UNIT = "garm/0"
+PEER_ID = 9
+# The simulator as GARM's release binary: ``--version`` as GARM answers it, anything
+# else serves (as the garm user, under the unit's hardening: the code is world-readable).
+SIMULATOR = (
+    'if [ "${1:-}" = --version ]; then echo v0.2.1; exit 0; fi\n'
+    f"PYTHONPATH={PYTHONPATH} exec /usr/bin/python3 -m tests.machine_tier.garm_server"
+    ' "$@"'
+)
+
+Event = Callable[[testing.Context, testing.State], testing.State]
+EVENTS: dict[str, Event] = {
+    "install": lambda ctx, state: ctx.run(ctx.on.install(), state),
+    "leader-elected": lambda ctx, state: ctx.run(ctx.on.leader_elected(), state),
+    "config-changed": lambda ctx, state: ctx.run(ctx.on.config_changed(), state),
+    "update-status": lambda ctx, state: ctx.run(ctx.on.update_status(), state),
+    "reconcile-tick": lambda ctx, state: ctx.run(reconcile_tick(), state),  # type: ignore[arg-type]
+    "relate-postgresql": lambda ctx, state: relate_postgresql(ctx, state)[0],
+    "stop": lambda ctx, state: ctx.run(ctx.on.stop(), state),
+    "remove": lambda ctx, state: ctx.run(ctx.on.remove(), state),
+}
+
+
+def first_state() -> testing.State:
+    """The leader unit as deployed: its resources attached, its secrets made."""
+    resources = HOME / "resources"
+    garm = RELEASE if RELEASE.exists() else fake_garm(resources / "garm", SIMULATOR)
+    provider = fake_provider(resources / "garm-provider-openstack")
+    admin = {"username": "admin", "password": "Adm1n-Pa55word-0123", "email": "admin@garm.local"}
+    return testing.State(
+        leader=True,
+        relations=[testing.PeerRelation(PEERS, id=PEER_ID)],
+        secrets=[testing.Secret(admin, label=ADMIN_SECRET_LABEL, owner="app"), INTERNAL_SECRET],
+        resources={
+            testing.Resource(name="garm", path=garm),
+            testing.Resource(name="garm-provider-openstack", path=provider),
+        },
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="one hook of the real charm on this machine")
+    parser.add_argument("event", choices=sorted(EVENTS))
+    parser.add_argument("--config", action="append", default=[], help="key=value, before")
+    args = parser.parse_args(argv)
+    HOME.mkdir(mode=0o700, exist_ok=True)
+    with LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        state = pickle.loads(STATE.read_bytes()) if STATE.exists() else first_state()  # noqa: S301 (our own)
+        config: dict[str, Any] = dict(state.config)
+        for pair in args.config:
+            key, _, value = pair.partition("=")
+            config[key] = int(value) if value.isdigit() else value
+        state = dataclasses.replace(state, config=config)
+        ctx = testing.Context(GarmCharm, app_name="garm", unit_id=0)
+        state = EVENTS[args.event](ctx, state)
+        STATE.write_bytes(pickle.dumps(state))
+    status = state.unit_status
+    print(json.dumps({"status": status.name, "message": status.message}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""``juju-exec`` on a tier's machine: Juju 3.6's syntax checked, the command run as Juju would.
+
+Juju 3.6's usage is ``juju-exec [options] [-u] [<unit-name>] <commands>``: the unit by its
+id (``garm/0``) or its tag (``unit-garm-0``), as a positional argument or with ``-u``,
+and the rest of the arguments the commands, which the uniter runs with bash in the
+unit's charm directory, in a hook context, under the machine lock
+(https://documentation.ubuntu.com/juju/3.6/reference/resource-compute/list-of-commands-available-on-a-compute-resource-provisioned-by-juju/juju-exec/).
+This stands in for it on a machine with no Juju agent: a call outside that grammar, or
+for a unit not on this machine, fails as juju-exec does (exit 2); a good one is noted in
+``CALLS`` (when, and its arguments) and its commands run with bash in ``CHARM_DIR``,
+whose ``dispatch`` runs the named hook of the real charm (``tests.machine_tier.hook``,
+which takes the machine lock).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.machine_tier.hook import HOME, UNIT
+
+CALLS = HOME / "juju-exec.jsonl"
+CHARM_DIR = Path("/var/lib/juju/agents/unit-garm-0/charm")
+_FLAGS = ("--force-remote-unit", "--no-context", "--operator")
+_VALUED = ("-r", "--relation", "--remote-app", "--remote-unit")
+_APP = r"([a-z][a-z0-9]*(?:-[a-z0-9]*[a-z][a-z0-9]*)*)"
+# A unit's id or its tag.
+_UNIT = (re.compile(_APP + r"/(0|[1-9][0-9]*)"), re.compile("unit-" + _APP + r"-(0|[1-9][0-9]*)"))
+
+
+def parse(argv: list[str]) -> tuple[str, list[str]]:
+    """The unit named and the commands; ValueError for what Juju 3.6 would refuse."""
+    unit: str | None = None
+    args = list(argv)
+    while args and args[0].startswith("-"):
+        flag = args.pop(0)
+        name, equals, value = flag.partition("=")
+        if flag in _FLAGS:
+            continue
+        if name == "-u" or name in _VALUED:
+            if not equals:
+                if not args:
+                    raise ValueError(f"flag needs an argument: {flag}")
+                value = args.pop(0)
+            unit = value if name == "-u" else unit
+            continue
+        raise ValueError(f"flag provided but not defined: {flag}")
+    if unit is None:
+        if len(args) < 2:
+            raise ValueError("missing unit-name or commands")
+        unit = args.pop(0)
+    match = _UNIT[0].fullmatch(unit) or _UNIT[1].fullmatch(unit)
+    if match is None or f"{match[1]}/{match[2]}" != UNIT:
+        raise ValueError(f"unit {unit!r} not found on this machine")
+    if not args:
+        raise ValueError("missing commands")
+    return UNIT, args
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    try:
+        _, commands = parse(argv)
+    except ValueError as exc:
+        print(f"ERROR {exc}", file=sys.stderr)
+        return 2
+    with CALLS.open("a") as calls:
+        calls.write(json.dumps({"at": time.time(), "argv": argv}) + "\n")
+    command = ["/bin/bash", "-c", " ".join(commands)]
+    return subprocess.run(command, cwd=CHARM_DIR, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

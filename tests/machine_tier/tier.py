@@ -1,0 +1,26 @@
+"""What the machine tier's tests ask of a container: hooks of the charm, systemd's view."""
+
+from __future__ import annotations
+
+import json
+
+from tests.nspawn import Machine
+
+
+def hook(machine: Machine, event: str, **config: int | str) -> dict[str, str]:
+    """Run one hook of the real charm in ``machine`` (``tests.machine_tier.hook``).
+
+    ``config`` changes the charm's config first (``reconcile_interval`` for
+    ``reconcile-interval``). The unit's status after it: ``{"status", "message"}``.
+    """
+    argv = ["/usr/bin/python3", "-m", "tests.machine_tier.hook", event]
+    for key, value in config.items():
+        argv.append(f"--config={key.replace('_', '-')}={value}")
+    done = machine.run(argv)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def show(machine: Machine, unit: str, *properties: str) -> dict[str, str]:
+    """``systemctl show`` of ``unit``: the properties asked for, as systemd holds them."""
+    text = machine.sh(f"systemctl show {unit} --property={','.join(properties)}")
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
