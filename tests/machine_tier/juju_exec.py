@@ -7,7 +7,8 @@ unit's charm directory, in a hook context, under the machine lock
 (https://documentation.ubuntu.com/juju/3.6/reference/resource-compute/list-of-commands-available-on-a-compute-resource-provisioned-by-juju/juju-exec/).
 This stands in for it on a machine with no Juju agent: a call outside that grammar, or
 for a unit not on this machine, fails as juju-exec does (exit 2); a good one is noted in
-``CALLS`` (when, and its arguments) and its commands run with bash in ``CHARM_DIR``,
+``CALLS`` (when, and its arguments) and, unless the agent is down (``AGENT_DOWN``),
+its commands run with bash in ``CHARM_DIR``,
 whose ``dispatch`` runs the named hook of the real charm (``tests.machine_tier.hook``,
 which takes the machine lock).
 """
@@ -24,6 +25,8 @@ from pathlib import Path
 from tests.machine_tier.hook import HOME, UNIT
 
 CALLS = HOME / "juju-exec.jsonl"
+# Present while the unit's agent is cut off: juju-exec reaches no agent, no hook runs.
+AGENT_DOWN = HOME / "agent-down"
 CHARM_DIR = Path("/var/lib/juju/agents/unit-garm-0/charm")
 _FLAGS = ("--force-remote-unit", "--no-context", "--operator")
 _VALUED = ("-r", "--relation", "--remote-app", "--remote-unit")
@@ -68,8 +71,12 @@ def main() -> int:
     except ValueError as exc:
         print(f"ERROR {exc}", file=sys.stderr)
         return 2
+    down = AGENT_DOWN.exists()
     with CALLS.open("a") as calls:
-        calls.write(json.dumps({"at": time.time(), "argv": argv}) + "\n")
+        calls.write(json.dumps({"at": time.time(), "argv": argv, "agent_down": down}) + "\n")
+    if down:
+        print("ERROR the unit's agent cannot be reached", file=sys.stderr)
+        return 1
     command = ["/bin/bash", "-c", " ".join(commands)]
     return subprocess.run(command, cwd=CHARM_DIR, check=False).returncode
 
