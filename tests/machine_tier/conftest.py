@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from tests import nspawn
-from tests.machine_tier.hook import HOME, RELEASE
+from tests.machine_tier import HOME
+from tests.machine_tier.hook import RELEASE
 from tests.machine_tier.juju_exec import CHARM_DIR
 from tests.nspawn import PYTHONPATH, Machine
 

@@ -20,7 +20,6 @@ import fcntl
 import json
 import pickle
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ops import testing
@@ -31,13 +30,12 @@ from juju.secrets import ADMIN_SECRET_LABEL
 from tests.binaries import fake_garm, fake_provider
 from tests.charm_states import INTERNAL_SECRET, relate_postgresql
 from tests.juju_events import reconcile_tick
+from tests.machine_tier import HOME
 from tests.nspawn import PYTHONPATH
 
-HOME = Path("/var/lib/garm-machine-test")
 STATE = HOME / "state.pickle"
 LOCK = HOME / "machine-lock"
 RELEASE = HOME / "garm-release.tgz"
-UNIT = "garm/0"
 PEER_ID = 9
 # The simulator as GARM's release binary: ``--version`` as GARM answers it, anything
 # else serves (as the garm user, under the unit's hardening: the code is world-readable).

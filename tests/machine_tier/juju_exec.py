@@ -7,10 +7,10 @@ unit's charm directory, in a hook context, under the machine lock
 (https://documentation.ubuntu.com/juju/3.6/reference/resource-compute/list-of-commands-available-on-a-compute-resource-provisioned-by-juju/juju-exec/).
 This stands in for it on a machine with no Juju agent: a call outside that grammar, or
 for a unit not on this machine, fails as juju-exec does (exit 2); a good one is noted in
-``CALLS`` (when, and its arguments) and, unless the agent is down (``AGENT_DOWN``),
-its commands run with bash in ``CHARM_DIR``,
-whose ``dispatch`` runs the named hook of the real charm (``tests.machine_tier.hook``,
-which takes the machine lock).
+``CALLS`` (when it began and ended, its arguments, the systemd unit that made it, its
+exit status) and, unless the agent is down (``AGENT_DOWN``), its commands run with
+bash in ``CHARM_DIR``, whose ``dispatch`` runs the named hook of the real charm
+(``tests.machine_tier.hook``, which takes the machine lock).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.machine_tier.hook import HOME, UNIT
+from tests.machine_tier import HOME, UNIT
 
 CALLS = HOME / "juju-exec.jsonl"
 # Present while the unit's agent is cut off: juju-exec reaches no agent, no hook runs.
@@ -65,20 +65,31 @@ def parse(argv: list[str]) -> tuple[str, list[str]]:
 
 
 def main() -> int:
-    argv = sys.argv[1:]
+    argv, started = sys.argv[1:], time.time()
     try:
         _, commands = parse(argv)
     except ValueError as exc:
         print(f"ERROR {exc}", file=sys.stderr)
         return 2
-    down = AGENT_DOWN.exists()
-    with CALLS.open("a") as calls:
-        calls.write(json.dumps({"at": time.time(), "argv": argv, "agent_down": down}) + "\n")
-    if down:
+    if AGENT_DOWN.exists():
         print("ERROR the unit's agent cannot be reached", file=sys.stderr)
-        return 1
-    command = ["/bin/bash", "-c", " ".join(commands)]
-    return subprocess.run(command, cwd=CHARM_DIR, check=False).returncode
+        code = 1
+    else:
+        command = ["/bin/bash", "-c", " ".join(commands)]
+        code = subprocess.run(command, cwd=CHARM_DIR, check=False).returncode
+    call = {"at": started, "ended": time.time(), "argv": argv, "unit": _caller(), "rc": code}
+    with CALLS.open("a") as calls:
+        calls.write(json.dumps(call) + "\n")
+    return code
+
+
+def _caller() -> str:
+    """The systemd unit this runs in: the reconcile timer's service, or a requeue's."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        found = re.search(r"/([^/]+\.service)$", line)
+        if found:
+            return found[1]
+    return ""
 
 
 if __name__ == "__main__":

@@ -24,3 +24,10 @@ def show(machine: Machine, unit: str, *properties: str) -> dict[str, str]:
     """``systemctl show`` of ``unit``: the properties asked for, as systemd holds them."""
     text = machine.sh(f"systemctl show {unit} --property={','.join(properties)}")
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def logged(machine: Machine, unit: str, text: str) -> list[float]:
+    """When systemd logged a line holding ``text`` about ``unit`` (a glob), in seconds
+    since the epoch, to the microsecond: its own record of starts and ends."""
+    lines = machine.sh(f"journalctl -u '{unit}' -o short-unix --no-pager").splitlines()
+    return [float(line.split()[0]) for line in lines if text in line]
