@@ -27,7 +27,7 @@ import pytest
 
 from tests import nspawn
 from tests.machine_tier import HOME
-from tests.machine_tier.hook import RELEASE
+from tests.machine_tier.hook import ATTACHED
 from tests.machine_tier.juju_exec import CHARM_DIR
 from tests.nspawn import PYTHONPATH, Machine
 
@@ -81,7 +81,8 @@ def machine(tree: Path, request: pytest.FixtureRequest, tmp_path: Path) -> Itera
         machine.path(str(HOME)).mkdir(mode=0o700)
         release = os.environ.get("GARM_MACHINE_RELEASE")
         if release:
-            shutil.copyfile(release, machine.path(str(RELEASE)))
+            machine.path(str(ATTACHED.parent)).mkdir(mode=0o700)
+            shutil.copyfile(release, machine.path(str(ATTACHED)))
     except BaseException:
         machine.stop()
         raise

@@ -6,8 +6,8 @@ Run in the tier's container as a child of its systemd, as the Juju agent runs a 
 (``tests.machine_tier.juju_exec``). The charm (``charm.GarmCharm``) runs through
 ``ops.testing``, which stands in for Juju's hook tools, its State kept between hooks in
 ``STATE``; everything else is the machine's own: the unit's paths, systemctl, useradd,
-the resource check's sandbox, and GARM, the ``garm`` resource as attached (``RELEASE``
-when the tier was given a GARM release, else the simulator packaged as GARM's binary,
+the resource check's sandbox, and GARM, the ``garm`` resource as attached (``ATTACHED``,
+when a GARM release or a test's file is, else the simulator packaged as GARM's binary,
 ``tests.machine_tier.garm_server``). Hooks run one at a time, under ``LOCK``, as Juju's
 machine lock makes them. It prints the unit's status after the hook, as JSON.
 """
@@ -35,7 +35,8 @@ from tests.nspawn import PYTHONPATH
 
 STATE = HOME / "state.pickle"
 LOCK = HOME / "machine-lock"
-RELEASE = HOME / "garm-release.tgz"
+# The file attached as the garm resource, when one is (a GARM release, a test's file).
+ATTACHED = HOME / "attached" / "garm"
 PEER_ID = 9
 # The simulator as GARM's release binary: ``--version`` as GARM answers it, anything
 # else serves (as the garm user, under the unit's hardening: the code is world-readable).
@@ -59,19 +60,29 @@ EVENTS: dict[str, Event] = {
 
 
 def first_state() -> testing.State:
-    """The leader unit as deployed: its resources attached, its secrets made."""
-    resources = HOME / "resources"
-    garm = RELEASE if RELEASE.exists() else fake_garm(resources / "garm", SIMULATOR)
-    provider = fake_provider(resources / "garm-provider-openstack")
+    """The leader unit as deployed, its secrets made."""
     admin = {"username": "admin", "password": "Adm1n-Pa55word-0123", "email": "admin@garm.local"}
     return testing.State(
         leader=True,
         relations=[testing.PeerRelation(PEERS, id=PEER_ID)],
         secrets=[testing.Secret(admin, label=ADMIN_SECRET_LABEL, owner="app"), INTERNAL_SECRET],
-        resources={
+    )
+
+
+def attached() -> frozenset[testing.Resource]:
+    """The resources as attached now: ``ATTACHED`` or the simulator, and the provider."""
+    resources = HOME / "resources"
+    garm = ATTACHED if ATTACHED.exists() else resources / "garm"
+    if not garm.exists():
+        fake_garm(garm, SIMULATOR)
+    provider = resources / "garm-provider-openstack"
+    if not provider.exists():
+        fake_provider(provider)
+    return frozenset(
+        {
             testing.Resource(name="garm", path=garm),
             testing.Resource(name="garm-provider-openstack", path=provider),
-        },
+        }
     )
 
 
@@ -88,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
         for pair in args.config:
             key, _, value = pair.partition("=")
             config[key] = int(value) if value.isdigit() else value
-        state = dataclasses.replace(state, config=config)
+        state = dataclasses.replace(state, config=config, resources=attached())
         ctx = testing.Context(GarmCharm, app_name="garm", unit_id=0)
         state = EVENTS[args.event](ctx, state)
         STATE.write_bytes(pickle.dumps(state))
