@@ -7,15 +7,11 @@ there can be read by any user.
 
 from __future__ import annotations
 
-import re
 import time
 
-from tests.machine_tier.tier import hook, show
-from tests.nspawn import REPO, Machine
+from tests.machine_tier.tier import documented, hook, show
+from tests.nspawn import Machine
 
-FILES = REPO / "docs/reference/files.md"
-# A row of the table: `path` | owner | mode | what.
-_ROW = re.compile(r"^\| `(/[^`]+)` \| (\w+) \| (\d{4}|\(GARM's\)) \|", re.MULTILINE)
 # Where the charm puts files of its own.
 OWN = ("/etc/garm", "/var/lib/garm", "/var/lib/garm-charm", "/var/log/garm")
 OWN_FILES = ("/usr/local/bin/garm*", "/usr/local/lib/garm-charm", "/etc/systemd/system/garm*")
@@ -52,11 +48,6 @@ HARDENING = {
     "StartLimitBurst": "5",
     "StartLimitIntervalUSec": "5min",
 }
-
-
-def documented() -> dict[str, tuple[str, str]]:
-    """files.md's table: each path, with its owner and mode ("(GARM's)": GARM's to set)."""
-    return {path: (owner, mode) for path, owner, mode in _ROW.findall(FILES.read_text())}
 
 
 def test_garm_runs_as_garm_with_the_units_hardening_and_answers(machine: Machine) -> None:

@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 
-from tests.nspawn import Machine
+from tests.nspawn import REPO, Machine
+
+FILES = REPO / "docs/reference/files.md"
+# A row of its table: `path` | owner | mode | what.
+_ROW = re.compile(r"^\| `(/[^`]+)` \| (\w+) \| (\d{4}|\(GARM's\)) \|", re.MULTILINE)
+
+
+def documented() -> dict[str, tuple[str, str]]:
+    """files.md's table: each path, with its owner and mode ("(GARM's)": GARM's to set)."""
+    return {path: (owner, mode) for path, owner, mode in _ROW.findall(FILES.read_text())}
 
 
 def hook(machine: Machine, event: str, **config: int | str) -> dict[str, str]:
