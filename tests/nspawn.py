@@ -148,13 +148,17 @@ class Machine:
         return machine
 
     def _systemd(self) -> int:
-        """The container's PID 1 as the host sees it: the child of systemd-nspawn."""
+        """The container's PID 1 as the host sees it: the child of systemd-nspawn that
+        runs systemd (before it execs systemd, the child is nspawn's own)."""
         deadline = time.monotonic() + BOOT_SECONDS
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"systemd-nspawn exited: {self.console.read_text()[-2000:]}")
             for entry in Path("/proc").iterdir():
-                if entry.name.isdigit() and _parent(entry) == self.process.pid:
+                if entry.name.isdigit() and _parent_and_name(entry) == (
+                    self.process.pid,
+                    "systemd",
+                ):
                     return int(entry.name)
             time.sleep(0.1)
         raise RuntimeError(f"no systemd in container {self.name} after {BOOT_SECONDS}s")
@@ -217,24 +221,29 @@ class Machine:
     def stop(self, timeout: float = 30) -> None:
         """Power the container off; killed if it is not off within ``timeout``."""
         if self.process.poll() is None:
-            if self.leader:
-                os.kill(self.leader, signal.SIGRTMIN + 4)  # systemd: power off
-            else:
-                self.process.terminate()
+            self._signal(signal.SIGRTMIN + 4)  # systemd: power off
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
-                if self.leader:
-                    os.kill(self.leader, signal.SIGKILL)  # its whole PID namespace
+                self._signal(signal.SIGKILL)  # its whole PID namespace with it
                 self.process.kill()
                 self.process.wait()
         # Left behind where the host's /run is not systemd's tmpfs.
         shutil.rmtree(f"/run/systemd/nspawn/propagate/{self.name}", ignore_errors=True)
 
+    def _signal(self, number: int) -> None:
+        """Signal the container's systemd, or systemd-nspawn before there is one."""
+        try:
+            os.kill(self.leader or self.process.pid, number)
+        except ProcessLookupError:
+            self.process.kill()
 
-def _parent(entry: Path) -> int:
+
+def _parent_and_name(entry: Path) -> tuple[int, str]:
+    """A process's parent's PID and its command's name, from /proc/<pid>/stat."""
     try:
         stat = (entry / "stat").read_text()
     except OSError:
-        return 0
-    return int(stat.rpartition(")")[2].split()[1])
+        return 0, ""
+    name, _, rest = stat.partition(" (")[2].rpartition(")")
+    return int(rest.split()[1]), name
