@@ -32,14 +32,18 @@ from tests.machine_tier.juju_exec import CHARM_DIR
 from tests.nspawn import PYTHONPATH, Machine
 
 _NAMES = itertools.count()
-GOAL_STATE = {"units": {"garm/0": {"status": "active", "since": "2026-01-01T00:00:00Z"}}}
+# goal-state's answer: this unit, its application's only one; no relation.
+GOAL_STATE = {
+    "units": {"garm/0": {"status": "active", "since": "2026-01-01T00:00:00Z"}},
+    "relations": {},
+}
 # Each run with the tier's PYTHONPATH: juju-exec, the charm's dispatch, goal-state.
 STUBS = {
     "/usr/bin/juju-exec": '/usr/bin/python3 -m tests.machine_tier.juju_exec "$@"',
     f"{CHARM_DIR}/dispatch": (
         '/usr/bin/python3 -m tests.machine_tier.hook "${JUJU_DISPATCH_PATH#hooks/}"'
     ),
-    "/usr/local/bin/goal-state": f"echo '{json.dumps({**GOAL_STATE, 'relations': {}})}'",
+    "/usr/local/bin/goal-state": f"echo '{json.dumps(GOAL_STATE)}'",
 }
 
 

@@ -49,8 +49,6 @@ SIMULATOR = (
 Event = Callable[[testing.Context, testing.State], testing.State]
 EVENTS: dict[str, Event] = {
     "install": lambda ctx, state: ctx.run(ctx.on.install(), state),
-    "leader-elected": lambda ctx, state: ctx.run(ctx.on.leader_elected(), state),
-    "config-changed": lambda ctx, state: ctx.run(ctx.on.config_changed(), state),
     "update-status": lambda ctx, state: ctx.run(ctx.on.update_status(), state),
     "reconcile-tick": lambda ctx, state: ctx.run(reconcile_tick(), state),  # type: ignore[arg-type]
     "relate-postgresql": lambda ctx, state: relate_postgresql(ctx, state)[0],

@@ -80,6 +80,15 @@ def test_garm_runs_as_garm_with_the_units_hardening_and_answers(machine: Machine
     )
     print(f"GARM answers on 127.0.0.1:9997: {answer} (HTTP status, seconds)")
     assert answer.split()[0] == "401"  # GARM's answer without a token
+    metrics = machine.sh(
+        "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:9997/metrics; echo;"
+        "curl -s http://127.0.0.1:9099/metrics | grep -c '^garm_charm_' || :"
+    ).split()
+    print(
+        f"GARM's /metrics without a token: {metrics[0]}; the charm's metrics server on "
+        f"127.0.0.1:9099: {metrics[1]} garm_charm_ lines"
+    )
+    assert metrics[0] == "401" and int(metrics[1]) > 0
 
     log = machine.sh("stat -c '%U %a %s' /var/log/garm/garm.log").split()
     print(f"GARM's log /var/log/garm/garm.log: owner {log[0]}, mode {log[1]}, {log[2]} bytes")
