@@ -118,9 +118,12 @@ class Machine:
     leader: int = 0
 
     @classmethod
-    def boot(cls, tree: Path, name: str, console: Path) -> Machine:
+    def boot(
+        cls, tree: Path, name: str, console: Path, binds: Sequence[tuple[Path, str]] = ()
+    ) -> Machine:
         """Boot ``tree`` as container ``name`` and wait until its systemd has finished
-        starting up; its console goes to ``console``."""
+        starting up; its console goes to ``console``. ``binds``: more host directories
+        bound into it, writable, each at its path inside."""
         command = [
             "systemd-nspawn",
             f"--directory={tree}",
@@ -132,6 +135,7 @@ class Machine:
             "--console=read-only",
             *(f"--bind-ro={REPO / part}:{CODE}/{part}" for part in SHARED),
             f"--bind-ro={site_packages()}:{SITE}",
+            *(f"--bind={host}:{inside}" for host, inside in binds),
             "--boot",
         ]
         with console.open("wb") as out:

@@ -7,9 +7,8 @@ its log in ``[logging] log_file``, made 0600 as GARM's rotating writer makes it;
 database. The data is the double's (``tests.garm_double``), in memory while it runs;
 as GARM's database outlives GARM, it is kept when systemd stops the service and read
 again at the next start: in ``[database.sqlite3] db_file``, or, for a PostgreSQL
-database, in a file of GARM's data directory named after it (the one place the unit
-lets GARM write). It serves on loopback, where the charm talks to it
-(``garm.workload.local_api``).
+database, in a file named after it in ``DATABASES``. It serves on loopback, where the
+charm talks to it (``garm.workload.local_api``).
 """
 
 from __future__ import annotations
@@ -27,7 +26,10 @@ from tests.garm_double import GarmDouble
 
 # The double's own workings, not GARM's data: made anew at every start.
 _RUNTIME = frozenset({"_lock", "_http", "_clock", "url", "_serve_http", "_tls", "_initial"})
-DATA_DIR = Path("/var/lib/garm")
+# The PostgreSQL server's files: where the tier binds one directory of the host into
+# each machine that shares the database (in GARM's data directory, the one place the
+# unit lets GARM write).
+DATABASES = Path("/var/lib/garm/postgresql")
 
 
 def database(config: dict) -> Path:
@@ -36,7 +38,8 @@ def database(config: dict) -> Path:
     if settings["backend"] == "sqlite3":
         return Path(settings["sqlite3"]["db_file"])
     server = settings["postgresql"]
-    return DATA_DIR / f"postgresql-{server['hostname']}-{server['port']}-{server['database']}"
+    DATABASES.mkdir(exist_ok=True)
+    return DATABASES / f"{server['hostname']}-{server['port']}-{server['database']}"
 
 
 def _load(garm: GarmDouble, path: Path) -> None:

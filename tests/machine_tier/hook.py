@@ -29,8 +29,8 @@ from juju.peers import PEERS
 from juju.secrets import ADMIN_SECRET_LABEL
 from tests.binaries import fake_garm, fake_provider
 from tests.charm_states import INTERNAL_SECRET, relate_postgresql
-from tests.juju_events import reconcile_tick
-from tests.machine_tier import HOME
+from tests.juju_events import leader_settings_changed, reconcile_tick
+from tests.machine_tier import HOME, unit, units
 from tests.nspawn import PYTHONPATH
 
 STATE = HOME / "state.pickle"
@@ -49,6 +49,8 @@ SIMULATOR = (
 Event = Callable[[testing.Context, testing.State], testing.State]
 EVENTS: dict[str, Event] = {
     "install": lambda ctx, state: ctx.run(ctx.on.install(), state),
+    "leader-elected": lambda ctx, state: ctx.run(ctx.on.leader_elected(), state),
+    "leader-settings-changed": lambda ctx, state: ctx.run(leader_settings_changed(), state),  # type: ignore[arg-type]
     "update-status": lambda ctx, state: ctx.run(ctx.on.update_status(), state),
     "reconcile-tick": lambda ctx, state: ctx.run(reconcile_tick(), state),  # type: ignore[arg-type]
     "relate-postgresql": lambda ctx, state: relate_postgresql(ctx, state)[0],
@@ -58,11 +60,12 @@ EVENTS: dict[str, Event] = {
 
 
 def first_state() -> testing.State:
-    """The leader unit as deployed, its secrets made."""
+    """The unit as deployed (garm/0 leads), the application's secrets made."""
+    peers = {int(name.split("/")[1]): {} for name in units()[1:]}
     admin = {"username": "admin", "password": "Adm1n-Pa55word-0123", "email": "admin@garm.local"}
     return testing.State(
-        leader=True,
-        relations=[testing.PeerRelation(PEERS, id=PEER_ID)],
+        leader=unit() == "garm/0",
+        relations=[testing.PeerRelation(PEERS, id=PEER_ID, peers_data=peers)],
         secrets=[testing.Secret(admin, label=ADMIN_SECRET_LABEL, owner="app"), INTERNAL_SECRET],
     )
 
@@ -98,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
             key, _, value = pair.partition("=")
             config[key] = int(value) if value.isdigit() else value
         state = dataclasses.replace(state, config=config, resources=attached())
-        ctx = testing.Context(GarmCharm, app_name="garm", unit_id=0)
+        ctx = testing.Context(GarmCharm, app_name="garm", unit_id=int(unit().split("/")[1]))
         state = EVENTS[args.event](ctx, state)
         STATE.write_bytes(pickle.dumps(state))
     status = state.unit_status

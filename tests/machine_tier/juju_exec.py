@@ -9,8 +9,8 @@ This stands in for it on a machine with no Juju agent: a call outside that gramm
 for a unit not on this machine, fails as juju-exec does (exit 2); a good one is noted in
 ``CALLS`` (when it began and ended, its arguments, the systemd unit that made it, its
 exit status) and, unless the agent is down (``AGENT_DOWN``), its commands run with
-bash in ``CHARM_DIR``, whose ``dispatch`` runs the named hook of the real charm
-(``tests.machine_tier.hook``, which takes the machine lock).
+bash in the unit's charm directory (``charm_dir``), whose ``dispatch`` runs the named
+hook of the real charm (``tests.machine_tier.hook``, which takes the machine lock).
 """
 
 from __future__ import annotations
@@ -22,12 +22,11 @@ import sys
 import time
 from pathlib import Path
 
-from tests.machine_tier import HOME, UNIT
+from tests.machine_tier import HOME, charm_dir, unit
 
 CALLS = HOME / "juju-exec.jsonl"
 # Present while the unit's agent is cut off: juju-exec reaches no agent, no hook runs.
 AGENT_DOWN = HOME / "agent-down"
-CHARM_DIR = Path("/var/lib/juju/agents/unit-garm-0/charm")
 _FLAGS = ("--force-remote-unit", "--no-context", "--operator")
 _VALUED = ("-r", "--relation", "--remote-app", "--remote-unit")
 _APP = r"([a-z][a-z0-9]*(?:-[a-z0-9]*[a-z][a-z0-9]*)*)"
@@ -37,7 +36,8 @@ _UNIT = (re.compile(_APP + r"/(0|[1-9][0-9]*)"), re.compile("unit-" + _APP + r"-
 
 def parse(argv: list[str]) -> tuple[str, list[str]]:
     """The unit named and the commands; ValueError for what Juju 3.6 would refuse."""
-    unit: str | None = None
+    named: str | None = None
+    here = unit()
     args = list(argv)
     while args and args[0].startswith("-"):
         flag = args.pop(0)
@@ -49,25 +49,25 @@ def parse(argv: list[str]) -> tuple[str, list[str]]:
                 if not args:
                     raise ValueError(f"flag needs an argument: {flag}")
                 value = args.pop(0)
-            unit = value if name == "-u" else unit
+            named = value if name == "-u" else named
             continue
         raise ValueError(f"flag provided but not defined: {flag}")
-    if unit is None:
+    if named is None:
         if len(args) < 2:
             raise ValueError("missing unit-name or commands")
-        unit = args.pop(0)
-    match = _UNIT[0].fullmatch(unit) or _UNIT[1].fullmatch(unit)
-    if match is None or f"{match[1]}/{match[2]}" != UNIT:
-        raise ValueError(f"unit {unit!r} not found on this machine")
+        named = args.pop(0)
+    match = _UNIT[0].fullmatch(named) or _UNIT[1].fullmatch(named)
+    if match is None or f"{match[1]}/{match[2]}" != here:
+        raise ValueError(f"unit {named!r} not found on this machine")
     if not args:
         raise ValueError("missing commands")
-    return UNIT, args
+    return here, args
 
 
 def main() -> int:
     argv, started = sys.argv[1:], time.time()
     try:
-        _, commands = parse(argv)
+        here, commands = parse(argv)
     except ValueError as exc:
         print(f"ERROR {exc}", file=sys.stderr)
         return 2
@@ -76,7 +76,7 @@ def main() -> int:
         code = 1
     else:
         command = ["/bin/bash", "-c", " ".join(commands)]
-        code = subprocess.run(command, cwd=CHARM_DIR, check=False).returncode
+        code = subprocess.run(command, cwd=charm_dir(here), check=False).returncode
     call = {"at": started, "ended": time.time(), "argv": argv, "unit": _caller(), "rc": code}
     with CALLS.open("a") as calls:
         calls.write(json.dumps(call) + "\n")
