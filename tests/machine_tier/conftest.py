@@ -3,10 +3,11 @@
 Each test gets a container of its own (``tests.nspawn``), booted from the cached Debian 12
 tree, with what the Juju agent gives a unit's machine: ``juju-exec``
 (``tests.machine_tier.juju_exec``), the charm's ``dispatch`` and ``goal-state``, which
-says this unit is its application's only one. The container is powered off at the end,
-failed or not; with ``GARM_MACHINE_KEEP`` set a failed test's container is left running
-and the test's output says how to enter it (CONTRIBUTING.md). ``GARM_MACHINE_RELEASE``
-names a GARM release archive to attach as the ``garm`` resource instead of the simulator.
+lists the application's units: this one alone (``machine``), or two machines sharing
+one database (``pair``). Each container is powered off at the end, failed or not; with
+``GARM_MACHINE_KEEP`` set a failed test's container is left running and the test's
+output says how to enter it (CONTRIBUTING.md). ``GARM_MACHINE_RELEASE`` names a GARM
+release archive to attach as the ``garm`` resource instead of the simulator.
 
 Where no container can be booted (not root, no systemd-nspawn or debootstrap and no way
 to install them) the tier skips, saying why; with ``CI=true`` it fails instead, so CI
@@ -33,6 +34,7 @@ from tests.machine_tier.hook import ATTACHED
 from tests.nspawn import PYTHONPATH, Machine
 
 _NAMES = itertools.count()
+_REPORTS = pytest.StashKey[list[pytest.TestReport]]()
 SINCE = "2026-01-01T00:00:00Z"
 
 
@@ -55,9 +57,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     report = yield
     item.stash.setdefault(_REPORTS, []).append(report)
     return report
-
-
-_REPORTS = pytest.StashKey[list[pytest.TestReport]]()
 
 
 @pytest.fixture(scope="session")
