@@ -270,6 +270,11 @@ def family_phase(
         return None
     if not current.enabled:
         return Phase.HANDING_OVER
+    return least_advanced(phases)
+
+
+def least_advanced(phases: list[Phase]) -> Phase | None:
+    """The least advanced of the phases of a family's predecessors; None: none."""
     for phase in (
         Phase.HANDING_OVER,
         Phase.RETIRING,

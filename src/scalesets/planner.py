@@ -46,6 +46,7 @@ from scalesets.actions import (
     Skipped,
     UpdateScaleset,
     family_phase,
+    least_advanced,
     logical_name_of,
     shown_name,
     write_keys,
@@ -555,15 +556,17 @@ def _plan_predecessors(current: _Current, cover: _Cover, ctx: _Context) -> None:
     ]
     runners = sum(len(ctx.instances[p.id]) for p in predecessors)
     phase = family_phase(serving, bool(predecessors), phases)
-    # Nothing is created while no create can be planned (held back, or skipped): the
-    # status tells why, and never says "creating" of what is not being created.
-    creating = serving is not None or bool(current.name)
-    if phase is not None and creating and not family.contested:
+    causes = [ctx.draft.blocked[p.id] for p in predecessors if p.id in ctx.draft.blocked]
+    if serving is None and not current.name:
+        # Nothing is created while no create can be planned (held back, or skipped): the
+        # status tells why, and never says "creating" of what is not being created; a
+        # generation being replaced that is stuck is told all the same.
+        phase = least_advanced(phases) if causes else None
+    if phase is not None and not family.contested:
         # The GARM name the phase is about: what is created, else what is replaced.
         about = [p.name for p, at in zip(predecessors, phases, strict=True) if at is phase]
         replaced = about or [p.name for p in predecessors]
         name = current.name if phase is Phase.CREATING else replaced[0]
-        causes = [ctx.draft.blocked[p.id] for p in predecessors if p.id in ctx.draft.blocked]
         blocked = causes[0] if causes else ""
         ctx.draft.progress.append(Progress(logical, name, phase, runners, blocked))
 

@@ -953,8 +953,22 @@ class Changeover(RuleBasedStateMachine):
         late = FORCE_STUCK + TIMER_INTERVAL
         overdue = [n for n, t in self.first_forced.items() if now - t >= late]
         if overdue and self.last is not None and self.last.ok:
-            summary = summarise(self.last, RelationState(True, self.desired()))
-            assert summary.kind == "blocked", f"runners {overdue} forced long ago, yet {summary}"
+            # Told of that scaleset's family (which shows one of its stuck parts), not
+            # excused by another cause blocking elsewhere.
+            live = {s["id"]: s for s in self.garm.scalesets()}
+            for name in overdue:
+                scaleset = live.get(there[name]["scale_set_id"], {})
+                labels = {t["name"].lower() for t in scaleset.get("tags", [])}
+                told = [
+                    p
+                    for p in self.last.progress
+                    if p.blocked
+                    and (
+                        scaleset.get("name", "?") in p.blocked or p.logical_name.lower() in labels
+                    )
+                ]
+                shown = scaleset.get("name")
+                assert told, f"runner {name} of {shown} forced long ago, yet {self.last.progress}"
             COVERAGE["wait escalated"] += 1
 
     def every_wait_ends(self) -> None:
