@@ -959,15 +959,13 @@ class Changeover(RuleBasedStateMachine):
             for name in overdue:
                 scaleset = live.get(there[name]["scale_set_id"], {})
                 labels = {t["name"].lower() for t in scaleset.get("tags", [])}
+                shown = scaleset.get("name", "?")
                 told = [
                     p
                     for p in self.last.progress
                     if p.blocked
-                    and (
-                        scaleset.get("name", "?") in p.blocked or p.logical_name.lower() in labels
-                    )
+                    and (shown in p.blocked or (p.logical_name or "").lower() in labels)
                 ]
-                shown = scaleset.get("name")
                 assert told, f"runner {name} of {shown} forced long ago, yet {self.last.progress}"
             COVERAGE["wait escalated"] += 1
 
