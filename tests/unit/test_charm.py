@@ -206,6 +206,25 @@ def test_departed_unit_scaleset_is_retired_and_removed(ctx, world, resources, la
     assert "lg-x64" in [t["name"] for t in left["tags"]]
 
 
+def a_runner_its_provider_cannot_delete(
+    ctx, world, resources, *, deadline: int
+) -> tuple[testing.State, dict, str]:
+    """A label change retires a generation with one busy runner whose VM its provider
+    cannot delete; ``deadline`` is ``drain-deadline-minutes``. The waits are timed in
+    the peer relation. The state, the retired generation and the runner's name."""
+    relation = configurator(SOLE_UNIT)
+    peers = testing.PeerRelation("garm-peers", id=9)
+    config = {"drain-deadline-minutes": deadline}
+    state = make_state(world, resources, relation, peers, config=config)
+    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    (old,) = world.scalesets()
+    busy = world.add_runner(old["id"], runner_status="active")
+    changed = {**SOLE_UNIT, "labels": "self-hosted,linux,arm64"}
+    state, _ = publish(state, relation.id, 0, changed)
+    world.provider_cannot_delete(busy)
+    return state, old, busy
+
+
 def test_a_force_garm_never_carries_out_is_put_to_the_operator_and_not_sent_forever(
     ctx, world, resources, clock
 ):
@@ -216,16 +235,7 @@ def test_a_force_garm_never_carries_out_is_put_to_the_operator_and_not_sent_fore
     # carried out. The charm sent it again after each round, every ~5 minutes, and said
     # "force-removing" forever. Now the wait ends: blocked, naming the runner, and no
     # force after that; once the provider deletes again, GARM's own retry removes it.
-    relation = configurator(SOLE_UNIT)
-    peers = testing.PeerRelation("garm-peers", id=9)  # where the waits are timed
-    config = {"drain-deadline-minutes": 1}
-    state = make_state(world, resources, relation, peers, config=config)
-    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
-    (old,) = world.scalesets()
-    busy = world.add_runner(old["id"], runner_status="active")
-    changed = {**SOLE_UNIT, "labels": "self-hosted,linux,arm64"}
-    state, relation = publish(state, relation.id, 0, changed)
-    world.provider_cannot_delete(busy)
+    state, old, busy = a_runner_its_provider_cannot_delete(ctx, world, resources, deadline=1)
     statuses = []
     for second in range(0, 45 * 60, 30):  # the timer's passes, every 30 s
         clock.advance(timedelta(seconds=30))
@@ -267,15 +277,7 @@ def test_a_pass_that_cannot_look_at_a_wait_leaves_its_clock_standing(
     # not look at the drain. It forgot the wait on the force all the same, so the next
     # pass sent the force again and 15 minutes started afresh: with one such hook every
     # ten minutes the force was sent for good and nothing was ever put to the operator.
-    relation = configurator(SOLE_UNIT)
-    peers = testing.PeerRelation("garm-peers", id=9)  # where the waits are timed
-    state = make_state(world, resources, relation, peers, config={"drain-deadline-minutes": 1})
-    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
-    (old,) = world.scalesets()
-    busy = world.add_runner(old["id"], runner_status="active")
-    changed = {**SOLE_UNIT, "labels": "self-hosted,linux,arm64"}
-    state, relation = publish(state, relation.id, 0, changed)
-    world.provider_cannot_delete(busy)
+    state, _, busy = a_runner_its_provider_cannot_delete(ctx, world, resources, deadline=1)
     readable, blocked = machine.systemctl.goal_state, []
     for n, second in enumerate(range(0, 45 * 60, 30)):  # the timer's passes
         clock.advance(timedelta(seconds=30))
@@ -1026,15 +1028,7 @@ def test_a_runner_garm_cannot_delete_is_told_though_no_force_may_be_sent(
     # runner's job ended and its provider fails every delete: it said "draining 1 runner"
     # for ever. Now the wait on GARM's delete ends too: blocked after 30 minutes, with no
     # force sent; once the provider deletes again, GARM's retry removes it.
-    relation = configurator(SOLE_UNIT)
-    peers = testing.PeerRelation("garm-peers", id=9)  # where the waits are timed
-    state = make_state(world, resources, relation, peers, config={"drain-deadline-minutes": 0})
-    state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
-    (old,) = world.scalesets()
-    busy = world.add_runner(old["id"], runner_status="active")
-    changed = {**SOLE_UNIT, "labels": "self-hosted,linux,arm64"}
-    state, relation = publish(state, relation.id, 0, changed)
-    world.provider_cannot_delete(busy)
+    state, old, busy = a_runner_its_provider_cannot_delete(ctx, world, resources, deadline=0)
     statuses, gone_at = [], clock.now + timedelta(seconds=90)
     for second in range(0, 40 * 60, 30):  # the timer's passes
         clock.advance(timedelta(seconds=30))
