@@ -197,8 +197,7 @@ class Refusals:
         waiting, and its clock stands.
         """
         kept = {} if over else dict(self.waits)
-        waits = kept | {key: self.since(key, now) for key in sorted(set(keys))}
-        waits = dict(sorted(waits.items()))
+        waits = kept | {key: self.since(key, now) for key in keys}
         return self if waits == self.waits else replace(self, waits=waits)
 
     def since(self, key: str, now: datetime) -> datetime:
