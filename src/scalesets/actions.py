@@ -8,6 +8,7 @@ so the planner holds back and the reconciler remembers by the same names.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -243,7 +244,9 @@ class Plan:
     refusals times (``Refusals.waiting``): past its deadline, a wait is put to the operator.
     ``whole``: the plan looked at every family (none held, contested or partly seen, no
     unit's name unknown), so a wait it does not name is over; otherwise it may be one it
-    did not look at, and its clock stands.
+    did not look at, and its clock stands. ``phases`` is each retiring scaleset's own
+    phase by GARM id, where ``progress`` tells a family's least advanced one; ``stuck``
+    is what will not move on by itself, by GARM id (both for ``scalesets.fleet``).
     """
 
     actions: tuple[Action, ...] = ()
@@ -254,6 +257,8 @@ class Plan:
     wake: datetime | None = field(default=None, compare=False)
     waits: tuple[str, ...] = field(default=(), compare=False)
     whole: bool = field(default=True, compare=False)
+    phases: Mapping[int, Phase] = field(default_factory=dict, compare=False)
+    stuck: Mapping[int, str] = field(default_factory=dict, compare=False)
 
 
 def family_phase(

@@ -108,6 +108,8 @@ class _Draft:
     held: list[Held] = field(default_factory=list)
     # What the plan waits on GARM to do (``Plan.waits``).
     waits: list[str] = field(default_factory=list)
+    # Each scaleset being retired, by id: its own phase (``Plan.phases``).
+    phases: dict[int, Phase] = field(default_factory=dict)
 
 
 def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings) -> Plan:
@@ -151,6 +153,7 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
     for orphan in orphans if selection.sweep and desired.complete else ():
         logical = logical_name_of(orphan)
         phase = _plan_retirement(orphan, logical, cover.covers(orphan), False, ctx)
+        draft.phases[orphan.id] = phase
         runners = len(instances[orphan.id])
         blocked = draft.blocked.get(orphan.id, "")
         draft.progress.append(Progress(logical, orphan.name, phase, runners, blocked, orphan=True))
@@ -168,6 +171,8 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
         draft.wake.earliest(changing=bool(draft.progress)),
         tuple(draft.waits),
         selection.sweep and desired.complete and not held,
+        dict(draft.phases),
+        dict(draft.blocked),
     )
 
 
@@ -554,6 +559,7 @@ def _plan_predecessors(current: _Current, cover: _Cover, ctx: _Context) -> None:
         _plan_retirement(p, logical, may_retire and cover.covers(p), hold, ctx)
         for p in predecessors
     ]
+    ctx.draft.phases.update((p.id, at) for p, at in zip(predecessors, phases, strict=True))
     runners = sum(len(ctx.instances[p.id]) for p in predecessors)
     phase = family_phase(serving, bool(predecessors), phases)
     causes = [ctx.draft.blocked[p.id] for p in predecessors if p.id in ctx.draft.blocked]
