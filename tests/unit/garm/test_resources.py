@@ -881,10 +881,7 @@ def test_the_architecture_of_an_elf_binary_is_read_from_its_header(
     assert resources.elf_arch(head) == arch
 
 
-def test_the_build_info_is_found_across_read_chunks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(resources, "_CHUNK", 64)
+def test_the_build_info_is_found_wherever_it_lies_past_a_false_start(tmp_path: Path) -> None:
     blob = go_build_info(PROVIDER_MAIN, PROVIDER_MODULE, "v0.1.5")
     for shift in range(0, 70, 7):
         path = _write(tmp_path / f"bin{shift}", os.urandom(shift) + b"\xff Go" + blob)
