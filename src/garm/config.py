@@ -13,6 +13,7 @@ import json
 import posixpath
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -36,7 +37,8 @@ START_LIMIT_BURST = 5
 START_LIMIT_SECONDS = 300
 # GARM's JWT lifetime (logins and metrics tokens): the shortest it allows. Whatever is
 # kept of a token outliving it was issued before the charm shortened it, and is not used.
-JWT_LIFETIME = timedelta(hours=24)
+_HOUR = timedelta(hours=1)
+JWT_LIFETIME = 24 * _HOUR
 # The clocks of GARM and the charm may differ a little.
 JWT_CLOCK_SLACK = timedelta(minutes=5)
 _SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
@@ -242,21 +244,13 @@ def render_unit(
         "ProtectControlGroups=true",
         "RestrictSUIDSGID=true",
         "LockPersonality=true",
-        *_capability_lines(privileged_port),
+        "CapabilityBoundingSet=" + ("CAP_NET_BIND_SERVICE" if privileged_port else ""),
+        *(["AmbientCapabilities=CAP_NET_BIND_SERVICE"] if privileged_port else []),
         "",
         "[Install]",
         "WantedBy=multi-user.target",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _capability_lines(privileged_port: bool) -> list[str]:
-    if not privileged_port:
-        return ["CapabilityBoundingSet="]
-    return [
-        "CapabilityBoundingSet=CAP_NET_BIND_SERVICE",
-        "AmbientCapabilities=CAP_NET_BIND_SERVICE",
-    ]
 
 
 def _provider_file(name: str) -> str:
@@ -280,7 +274,9 @@ def _render_config(config: GarmConfig) -> str:
         # time_to_live is required; GARM clamps anything under 24h up to 24h. The least,
         # for no JWT can be revoked: a metrics token in the collector's databag, or the
         # admin's, opens GARM no longer than a day after it is replaced or leaks.
-        _table("jwt_auth", {"secret": config.jwt_secret, "time_to_live": _hours(JWT_LIFETIME)}),
+        _table(
+            "jwt_auth", {"secret": config.jwt_secret, "time_to_live": f"{JWT_LIFETIME // _HOUR}h"}
+        ),
         _table("metrics", {"enable": True, "disable_auth": False}),
         *_database_tables(config.database, config.db_passphrase),
         *(_provider_tables(config, provider) for provider in config.providers),
@@ -366,7 +362,13 @@ def serves_tls(config_toml: str) -> bool:
         return False
 
 
-def read_provider(name: str, files: dict[str, str]) -> OpenstackProvider | None:
+def written_providers(files: Mapping[str, str]) -> dict[str, OpenstackProvider | None]:
+    """The providers ``render_files`` wrote into ``files``, by name; None where one is unread."""
+    names = sorted(m[1] for path in files if (m := re.fullmatch(r"providers/(.+)\.toml", path)))
+    return {name: read_provider(name, files) for name in names}
+
+
+def read_provider(name: str, files: Mapping[str, str]) -> OpenstackProvider | None:
     """A provider back from the files ``render_files`` wrote for it, or None.
 
     Lets the charm keep a provider in GARM's configuration while a live scaleset still
@@ -413,10 +415,6 @@ def _toml_value(value: str | int | bool) -> str:
 def _toml_escape(match: re.Match[str]) -> str:
     char = match.group()
     return "\\" + char if char in '"\\' else f"\\u{ord(char):04X}"
-
-
-def _hours(span: timedelta) -> str:
-    return f"{int(span.total_seconds() // 3600)}h"
 
 
 def _require_absolute(what: str, path: str) -> None:

@@ -21,10 +21,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
-from garm.config import OpenstackProvider, read_provider
+from garm.config import OpenstackProvider, written_providers
 
-_DIRECTORY = "providers/"
-_SUFFIX = ".toml"
 # A provider's settings in the record: every field but its name, which keys the entry.
 _SETTINGS = tuple(f.name for f in dataclasses.fields(OpenstackProvider) if f.name != "name")
 
@@ -135,16 +133,8 @@ def _earlier(
     """
     if recorded is not None:
         return dict(_by_name(recorded))
-    written = {
-        name.removeprefix(_DIRECTORY).removesuffix(_SUFFIX)
-        for name in files
-        if name.startswith(_DIRECTORY) and name.endswith(_SUFFIX)
-    }
-    earlier: dict[str, Recorded | None] = {}
-    for name in sorted(written):
-        provider = read_provider(name, dict(files))
-        earlier[name] = Recorded(provider) if provider is not None else None
-    return earlier
+    written = written_providers(files).items()
+    return {name: Recorded(p) if p is not None else None for name, p in written}
 
 
 def _by_name(record: Iterable[Recorded]) -> dict[str, Recorded]:

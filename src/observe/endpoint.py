@@ -273,9 +273,7 @@ def _count_force_removals(files: Files, more: int) -> int:
     """
     total = _read_total(files) + more
     if more or not files.state.exists():
-        workload.ensure_directory(files.state.parent, None)
-        text = json.dumps({"force_removals_total": total}) + "\n"
-        workload._write_atomic(files.state, text.encode(), 0o600, owner=None)
+        workload.write_own(files.state, json.dumps({"force_removals_total": total}) + "\n")
     return total
 
 
