@@ -8,10 +8,12 @@ garm-provider-openstack's ``config/config.go``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import posixpath
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -35,7 +37,8 @@ START_LIMIT_BURST = 5
 START_LIMIT_SECONDS = 300
 # GARM's JWT lifetime (logins and metrics tokens): the shortest it allows. Whatever is
 # kept of a token outliving it was issued before the charm shortened it, and is not used.
-JWT_LIFETIME = timedelta(hours=24)
+_HOUR = timedelta(hours=1)
+JWT_LIFETIME = 24 * _HOUR
 # The clocks of GARM and the charm may differ a little.
 JWT_CLOCK_SLACK = timedelta(minutes=5)
 _SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
@@ -48,8 +51,6 @@ _TOML_UNSAFE = re.compile(r'[\x00-\x1f\x7f"\\]')
 # non-printable, so they are escaped too. Astral characters stay raw: YAML has no
 # surrogate-pair escapes, which is why ensure_ascii=True will not do.
 _YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
-# Inside a quoted systemd value, % starts a specifier and a backslash an escape;
-# control characters would end the line.
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,14 @@ class OpenstackProvider:
     def __post_init__(self) -> None:
         if not _PROVIDER_NAME.match(self.name):
             raise ValueError(f"provider name must be letters, digits, . _ -: {self.name!r}")
+
+
+# clouds.yaml's auth keys: the provider's fields of those names, in their order.
+_AUTH = tuple(
+    f.name
+    for f in dataclasses.fields(OpenstackProvider)
+    if f.name not in ("name", "region_name", "network")
+)
 
 
 @dataclass(frozen=True)
@@ -170,9 +179,9 @@ def render_files(config: GarmConfig) -> dict[str, str]:
         files[serving.KEY_FILE] = config.tls.private_key.strip() + "\n"
         files[serving.CA_FILE] = config.tls.runner_bundle().decode()
     for provider in config.providers:
-        clouds = posixpath.join(config.config_dir, _clouds_file(provider))
-        files[_provider_file(provider)] = _render_provider(provider, clouds)
-        files[_clouds_file(provider)] = _render_clouds(provider)
+        clouds = posixpath.join(config.config_dir, _clouds_file(provider.name))
+        files[_provider_file(provider.name)] = _render_provider(provider, clouds)
+        files[_clouds_file(provider.name)] = _render_clouds(provider)
     return files
 
 
@@ -187,33 +196,15 @@ def render_unit(
 ) -> str:
     """The systemd unit that runs GARM as ``user``, able to write only to ``data_dir``.
 
-    GARM writes nothing but its database (and the sqlite WAL and blob files beside it)
-    and its log file (``LogsDirectory``), so the config dir stays read-only under
-    ``ProtectSystem=strict``. Proxy settings are
-    not set here: GARM takes them from ``[proxy]`` in its 0600 config and passes them to
-    providers itself, whereas ``Environment=`` lines are readable by every local user
-    through ``systemctl show``, and proxy URLs may carry credentials.
-
-    GARM needs no capability, so it gets none, unless ``privileged_port`` says its API
-    port is below 1024, which ``user`` could otherwise never bind. It then gets
-    CAP_NET_BIND_SERVICE and nothing else: systemd puts it in the ambient set before
-    starting GARM, which ``NoNewPrivileges`` leaves alone (that only stops an exec from
-    gaining more), and the bounding set keeps GARM and the providers it runs from ever
-    holding any other.
-
-    ``lease_check`` is the script that says whether GARM's lease holds (``garm.lease``):
-    run as root (``+``) before every start, it keeps a GARM whose lease lapsed from
-    starting again, by ``Restart=`` or at boot.
-
-    ``Restart=`` is bounded: systemd's default start limit (5 starts in 10 s) is never
-    reached 5 s apart, so a GARM that cannot start (its configuration refused, its lease
-    lapsed) would be started every 5 s for ever. With ``START_LIMIT_BURST`` starts in
-    ``START_LIMIT_SECONDS``, the start after the last one allowed comes
-    ``START_LIMIT_BURST`` x (``RESTART_SECONDS`` + how long each failed run lasts) after
-    the first: inside the window while each run fails within 55 s, so systemd gives up
-    and leaves the unit failed. The charm's pass then says why, and starts GARM again
-    with systemd's count cleared when it can tell the cause is gone, else once that
-    window has passed (``workload.restart_due``).
+    GARM writes only its database and its log (``LogsDirectory``). No proxy in
+    ``Environment=``, which every local user reads through ``systemctl show``: GARM takes
+    it from its 0600 config. No capability, but CAP_NET_BIND_SERVICE (ambient, which
+    ``NoNewPrivileges`` leaves alone) when ``privileged_port`` is below 1024.
+    ``lease_check`` (``garm.lease``), run as root before every start, keeps a GARM whose
+    lease lapsed from starting again. ``Restart=`` is bounded: systemd's default limit
+    (5 starts in 10 s) is never reached 5 s apart; ``START_LIMIT_BURST`` starts in
+    ``START_LIMIT_SECONDS`` is, while each failed run lasts under 55 s, and the pass then
+    says why and starts it again (``workload.restart_due``).
     """
     checks = [] if lease_check is None else [lease_check]
     for path in (binary, config_file, data_dir, *checks):
@@ -253,7 +244,8 @@ def render_unit(
         "ProtectControlGroups=true",
         "RestrictSUIDSGID=true",
         "LockPersonality=true",
-        *_capability_lines(privileged_port),
+        "CapabilityBoundingSet=" + ("CAP_NET_BIND_SERVICE" if privileged_port else ""),
+        *(["AmbientCapabilities=CAP_NET_BIND_SERVICE"] if privileged_port else []),
         "",
         "[Install]",
         "WantedBy=multi-user.target",
@@ -261,24 +253,16 @@ def render_unit(
     return "\n".join(lines) + "\n"
 
 
-def _capability_lines(privileged_port: bool) -> list[str]:
-    if not privileged_port:
-        return ["CapabilityBoundingSet="]
-    return [
-        "CapabilityBoundingSet=CAP_NET_BIND_SERVICE",
-        "AmbientCapabilities=CAP_NET_BIND_SERVICE",
-    ]
+def _provider_file(name: str) -> str:
+    return f"providers/{name}.toml"
 
 
-def _provider_file(provider: OpenstackProvider) -> str:
-    return f"providers/{provider.name}.toml"
-
-
-def _clouds_file(provider: OpenstackProvider) -> str:
-    return f"providers/{provider.name}-clouds.yaml"
+def _clouds_file(name: str) -> str:
+    return f"providers/{name}-clouds.yaml"
 
 
 def _render_config(config: GarmConfig) -> str:
+    proxy = dataclasses.asdict(config.proxy)
     sections = [
         # Scale sets long-poll GitHub, so GARM never needs to manage webhooks.
         _table("default", {"enable_webhook_management": False}),
@@ -290,25 +274,16 @@ def _render_config(config: GarmConfig) -> str:
         # time_to_live is required; GARM clamps anything under 24h up to 24h. The least,
         # for no JWT can be revoked: a metrics token in the collector's databag, or the
         # admin's, opens GARM no longer than a day after it is replaced or leaks.
-        _table("jwt_auth", {"secret": config.jwt_secret, "time_to_live": _hours(JWT_LIFETIME)}),
+        _table(
+            "jwt_auth", {"secret": config.jwt_secret, "time_to_live": f"{JWT_LIFETIME // _HOUR}h"}
+        ),
         _table("metrics", {"enable": True, "disable_auth": False}),
         *_database_tables(config.database, config.db_passphrase),
         *(_provider_tables(config, provider) for provider in config.providers),
-    ]
-    proxy = config.proxy
-    if proxy.is_set():
         # GARM exports these into its own environment, and always passes proxy variables
         # on to providers, so [provider.external] environment_variables needs no entry.
-        sections.append(
-            _table(
-                "proxy",
-                {
-                    "http_proxy": proxy.http_proxy,
-                    "https_proxy": proxy.https_proxy,
-                    "no_proxy": proxy.no_proxy,
-                },
-            )
-        )
+        *([_table("proxy", proxy)] if config.proxy.is_set() else []),
+    ]
     return "\n".join(sections)
 
 
@@ -338,17 +313,7 @@ def _database_tables(database: Database, passphrase: str) -> tuple[str, ...]:
         )
     return (
         _table("database", {"backend": "postgresql", "passphrase": passphrase}),
-        _table(
-            "database.postgresql",
-            {
-                "hostname": database.hostname,
-                "port": database.port,
-                "username": database.username,
-                "password": database.password,
-                "database": database.database,
-                "sslmode": database.sslmode,
-            },
-        ),
+        _table("database.postgresql", dataclasses.asdict(database)),
     )
 
 
@@ -358,7 +323,7 @@ def _provider_tables(config: GarmConfig, provider: OpenstackProvider) -> str:
         "provider.external",
         {
             "provider_executable": config.provider_executable,
-            "config_file": posixpath.join(config.config_dir, _provider_file(provider)),
+            "config_file": posixpath.join(config.config_dir, _provider_file(provider.name)),
         },
     )
     return f"{header}\n{external}"
@@ -383,14 +348,8 @@ def read_database(config_toml: str) -> Database | None:
         if database["backend"] == "sqlite3":
             return SqliteDatabase(database["sqlite3"]["db_file"])
         settings = database["postgresql"]
-        return PostgresqlDatabase(
-            hostname=settings["hostname"],
-            port=settings["port"],
-            username=settings["username"],
-            password=settings["password"],
-            database=settings["database"],
-            sslmode=settings["sslmode"],
-        )
+        fields = dataclasses.fields(PostgresqlDatabase)
+        return PostgresqlDatabase(**{f.name: settings[f.name] for f in fields})
     except (KeyError, TypeError, ValueError, RecursionError):
         return None
 
@@ -403,7 +362,13 @@ def serves_tls(config_toml: str) -> bool:
         return False
 
 
-def read_provider(name: str, files: dict[str, str]) -> OpenstackProvider | None:
+def written_providers(files: Mapping[str, str]) -> dict[str, OpenstackProvider | None]:
+    """The providers ``render_files`` wrote into ``files``, by name; None where one is unread."""
+    names = sorted(m[1] for path in files if (m := re.fullmatch(r"providers/(.+)\.toml", path)))
+    return {name: read_provider(name, files) for name in names}
+
+
+def read_provider(name: str, files: Mapping[str, str]) -> OpenstackProvider | None:
     """A provider back from the files ``render_files`` wrote for it, or None.
 
     Lets the charm keep a provider in GARM's configuration while a live scaleset still
@@ -411,40 +376,19 @@ def read_provider(name: str, files: dict[str, str]) -> OpenstackProvider | None:
     that scaleset without a worker, its runners never drained or deleted.
     """
     try:
-        settings = tomllib.loads(files[f"providers/{name}.toml"])
-        cloud = json.loads(files[f"providers/{name}-clouds.yaml"])["clouds"][name]
-        auth = cloud["auth"]
+        settings = tomllib.loads(files[_provider_file(name)])
+        cloud = json.loads(files[_clouds_file(name)])["clouds"][name]
+        auth = {key: cloud["auth"][key] for key in _AUTH}
         return OpenstackProvider(
-            name=name,
-            auth_url=auth["auth_url"],
-            username=auth["username"],
-            password=auth["password"],
-            project_name=auth["project_name"],
-            user_domain_name=auth["user_domain_name"],
-            project_domain_name=auth["project_domain_name"],
-            region_name=cloud["region_name"],
-            network=settings["network_id"],
+            name=name, region_name=cloud["region_name"], network=settings["network_id"], **auth
         )
     except (KeyError, TypeError, ValueError, RecursionError):
         return None
 
 
 def _render_clouds(provider: OpenstackProvider) -> str:
-    clouds = {
-        "clouds": {
-            provider.name: {
-                "auth": {
-                    "auth_url": provider.auth_url,
-                    "username": provider.username,
-                    "password": provider.password,
-                    "project_name": provider.project_name,
-                    "user_domain_name": provider.user_domain_name,
-                    "project_domain_name": provider.project_domain_name,
-                },
-                "region_name": provider.region_name,
-            }
-        }
-    }
+    auth = {key: getattr(provider, key) for key in _AUTH}
+    clouds = {"clouds": {provider.name: {"auth": auth, "region_name": provider.region_name}}}
     # JSON is YAML: json.dumps gets the quoting right, and _YAML_UNSAFE covers the few
     # characters YAML treats differently from JSON.
     text = json.dumps(clouds, indent=2, ensure_ascii=False)
@@ -471,10 +415,6 @@ def _toml_value(value: str | int | bool) -> str:
 def _toml_escape(match: re.Match[str]) -> str:
     char = match.group()
     return "\\" + char if char in '"\\' else f"\\u{ord(char):04X}"
-
-
-def _hours(span: timedelta) -> str:
-    return f"{int(span.total_seconds() // 3600)}h"
 
 
 def _require_absolute(what: str, path: str) -> None:

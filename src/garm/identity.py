@@ -1,22 +1,12 @@
 """Which GARM the charm set up, so that it never sets up another one in its place.
 
-GARM makes its ``controller_id`` once, at its first run, and keeps it in its database
-(docs/reference/garm-api.md §1.3): the id GARM answers says which database it runs on.
-GitHub holds that GARM's scale sets, and only that GARM listens to them. A GARM on
-another database (an empty one, after the postgresql relation was replaced; or one set
-up earlier) would be set up afresh and report "in sync", while the jobs GitHub routes to
-the old scale sets, labels and all, wait for a listener that never comes.
-
-So the leader records the id of the GARM it set up, and where that GARM's database is,
-in the peer relation (``juju.peers``, the ``garm-identity`` key: every unit reads it), and
-does not set up a GARM that answers otherwise until the operator says which one is the
-charm's (the ``adopt-garm`` action). Pure: the pass reads GARM's controller
-(``garm.setup.read_controller``) and hands in what it answered.
-
-Two ways to a new GARM need no action, as they leave nothing on GitHub to lose: no
-record yet (a first deployment, or an upgrade from a revision that kept none: what GARM
-answers is recorded), and the charm's own move from sqlite to PostgreSQL, which
-``garm.database`` makes only while GARM holds no scaleset.
+GARM makes its ``controller_id`` at its first run and keeps it in its database
+(docs/reference/garm-api.md §1.3), and only that GARM listens to the scale sets GitHub holds
+for it. A GARM on another database would be set up afresh and report "in sync" while jobs
+wait for a listener that never comes. So the leader records the id and where the database is
+in the peer relation (``garm-identity``), and sets up no GARM that answers otherwise until the
+operator adopts it (``adopt-garm``). Two ways to a new GARM lose nothing on GitHub and need no
+action: no record yet, and the charm's own move from sqlite to PostgreSQL (``garm.database``).
 """
 
 from __future__ import annotations
@@ -53,8 +43,7 @@ class Identity:
     def read(cls, text: str | None) -> Identity | None:
         """The peer data's value; None when there is none, or it does not read.
 
-        Only a leader writes it, as ``render`` makes it: one that does not read was
-        edited by hand, and is written over with what GARM answers next (warned here).
+        One that does not read was edited by hand: warned, and written over next.
         """
         if not text:
             return None
@@ -76,10 +65,7 @@ class Identity:
 
 
 def where(database: Database | None, unit: str) -> str:
-    """Where GARM's data is, as the operator reads it: the host and database, no login.
-
-    None is a machine on which the charm has not configured GARM yet.
-    """
+    """Where GARM's data is, as the operator reads it (no login); None: not configured yet."""
     if database is None:
         return f"no database configured on {unit}"
     if isinstance(database, SqliteDatabase):
@@ -88,18 +74,16 @@ def where(database: Database | None, unit: str) -> str:
 
 
 def refusal(recorded: Identity | None, answered: str | None, here: str) -> str:
-    """Why GARM, answering ``answered`` in ``here``, must not be set up; "" when it may.
+    """Why GARM, answering ``answered`` (None: empty) in ``here``, is not set up; "": it is.
 
-    ``answered`` is GARM's ``controller_id``, None when GARM is empty (it asks for its
-    first run). The text is the status: both GARMs, and what the operator may run.
+    The text is the status: both GARMs, and what the operator may run.
     """
     if recorded is None or answered == recorded.controller_id or _moved(recorded, here):
         return ""
     now = "empty" if answered is None else answered
     word = NEW if answered is None else answered
-    was = f"{recorded.controller_id} in {recorded.database}"
     return (
-        f"GARM in {here} is {now}, not the charm's GARM {was}: "
+        f"GARM in {here} is {now}, not the charm's GARM {recorded.describe()}: "
         "integrate that database again, or delete the old GARM's scale sets on GitHub, "
         f"then run: {_ADOPT}{word}"
     )
@@ -108,9 +92,8 @@ def refusal(recorded: Identity | None, answered: str | None, here: str) -> str:
 def to_record(recorded: Identity | None, answered: str, here: str) -> Identity | None:
     """What to record once GARM answered ``answered`` and ``refusal`` let it be set up.
 
-    None: the record stands as it is. The same GARM whose database is reached elsewhere
-    now (PostgreSQL's primary moved) has its record follow it. An empty id (no GARM
-    answers with none) is never recorded.
+    None: the record stands (an empty id is never recorded). The same GARM reached
+    elsewhere now (PostgreSQL's primary moved) has its record follow it.
     """
     found = Identity(answered, here)
     return None if found == recorded or not answered else found
@@ -120,8 +103,7 @@ def to_record(recorded: Identity | None, answered: str, here: str) -> Identity |
 class Adoption:
     """What ``adopt-garm`` records, or why it refuses (``refused``).
 
-    ``record`` None: the record goes, and the pass records the empty GARM once its first
-    run has given it an id.
+    ``record`` None: the record goes, till the empty GARM's first run gives it an id.
     """
 
     record: Identity | None = None
@@ -131,9 +113,8 @@ class Adoption:
 def adoption(asked: str, answered: str | None, here: str) -> Adoption:
     """The operator's word that GARM as it answers now is the charm's (``adopt-garm``).
 
-    ``asked`` is the id the status showed, or ``NEW`` for an empty GARM; it must be what
-    GARM answers at the moment (``answered``, None when empty), so that a GARM that
-    changed again since is not taken on an old word.
+    ``asked`` (an id, or ``NEW`` for an empty GARM) must be what GARM answers now, so that
+    a GARM that changed again since is not taken on an old word.
     """
     if asked == NEW:
         if answered is None:

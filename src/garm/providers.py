@@ -1,27 +1,16 @@
 """Which providers GARM is configured with: the related units', and those still in use.
 
-GARM gives a scaleset a worker only while it is configured with the scaleset's provider:
-without it, the scaleset's runners are never drained or deleted. So a unit that
-departed, whose data or secret cannot be read now, or that a new leader does not see
-yet, must not take its provider out of GARM while a live scaleset uses it.
+GARM gives a scaleset a worker only while it is configured with the scaleset's provider, so
+a provider a live scaleset uses stays configured whatever became of its unit (departed,
+unreadable, not seen yet by a new leader). What GARM is configured with is recorded in the
+charm's own secret (``juju.secrets``), which every leader reads; before there is one, this
+machine's provider files stand in for it.
 
-What GARM is configured with is kept in a record that every leader reads (the charm's
-own secret, ``juju.secrets``): provider files live on one machine, and a new leader's
-machine may never have run GARM. Before there is a record (the charm upgraded from a
-revision without one), the provider files written on this machine stand in for it
-(``config.read_provider``); once there is one, it alone is read.
-
-Each recorded provider names the configurator relation that published it. The same
-relation publishing other settings is a rotation (a new password, another network),
-applied at once: a provider name is its unit's, and a unit's name is never reused within
-one relation. Another relation publishing a recorded name with other settings (an
-application removed and deployed again under its old name) is a reuse: taken now, its
-settings would be those the earlier relation's scalesets drain with, so it is held until
-no live scaleset uses the name. With the same settings it is the same provider, and the
-new relation takes it over at once.
-
-Pure: the pass hands in the record, the files, and a way to ask GARM's scalesets'
-providers.
+Each recorded provider names the configurator relation that published it. The same relation
+publishing other settings is a rotation, applied at once. Another relation publishing a
+recorded name with other settings (an application deployed again under its old name) is a
+reuse, held until no live scaleset uses the name, since those scalesets drain with the
+earlier settings; with the same settings, the new relation takes it over at once.
 """
 
 from __future__ import annotations
@@ -32,21 +21,15 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
-from garm.config import OpenstackProvider, read_provider
+from garm.config import OpenstackProvider, written_providers
 
-_DIRECTORY = "providers/"
-_SUFFIX = ".toml"
 # A provider's settings in the record: every field but its name, which keys the entry.
 _SETTINGS = tuple(f.name for f in dataclasses.fields(OpenstackProvider) if f.name != "name")
 
 
 @dataclass(frozen=True)
 class Recorded:
-    """A provider and the configurator relation (its Juju relation id) that published it.
-
-    ``relation`` is None for one read from this machine's files, written by a revision
-    that recorded no relation: whichever relation publishes its name takes it over.
-    """
+    """A provider and the configurator relation (id) that published it; None: not known."""
 
     provider: OpenstackProvider
     relation: int | None = None
@@ -54,14 +37,11 @@ class Recorded:
 
 @dataclass(frozen=True)
 class KeptProviders:
-    """What GARM is to be configured with, and what became of the rest.
+    """What GARM is to be configured with (``record``), and what became of the rest.
 
-    ``record`` is every provider to configure with the relation it is kept for: the
-    record to keep. ``dropped`` names the earlier providers left out (to log); ``held``
-    are published providers not configured, because their name is kept for another
-    relation's scalesets. ``unsure``: some are held only because GARM could not say
-    which providers its scalesets use (it was not running yet), so whether the name is
-    free is known only at the next pass.
+    ``dropped``: earlier providers left out; ``held``: published ones whose name is kept for
+    another relation's scalesets; ``unsure``: held only as GARM could not say what its
+    scalesets use, so whether the name is free is known at the next pass.
     """
 
     record: tuple[Recorded, ...]
@@ -77,22 +57,16 @@ class KeptProviders:
     def kept_for_another(self, name: str, relation: int | None) -> int | None:
         """The relation a provider of this name is kept for, if not ``relation``; else None.
 
-        A scaleset of ``relation`` must not run on such a provider: its runners would boot
-        with another relation's OpenStack settings. Unknown relations never differ.
+        A scaleset of ``relation`` must not run on it: its runners would boot with another
+        relation's OpenStack settings.
         """
         for kept in self.record:
             if kept.provider.name == name:
-                owner = kept.relation
-                differs = None not in (owner, relation) and owner != relation
-                return owner if differs else None
+                return kept.relation if _differ(kept.relation, relation) else None
         return None
 
     def to_write(self, recorded: Iterable[Recorded] | None) -> tuple[Recorded, ...] | None:
-        """The record to write, or None when it is the one read (no new revision).
-
-        Nor is a first record made while there is nothing to put in it: no provider
-        files are left on this machine then, so no record says as much as an empty one.
-        """
+        """The record to write; None when it is the one read, or would be a first, empty one."""
         if recorded is None:
             return self.record or None
         return None if _by_name(recorded) == _by_name(self.record) else self.record
@@ -106,13 +80,10 @@ def kept_providers(
 ) -> KeptProviders:
     """The related units' providers, and every earlier one a live scaleset still uses.
 
-    ``wanted`` are the providers the related units publish, each with its relation;
-    ``recorded`` is the record, None when there is none yet: the provider files on this
-    machine (``workload.read_provider_files``) are read instead. ``in_use`` names the
-    providers of GARM's scalesets, None when GARM cannot tell (not running yet): then
-    every earlier provider is kept, and every reused name held. It is asked only when an
-    earlier provider is not published, or published again by another relation, for it
-    asks GARM.
+    ``recorded`` is None when there is no record yet: ``files``, this machine's provider
+    files, are read instead. ``in_use`` names the providers of GARM's scalesets, None when
+    GARM cannot tell (then every earlier provider is kept and every reused name held); it
+    asks GARM, so only when an earlier provider is not published or is reused.
     """
     earlier = _earlier(recorded, files)
     used = cache(in_use)
@@ -145,29 +116,25 @@ def kept_providers(
 
 def _reused(before: Recorded, now: Recorded) -> bool:
     """Whether another relation publishes a recorded provider's name, with other settings."""
-    known = None not in (before.relation, now.relation)
-    return known and before.relation != now.relation and before.provider != now.provider
+    return _differ(before.relation, now.relation) and before.provider != now.provider
+
+
+def _differ(one: int | None, other: int | None) -> bool:
+    """Whether two relations are known to be different ones."""
+    return None not in (one, other) and one != other
 
 
 def _earlier(
     recorded: Iterable[Recorded] | None, files: Mapping[str, str]
 ) -> dict[str, Recorded | None]:
-    """The providers GARM was configured with before, by name; None where files do not read.
+    """The providers GARM was configured with before (the record, else the files), by name.
 
-    The record wins: the files are read only when there is none.
+    None where a file does not read.
     """
     if recorded is not None:
         return dict(_by_name(recorded))
-    written = {
-        name.removeprefix(_DIRECTORY).removesuffix(_SUFFIX)
-        for name in files
-        if name.startswith(_DIRECTORY) and name.endswith(_SUFFIX)
-    }
-    earlier: dict[str, Recorded | None] = {}
-    for name in sorted(written):
-        provider = read_provider(name, dict(files))
-        earlier[name] = Recorded(provider) if provider is not None else None
-    return earlier
+    written = written_providers(files).items()
+    return {name: Recorded(p) if p is not None else None for name, p in written}
 
 
 def _by_name(record: Iterable[Recorded]) -> dict[str, Recorded]:
@@ -175,11 +142,7 @@ def _by_name(record: Iterable[Recorded]) -> dict[str, Recorded]:
 
 
 def record_text(record: Iterable[Recorded]) -> str:
-    """The record as the charm's secret keeps it: JSON, by provider name.
-
-    Each entry holds the provider's settings (its OpenStack password included, hence a
-    secret) and ``relation``, the id of the relation that published it (null: not known).
-    """
+    """The record as the charm's secret keeps it: JSON, by name, settings and ``relation``."""
     entries = {
         kept.provider.name: {
             "relation": kept.relation,
@@ -191,11 +154,7 @@ def record_text(record: Iterable[Recorded]) -> str:
 
 
 def read_record(text: str) -> tuple[Recorded, ...] | None:
-    """The record back from ``record_text``'s text, or None when it does not read whole.
-
-    Only a leader writes it, always whole, so a part that does not read means the whole
-    cannot be trusted.
-    """
+    """The record back from ``record_text``'s text; None unless all of it reads."""
     try:
         entries = json.loads(text)
         return tuple(_entry(name, entry) for name, entry in sorted(entries.items()))

@@ -1,45 +1,26 @@
 """Turn the files attached as the ``garm`` and ``garm-provider-openstack`` resources into binaries.
 
-Operators attach what a release gives them. GARM and garm-provider-openstack publish
-``<name>-linux-<arch>.tgz``: a gzip'ed tar holding the one binary, named ``<name>``, at its top
-level (``tar czf <name>-linux-<arch>.tgz <name>`` in each repository's
-``scripts/make-release.sh``; garm-cli ships in its own archive, zip is only for Windows). Some
-operators attach the binary they unpacked instead. Both are accepted and told apart by content,
-since Juju names the file after the resource's ``filename`` whatever was attached. A plain
-(uncompressed) tar is read the same way; a zip is refused with a pointer to the linux archive.
+Operators attach a release archive (``<name>-linux-<arch>.tgz``: a gzip'ed tar holding the one
+binary ``<name>`` at its top level, as each project's ``scripts/make-release.sh`` makes it) or
+the binary unpacked from it. Juju names the file after the resource whatever was attached, so
+the two are told apart by content (a plain tar is read too; a zip, GARM's Windows form, is not).
 
-Before anything is installed, the binary is checked to be what it claims, so a wrong file
-blocks the unit with a status naming the resource instead of surfacing later as a GARM that
-does not start or a provider GARM cannot run:
+The binary is checked before it is installed, so that a wrong file blocks the unit naming the
+resource rather than surfacing as a GARM that does not start: its ELF architecture; its Go
+build info (``go version -m``, kept by ``-s -w``), whose main package tells GARM
+(``.../cmd/garm``) from garm-cli and the OpenStack provider from GARM's others; then
+``<binary> --version``, run as GARM's service runs it: as its user through util-linux's
+setpriv, bounded in time and output, nothing it started left running (ADR 0013). Where it
+cannot be run so, it is not run at all (UncheckedError), and never as root.
 
-1. an ELF binary built for another architecture is refused from its header;
-2. the Go build info every Go binary carries (``go version -m``; kept by ``-s -w``) must name
-   the expected main package: ``.../cmd/garm`` or ``.../garm-provider-openstack``. This tells
-   GARM from garm-cli and the OpenStack provider from GARM's other providers (and from GARM)
-   before anything is run;
-3. it must be a program the kernel runs itself (ELF, or a ``#!`` script as the tests'
-   stand-ins are), and it is run as ``<binary> --version``, as GARM's service runs it: as
-   the service's user (``garm``), through util-linux's ``setpriv`` (``_drop``), in the
-   machine's own namespaces, with a minimal environment, stdin from /dev/null, bounded
-   time and bounded output; when the check returns, nothing it started runs (``_run``).
-   No namespace and no mount is made, so it runs wherever GARM does (an LXD container
-   too). Where it cannot be run so (the charm not root, setpriv missing, the kernel
-   refusing setpriv), it is not run at all and the resource is refused as unchecked
-   (UncheckedError): it is never run as root instead. Why this is the right confinement,
-   and what it does not stop: ADR 0013.
-
-   * ``garm --version`` prints ``appdefaults.Version`` and exits 0 (Go's flag package up to
-     v0.2.x, cobra's version template on main). Releases set it from
-     ``git describe --tags --match='v[0-9]*'``: ``v0.2.1``, ``v0.2.0-beta1``; a build
-     without it says ``v0.0.0-unknown``. That one line must be a version; it is GARM's
-     workload version.
-   * garm-provider-openstack has no version flag: it ignores its arguments and takes its command
-     from ``GARM_COMMAND`` (garm-provider-common's execution protocol). Run without it, every
-     release exits non-zero with garm-provider-common's ``missing GARM_COMMAND``, and that is
-     what is required. Its ``GetVersion`` command is not used: the provider authenticates with
-     OpenStack before it answers, which needs credentials no unit has when it installs. The
-     provider's version is read from its build info's ``mod`` line when the build stamped one
-     (Go >= 1.24 in a tagged checkout), else it is unknown (None).
+- ``garm --version`` prints ``appdefaults.Version`` and exits 0. Releases set it from ``git
+  describe --tags --match='v[0-9]*'`` (``v0.2.1``, ``v0.2.0-beta1``; unset: ``v0.0.0-unknown``).
+  That one line is GARM's workload version.
+- garm-provider-openstack has no version flag: it takes its command from ``GARM_COMMAND``
+  (garm-provider-common's execution protocol) and, run without it, exits non-zero saying
+  ``missing GARM_COMMAND``, as required here. Its ``GetVersion`` command authenticates with
+  OpenStack first, which needs credentials no unit has when it installs, so its version is its
+  build info's ``mod`` line when the build stamped one (Go >= 1.24, a tagged checkout), else None.
 
 Nothing here imports ops: the charm turns a ResourceError into a blocked status.
 """
@@ -50,6 +31,7 @@ import contextlib
 import ctypes
 import gzip
 import logging
+import mmap
 import os
 import platform
 import pwd
@@ -61,7 +43,7 @@ import tarfile
 import tempfile
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from signal import SIGKILL
@@ -74,23 +56,17 @@ MAX_BINARY_BYTES = 512 << 20
 # A release archive holds one file; these bound what a hostile one can make us read.
 MAX_ARCHIVE_MEMBERS = 100
 MAX_ARCHIVE_BYTES = 1 << 30
-# A GNU long name or link, or a pax header, says something about the member after it;
-# a release needs at most a couple of them in a row, each short. More, or longer, is
-# refused before tarfile reads them (it reads each whole, and follows a chain of them
-# by recursion).
+# GNU long names and pax headers before one member: a release needs a couple, each short.
 MAX_EXTENSION_HEADERS = 4
 MAX_EXTENSION_BYTES = 64 << 10
 # What ``--version`` may print before it is cut off and refused.
 MAX_OUTPUT_BYTES = 64 << 10
 DEFAULT_TIMEOUT = 10.0
-# The whole environment of the run: nothing of the charm's (secrets, JUJU_*, or a
-# GARM_COMMAND that would make a provider act).
+# The run's whole environment: nothing of the charm's (secrets, JUJU_*, a GARM_COMMAND).
 ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
-# How long the processes a run leaves behind may take to be killed and reaped.
 _REAPED_WITHIN = 5.0
-# prctl(2) options: the charm adopts its descendants' orphans while a run lasts.
-_PR_SET_CHILD_SUBREAPER = 36
-_PR_GET_CHILD_SUBREAPER = 37
+# prctl(2): the charm adopts its descendants' orphans while a run lasts.
+_PR_SET, _PR_GET = 36, 37  # PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER
 # Output echoed into a status line is cut to this many characters.
 SHOWN_CHARS = 80
 # ``git describe --tags`` of a v-tag, as GARM and its providers stamp their builds.
@@ -108,29 +84,16 @@ _MODINFO = re.compile(rb"path\t([^\t\n]{1,256})\nmod\t([^\t\n]{1,256})\t([^\t\n]
 # ELF e_machine values of the architectures Go builds for, by GOARCH name.
 _ELF_MACHINES = {3: "386", 40: "arm", 62: "amd64", 183: "arm64", 22: "s390x", 243: "riscv64"}
 _EM_PPC64 = 21
-_HOST_ARCHES = {
-    "x86_64": "amd64",
-    "amd64": "amd64",
-    "aarch64": "arm64",
-    "arm64": "arm64",
-    "ppc64le": "ppc64le",
-    "s390x": "s390x",
-    "riscv64": "riscv64",
-    "i386": "386",
-    "i686": "386",
-    "armv7l": "arm",
-    "armv8l": "arm",
-}
+# platform.machine() names that are not GOARCH names already.
+_MACHINES = {"x86_64": "amd64", "aarch64": "arm64", "i386": "386", "i686": "386"}
+_MACHINES |= {"armv7l": "arm", "armv8l": "arm"}
 
 
 Kind = Literal["empty", "tar.gz", "tar", "zip", "binary"]
 
 
 class ResourceError(Exception):
-    """An attached resource is not the binary it should be; ``str()`` is a status line.
-
-    ``reason`` is short and printable: output of the refused file is cut to SHOWN_CHARS.
-    """
+    """An attached resource is not the binary it should be; ``str()`` is a status line."""
 
     def __init__(self, resource: str, reason: str) -> None:
         self.resource = resource
@@ -147,11 +110,7 @@ class ResourceError(Exception):
 
 
 class UncheckedError(ResourceError):
-    """The resource was not run, because it cannot be run as GARM's user here.
-
-    Not the file's fault, so the status says so and asks for nothing to be attached: the
-    reason names what is missing (root, setpriv, what the kernel refused).
-    """
+    """Not run, as it cannot be run as GARM's user here: not the file's fault, so none is asked."""
 
     def _status_line(self) -> str:
         return (
@@ -162,12 +121,7 @@ class UncheckedError(ResourceError):
 
 @dataclass(frozen=True)
 class Prepared:
-    """A checked binary, ready to install.
-
-    ``path`` is inside the caller's work directory, mode 0755: install that file (it is the
-    one that was checked), not the resource. ``version`` is what the binary says it is; None
-    for a provider whose build did not stamp a version.
-    """
+    """A checked binary (install ``path``, the file checked, not the resource) and its version."""
 
     path: Path
     version: str | None
@@ -190,12 +144,12 @@ class _Answer:
     stderr: str
 
 
-class _Refused(Exception):  # noqa: N818 (internal: the reason, before the resource is known)
-    """A check failed; the public functions add the resource and raise ResourceError."""
+class _Refused(Exception):  # noqa: N818 (the reason; the public functions add the resource)
+    """A check failed: ResourceError."""
 
 
-class _Unchecked(Exception):  # noqa: N818 (internal, as _Refused)
-    """It cannot be run as GARM's user; ``verify`` adds the resource: UncheckedError."""
+class _Unchecked(Exception):  # noqa: N818 (as _Refused)
+    """It cannot be run as GARM's user: UncheckedError."""
 
 
 @dataclass(frozen=True)
@@ -210,25 +164,20 @@ class _Spec:
 def prepare(
     resource: str, source: Path, work_dir: Path, user: str, *, timeout: float = DEFAULT_TIMEOUT
 ) -> Prepared:
-    """The binary to install for ``resource`` from the file Juju handed, checked.
+    """The binary to install for ``resource`` (its name too) from the file Juju handed, checked.
 
-    ``resource`` is ``garm`` or ``garm-provider-openstack`` (each binary's name too).
-    ``work_dir`` should be private to the charm and not mounted noexec: the candidate is
-    written there and run from there as ``user``, the user GARM runs as. Raises
-    ResourceError when the file is not the binary it should be, or cannot be checked here
-    (UncheckedError).
+    ``work_dir`` is private to the charm and not noexec: the candidate is written and run
+    there, as ``user``, GARM's. Raises ResourceError (UncheckedError when it cannot be run).
     """
     binary = unpack(resource, source, work_dir)
     return Prepared(binary, verify(resource, binary, user, timeout=timeout))
 
 
 def prepare_once(resource: str, source: Path, work_dir: Path, user: str) -> Prepared:
-    """``prepare``, done again only when Juju hands a different file.
+    """``prepare``, done again only when Juju hands a different file (every pass asks).
 
-    Every hook (and the reconcile timer, every 30 s) asks; copying, scanning and running a
-    50 MB binary each time would be waste. What was checked is noted beside the binary
-    with the resource file's size and modification time, which change whenever Juju
-    stores a new revision of it; a refusal is not noted, so a bad file is checked again.
+    The resource file's size and modification time, which change with every revision Juju
+    stores, are noted beside the binary; a refusal is not, so a bad file is checked again.
     """
     stat = source.stat()
     seen = f"{stat.st_size} {stat.st_mtime_ns}"
@@ -247,12 +196,9 @@ def prepare_once(resource: str, source: Path, work_dir: Path, user: str) -> Prep
 def unpack(resource: str, source: Path, work_dir: Path) -> Path:
     """Copy ``source`` (a bare binary or a release archive) to ``work_dir/<resource>``, 0755.
 
-    The kind is read from the content. From an archive only the one regular file whose base
-    name is the binary's is written, to that fixed path: no archive path is ever used as a
-    destination, and links, devices, traversal, oversized or ambiguous members are refused.
-    A bare file is copied, so that the file checked and installed is the charm's own (Juju's
-    copy may not be executable and is not the charm's to chmod). File system errors (the work
-    directory, an unreadable resource) are not the operator's file at fault and propagate.
+    From an archive only the one regular file of the binary's name is written, to that fixed
+    path, never an archive path. A bare file is copied too: Juju's is not the charm's to
+    chmod. File system errors are not the operator's file at fault, and propagate.
     """
     _spec(resource)
     work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -278,24 +224,22 @@ def unpack(resource: str, source: Path, work_dir: Path) -> Path:
 def verify(
     resource: str, binary: Path, user: str, *, timeout: float = DEFAULT_TIMEOUT
 ) -> str | None:
-    """Check ``binary`` is the program ``resource`` should be; its version (see the module doc).
-
-    Raises ResourceError when it is built for another architecture, is not a Go program
-    built from the expected main package, cannot be run here, times out, or answers
-    ``--version`` other than that program does; UncheckedError, a ResourceError, when it
-    cannot be run as ``user`` here.
-    """
+    """Check ``binary`` is the program ``resource`` should be (module doc); its version."""
     spec = _spec(resource)
     try:
         with binary.open("rb") as file:
             head = file.read(_HEAD_BYTES)
-        _check_arch(head)
+        built, here = elf_arch(head), host_arch()
+        if built is not None and here is not None and built != here:
+            raise _Refused(f"it is built for {built}, this machine is {here}")
         build = go_build(binary)
         if build is None:
             raise _Refused("it is not a Go program (it has no Go build info)")
         if not build.main_package.endswith(spec.main_suffix):
             raise _Refused(f"it is built from {_shown(build.main_package)}")
-        _check_runnable(head)
+        # Not left to exec: setpriv's execvp(3) hands a file the kernel refuses to /bin/sh.
+        if not head.startswith((b"\x7fELF", b"#!")):
+            raise _Refused("it is not a program this machine can run (exec format error)")
         return spec.version_of(_run_version(binary, user, timeout), build)
     except _Refused as exc:
         raise ResourceError(resource, str(exc)) from None
@@ -306,8 +250,7 @@ def verify(
 def content_kind(head: bytes) -> Kind:
     """What a resource file is, from its first bytes (tar's magic is at offset 257).
 
-    Anything that is not empty or an archive is a ``"binary"`` candidate, whatever its
-    format: its build info and running it decide (``verify``).
+    Anything else is a ``"binary"`` candidate, whatever its format: ``verify`` decides.
     """
     if not head:
         return "empty"
@@ -332,7 +275,9 @@ def elf_arch(head: bytes) -> str | None:
 
 def host_arch() -> str | None:
     """The GOARCH name of the machine this runs on; None when not one of Go's."""
-    return _HOST_ARCHES.get(platform.machine().lower())
+    machine = platform.machine().lower()
+    arch = _MACHINES.get(machine, machine)
+    return arch if arch in {*_ELF_MACHINES.values(), "ppc64le"} else None
 
 
 def parse_version(text: str) -> str | None:
@@ -346,27 +291,29 @@ def parse_version(text: str) -> str | None:
 def go_build(binary: Path) -> GoBuild | None:
     """The main package and module version from a Go binary's build info; None without it.
 
-    The build info is found by its magic anywhere in the file (read in chunks, never whole),
-    so this needs no ELF parsing and reads the same in a test's stand-in.
+    Found by its magic anywhere in the file (mapped, never read whole), so this needs no
+    ELF parsing and reads the same in a test's stand-in.
     """
     with binary.open("rb") as file:
-        for offset in _occurrences(file, _BUILDINFO_MAGIC):
-            file.seek(offset + len(_BUILDINFO_MAGIC))
-            found = _MODINFO.search(file.read(_BUILDINFO_WINDOW))
-            if found:
-                main, _module, version = (g.decode("utf-8", "replace") for g in found.groups())
-                return GoBuild(main_package=main, module_version=version)
+        if os.fstat(file.fileno()).st_size == 0:
+            return None  # an empty file cannot be mapped
+        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            offset = data.find(_BUILDINFO_MAGIC)
+            while offset != -1:
+                start = offset + len(_BUILDINFO_MAGIC)
+                found = _MODINFO.search(data, start, start + _BUILDINFO_WINDOW)
+                if found:
+                    main, _module, version = (g.decode("utf-8", "replace") for g in found.groups())
+                    return GoBuild(main_package=main, module_version=version)
+                offset = data.find(_BUILDINFO_MAGIC, offset + 1)
     return None
 
 
 def _run_version(binary: Path, user: str, timeout: float) -> _Answer:
     """Run ``binary --version`` as ``user`` (``_drop``): how it answered.
 
-    setpriv is tried first on ``true``, so that its own failure is never taken for the
-    binary's. The binary is run through a descriptor the charm opened
-    (``/proc/self/fd/<n>``, handed to setpriv): its directory is root's alone, and
-    ``user`` needs no way into it. _Refused when it ran past the time or printed past
-    the output bound; _Unchecked when it cannot be run as ``user``: then it was not run.
+    setpriv is tried on ``true`` first, so its own failure is never taken for the binary's.
+    The binary is run through a descriptor the charm opened: its directory is root's alone.
     """
     drop = _drop(user)
     trial, overrun = _run([*drop, "true"], (), timeout)
@@ -388,12 +335,8 @@ def _run_version(binary: Path, user: str, timeout: float) -> _Answer:
 def _drop(user: str) -> list[str]:
     """The command that runs what follows it as ``user``, as systemd's ``User=`` does.
 
-    setpriv(1) (util-linux) sets ``user``'s uid, primary group and groups (initgroups(3),
-    as systemd does), sets ``no_new_privs`` (a setuid binary or file capabilities then give
-    nothing, prctl(2)), empties the inheritable capabilities and the bounding set (nothing
-    can give it one, capabilities(7)), and has it killed if the charm dies. _Unchecked
-    when that cannot be done here: the charm is not root, setpriv is missing, or there is
-    no such user (the charm makes it first).
+    Its groups, no new privileges, no capability and none to be had, killed with the charm
+    (ADR 0013). _Unchecked when the charm is not root, setpriv is missing or ``user`` is.
     """
     if os.geteuid() != 0:
         raise _Unchecked(
@@ -426,11 +369,8 @@ def _run(
 ) -> tuple[_Answer, Overrun | None]:
     """Run ``argv`` to its end, or kill it at the time or the output bound; how it ended.
 
-    While it runs, the charm is the subreaper of its descendants (prctl(2),
-    PR_SET_CHILD_SUBREAPER): whatever the program starts and leaves behind, even in a
-    session of its own, is handed to the charm rather than to init, and is killed
-    (``_reap``). So when this returns, nothing the program started runs; a hook starts
-    nothing else meanwhile. ``descriptors`` are left open for it.
+    The charm is its descendants' subreaper meanwhile, so whatever it leaves behind, even in
+    a session of its own, is handed to the charm and killed (``_reap``) before this returns.
     """
     known = _children()
     previous = _subreaper(1)
@@ -503,11 +443,8 @@ def _collect(
 def _reap(known: set[int]) -> None:
     """Kill and reap the charm's children but ``known``: what a run left behind, adopted.
 
-    Only the charm's own children are signalled: a child keeps its pid until the charm
-    reaps it, so no signal can reach a process that took a pid over. As each dies, its
-    own children are handed to the charm, and are killed in the next round; when none is
-    left, nothing the run started runs. A run whose processes fork faster than they are
-    killed is given up on after ``_REAPED_WITHIN`` seconds, with a warning.
+    Round after round, as each dead one's children are handed over in turn. Only unreaped
+    children are signalled, so no pid taken over can be; given up on after _REAPED_WITHIN.
     """
     deadline = time.monotonic() + _REAPED_WITHIN
     while left := _children() - known:
@@ -538,10 +475,9 @@ def _subreaper(value: int) -> int:
     """Make the charm its descendants' subreaper (1) or not (0); what it was before."""
     libc = ctypes.CDLL(None, use_errno=True)
     before = ctypes.c_int()
-    if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(before), 0, 0, 0) != 0:
-        raise _Unchecked(f"prctl refused ({os.strerror(ctypes.get_errno())})")
-    if libc.prctl(_PR_SET_CHILD_SUBREAPER, value, 0, 0, 0) != 0:
-        raise _Unchecked(f"prctl refused ({os.strerror(ctypes.get_errno())})")
+    for option, argument in ((_PR_GET, ctypes.byref(before)), (_PR_SET, value)):
+        if libc.prctl(option, argument, 0, 0, 0) != 0:
+            raise _Unchecked(f"prctl refused ({os.strerror(ctypes.get_errno())})")
     return before.value
 
 
@@ -594,24 +530,6 @@ def _spec(resource: str) -> _Spec:
         raise ValueError(f"no such resource: {resource!r}") from None
 
 
-def _check_arch(head: bytes) -> None:
-    """Refuse an ELF binary for another architecture, with both named (exec says less)."""
-    built, here = elf_arch(head), host_arch()
-    if built is not None and here is not None and built != here:
-        raise _Refused(f"it is built for {built}, this machine is {here}")
-
-
-def _check_runnable(head: bytes) -> None:
-    """Refuse a file the kernel would not run itself: neither ELF nor a ``#!`` script.
-
-    The exec error is not left to say so: setpriv runs the binary with execvp(3), which
-    hands a file the kernel refuses (ENOEXEC) to /bin/sh as a script instead of failing
-    (https://man7.org/linux/man-pages/man3/exec.3.html).
-    """
-    if not head.startswith((b"\x7fELF", b"#!")):
-        raise _Refused("it is not a program this machine can run (exec format error)")
-
-
 def _extract(file: BinaryIO, mode: Literal["r:gz", "r:"], binary: str, target: Path) -> None:
     """Write the archive's one file named ``binary`` to ``target``; refuse anything unsafe."""
     try:
@@ -639,11 +557,9 @@ _EXTENSIONS = frozenset(b"LKxg")  # GNU long name and link; pax per-file and glo
 def _check_headers(file: BinaryIO, *, compressed: bool) -> None:
     """Walk the archive's headers without tarfile, refusing what it would choke on.
 
-    tarfile reads a GNU long-name or pax header whole into memory and parses the header
-    after it by recursion, so a chain of them raises RecursionError and one with a huge
-    size is read whole before any check. Here each 512-byte header is read as it comes,
-    the data after it skipped in chunks, and the counts and sizes bounded first, with
-    what is decompressed bounded too. What passes is then read by tarfile.
+    tarfile reads a GNU long-name or pax header whole and the next header by recursion, so
+    a chain of them raises RecursionError and a huge one is read before any check. Here the
+    counts and sizes are bounded first, the data skipped; tarfile then reads what passes.
     """
     stream: gzip.GzipFile | BinaryIO = gzip.GzipFile(fileobj=file) if compressed else file
     headers = extensions = 0
@@ -668,7 +584,7 @@ def _check_headers(file: BinaryIO, *, compressed: bool) -> None:
         if size > MAX_BINARY_BYTES or total > MAX_ARCHIVE_BYTES:
             name = PurePosixPath(header[:100].split(b"\0")[0].decode(errors="replace")).name
             raise _Refused(f"{_shown(name)} in the archive is too large")
-        _skip(stream, -(-size // _BLOCK) * _BLOCK)
+        stream.seek(-(-size // _BLOCK) * _BLOCK, os.SEEK_CUR)  # past the end: the end
 
 
 def _header_size(header: bytes) -> int:
@@ -684,21 +600,11 @@ def _header_size(header: bytes) -> int:
     return int(digits, 8)
 
 
-def _skip(stream: gzip.GzipFile | BinaryIO, count: int) -> None:
-    """Read past ``count`` bytes of ``stream`` in chunks; an archive cut short just ends."""
-    while count > 0:
-        chunk = stream.read(min(count, _CHUNK))
-        if not chunk:
-            return
-        count -= len(chunk)
-
-
 def _find_member(archive: tarfile.TarFile, binary: str) -> tarfile.TarInfo:
     """The one regular file in ``archive`` whose base name is ``binary``.
 
-    Every header is read before anything is extracted, and each is checked as it is read:
-    a member with an absolute or ``..`` path or over the size limits refuses the whole
-    archive (a release has none), so a hostile header stops the read at once.
+    Each header is checked as tarfile reads it (a pax header may give a member another size
+    than ``_check_headers`` saw), and one a release never has refuses the whole archive.
     """
     found: list[tarfile.TarInfo] = []
     others: list[str] = []
@@ -750,8 +656,7 @@ def _holds(names: list[str]) -> str:
 def _copy_bounded(source: IO[bytes], target: Path) -> None:
     """Write ``source`` to ``target`` (0755) through a temporary file, refusing it when too big.
 
-    The temporary file is renamed into place, so ``target`` is either the whole new binary
-    or what was there before, and nothing is left behind when the copy is refused.
+    ``target`` is then the whole new binary or what it was, and nothing is left behind.
     """
     descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     temporary = Path(name)
@@ -768,24 +673,6 @@ def _copy_bounded(source: IO[bytes], target: Path) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
-
-
-def _occurrences(file: BinaryIO, needle: bytes) -> Iterator[int]:
-    """Offsets of ``needle`` in ``file``, read in chunks (the caller may seek in between)."""
-    position, carry = 0, b""
-    while True:
-        file.seek(position)
-        chunk = file.read(_CHUNK)
-        if not chunk:
-            return
-        window = carry + chunk
-        base = position - len(carry)
-        start = window.find(needle)
-        while start != -1:
-            yield base + start
-            start = window.find(needle, start + 1)
-        position += len(chunk)
-        carry = window[-(len(needle) - 1) :]
 
 
 def _exit(answer: _Answer) -> str:

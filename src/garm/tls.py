@@ -1,19 +1,10 @@
-"""GARM's serving certificate: checked as GARM will load it, and the CA runners get.
+"""GARM's serving certificate: checked as GARM will load it, and the CA runners get (ADR 0012).
 
-GARM serves HTTPS when ``[apiserver] use_tls`` is on, from the files ``[apiserver.tls]
-certificate`` and ``key`` name (``config/config.go``, ``TLSConfig``). It checks them with
-Go's ``tls.LoadX509KeyPair`` before it starts and refuses to start otherwise: the
-certificate file is PEM, its first CERTIFICATE block the leaf and any after it the chain
-towards the root; the key file holds one private key whose public half is the leaf's.
-``problem`` applies the same rules here, so a certificate GARM would refuse never
-reaches its files: the charm says what is wrong and GARM keeps running as it was.
-
-The controller's ``ca_cert_bundle`` is what GARM hands every new runner in its bootstrap
-parameters (combined with the forge credential's bundle, ``workers/provider/instance_manager.go``);
-garm-provider-openstack has cloud-init add it to the runner's trust store before the
-runner calls GARM's metadata and callback URLs. ``runner_bundle`` is that bundle: the
-issuing CA and the chain's intermediates, deduplicated, so a runner trusts GARM's
-certificate whichever of them it is anchored at.
+GARM loads ``[apiserver.tls]`` with Go's ``tls.LoadX509KeyPair`` and refuses to start when
+it fails (``config/config.go`` ``TLSConfig``): the certificate file's first PEM block is the
+leaf, the rest its chain; the key is the leaf's. ``problem`` applies those rules and a
+client's, so a certificate GARM or a runner would refuse never reaches GARM's files.
+``runner_bundle`` is the controller's ``ca_cert_bundle``, which GARM hands every new runner.
 
 Pure: PEM text in, text out. The private key is never logged nor put in a message.
 """
@@ -41,10 +32,7 @@ LOOPBACK = "127.0.0.1"
 
 @dataclass(frozen=True)
 class Awaited:
-    """A certificate asked for and not usable yet: ``why``, for the status.
-
-    ``blocked``: the provider refused the request, and waiting will not help.
-    """
+    """A certificate asked for and not usable yet: ``why``; ``blocked``: the provider refused."""
 
     why: str
     blocked: bool = False
@@ -52,11 +40,7 @@ class Awaited:
 
 @dataclass(frozen=True)
 class ServingTls:
-    """A certificate the TLS provider issued for this unit, and the key it was asked with.
-
-    ``chain`` is the provider's chain, leaf first (the interface carries it so);
-    ``ca`` the certificate that anchors it.
-    """
+    """A certificate issued for this unit, its chain (leaf first), its CA, and the unit's key."""
 
     certificate: str
     chain: tuple[str, ...]
@@ -74,12 +58,9 @@ class ServingTls:
     def runner_bundle(self) -> bytes:
         """The CA bundle for runners: the CA and the chain's intermediates, once each.
 
-        Runners trust every certificate in it, so it is handed out only once ``problem``
-        found the chain anchored at ``ca``: a chain that named another root would
-        otherwise make runners trust that root. Each is encoded as GARM stores a bundle
-        (``SanitizeCABundle`` in garm-provider-common: every block parsed, duplicates by
-        DER dropped, each re-encoded by Go's ``pem.Encode``, which writes what
-        ``cryptography`` writes), so the bundle GARM keeps reads back as the one sent.
+        Handed out only once ``problem`` found the chain anchored at ``ca``, as runners
+        trust all of it. Encoded as garm-provider-common's ``SanitizeCABundle`` stores one
+        (duplicates by DER dropped, ``pem.Encode``d), so GARM's copy reads back as sent.
         """
         seen: dict[bytes, bytes] = {}
         for pem in (self.ca, *self.above()):
@@ -91,10 +72,7 @@ class ServingTls:
         return b"".join(seen.values())
 
     def expires(self) -> datetime | None:
-        """When the leaf or a CA it is checked by stops being valid, whichever is first.
-
-        None when one does not parse (``problem`` says so).
-        """
+        """When the leaf or a CA it is checked by stops being valid first; None if unread."""
         checked = (self.certificate, *self.above(), self.ca)
         try:
             certs = [x509.load_pem_x509_certificate(pem.encode()) for pem in checked]
@@ -114,12 +92,10 @@ class ServingTls:
 
 @dataclass(frozen=True)
 class Readiness:
-    """What GARM serves this pass, and what the operator is told of it.
+    """What GARM serves this pass (``tls``; None: plain HTTP), and what the operator is told.
 
-    ``tls`` is the certificate (None: plain HTTP). ``stop`` says why the pass cannot go
-    on: no certificate GARM may serve (none yet, one expired, one GARM or a runner would
-    refuse); ``blocked`` whether only the operator can change that. ``refused`` is a
-    provider's refusal told while the pass goes on with the certificate GARM serves.
+    ``stop``: why the pass cannot go on (no certificate GARM may serve), ``blocked`` when
+    only the operator can change that; ``refused``: told while GARM serves an older one.
     """
 
     tls: ServingTls | None = None
@@ -136,15 +112,10 @@ def readiness(
 ) -> Readiness:
     """Whether the pass may go on over TLS: only while a valid certificate is served.
 
-    ``asked`` is what the provider answered, ``served`` reads the certificate GARM's
-    files hold. The provider's certificate is served once GARM and a runner would take
-    it (``problem``). Until then GARM goes on with the one it serves, and so does the
-    pass, as long as that one still holds for every name: a renewal outstanding, a
-    request made again, a refusal, or a certificate GARM would refuse (which GARM would
-    not even start with, so it never reaches GARM's files). What only the operator can
-    fix is told (``refused``, with the date the served certificate holds until), and the
-    request stays asked: the provider answers it once its operator has fixed it. With no
-    valid certificate served, the pass stops before GARM's files are touched.
+    ``asked`` is the provider's answer, ``served`` reads GARM's files. The provider's is
+    served once GARM and a runner would take it (``problem``); until then the pass goes on
+    with the one GARM serves while it holds for every name (a renewal outstanding, a
+    refusal: then told, with its end date). With none valid, the pass stops.
     """
     if isinstance(asked, ServingTls):
         wrong = problem(asked, now, hosts)
@@ -162,11 +133,9 @@ def readiness(
 
 
 def serving_hosts(address: str | None, external_url: str) -> tuple[str, ...]:
-    """Every name GARM's certificate must carry, in the order it is asked for.
+    """Every name GARM's certificate must carry, once each.
 
-    ``external_url``'s host, the one runners are told when it is set; the unit's own
-    address, which they are told otherwise; and loopback, where the charm's own client
-    reaches GARM. Each once.
+    ``external_url``'s host and the unit's address (runners are told one) and loopback.
     """
     hosts = (urlsplit(external_url).hostname or "", address or "", LOOPBACK)
     return tuple(dict.fromkeys(host for host in hosts if host))
@@ -175,9 +144,7 @@ def serving_hosts(address: str | None, external_url: str) -> tuple[str, ...]:
 def runner_url(external_url: str, address: str | None, port: int, secure: bool) -> str:
     """The URL runners reach GARM at: ``external_url`` when set, else the unit's address.
 
-    Over TLS the scheme is https whatever ``external_url`` says: GARM then answers only
-    HTTPS on its port, and the certificate names ``external_url``'s host. An IPv6
-    address is bracketed, as a URL must have it.
+    Over TLS the scheme is https whatever ``external_url`` says: GARM answers only that.
     """
     scheme = "https" if secure else "http"
     if external_url:
@@ -194,25 +161,17 @@ def runner_url(external_url: str, address: str | None, port: int, secure: bool) 
 
 
 def plain_http_warning(url: str) -> str | None:
-    """What to log when runners reach GARM at ``url`` over plain HTTP off this machine.
-
-    Each runner fetches its GitHub registration (a JIT config) from GARM's metadata URL
-    and authenticates with a bearer token; over HTTP anyone on the path can take them.
-    None on loopback or HTTPS, where nothing crosses the network in the clear.
-    """
+    """What to log when runners reach GARM at ``url`` over plain HTTP off this machine."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if parts.scheme == "https" or host == "localhost" or _loopback(host):
+    loopback = is_address(host) and ipaddress.ip_address(host).is_loopback
+    if parts.scheme == "https" or host == "localhost" or loopback:
         return None
     return (
         f"GARM serves its API over plain HTTP at {url}: runners fetch their GitHub "
         "registration over it unencrypted. Relate a tls-certificates provider "
         "(juju integrate garm:certificates <provider>) to serve it over HTTPS"
     )
-
-
-def _loopback(host: str) -> bool:
-    return is_address(host) and ipaddress.ip_address(host).is_loopback
 
 
 def is_address(host: str) -> bool:
@@ -272,11 +231,7 @@ def _anchored(chain: list[x509.Certificate], anchor: x509.Certificate) -> bool:
 
 
 def _names(cert: x509.Certificate, host: str) -> bool:
-    """Whether ``cert``'s subject alternative names cover ``host`` (an address or a name).
-
-    Clients (Go's crypto/tls, curl, Python's ssl) match names against the SANs only, a
-    single ``*`` covering one leftmost label.
-    """
+    """Whether ``cert``'s SANs cover ``host`` as clients match them: a ``*`` is one label."""
     try:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:

@@ -1,59 +1,18 @@
 """The provider side of the ``cos_agent`` interface: what this unit tells its collector.
 
-A collector subordinate (opentelemetry-collector, or the older grafana-agent) on this
-unit's machine reads one key of this unit's databag, ``config``: a JSON object the
-collectors parse with their ``CosAgentProviderUnitData`` model (``charms.grafana_agent.v0.
-cos_agent``, LIBPATCH 26, identical in canonical/opentelemetry-collector-operator
-0357b4b2 and canonical/grafana-agent-operator de1252e7)::
+A collector subordinate (opentelemetry-collector, grafana-agent) reads one key of this
+unit's databag, ``config``: JSON its ``CosAgentProviderUnitData`` model parses
+(``charms.grafana_agent.v0.cos_agent`` LIBPATCH 26, the same in both collectors):
+``metrics_alert_rules`` and ``log_alert_rules`` (rule groups, Juju topology labels added),
+``dashboards`` (LZMA then base64), ``metrics_scrape_jobs`` (Prometheus ``scrape_configs``,
+taken as they are) and ``log_slots`` (snaps only). A collector's leader forwards the rules
+and dashboards of whichever unit it meets first, so every unit publishes them; the scrape
+jobs only the leader, where GARM and the charm's metrics run.
 
-    metrics_alert_rules  dict       Prometheus rule groups, Juju topology labels added
-    log_alert_rules      dict       Loki rule groups, likewise ({} when there are none)
-    dashboards           list[str]  each dashboard's JSON, LZMA-compressed then base64
-    metrics_scrape_jobs  list[dict] Prometheus scrape_configs; the collector adds the
-                                    principal's juju_* labels to every static_config
-    log_slots            list[str]  "snap:slot" log slots; for snaps only
-    subordinate          bool|None  unused; left out
-    tracing_protocols    list|None  left out: the charm sends no traces
-
-Rules and dashboards are the same on every unit: a collector copies them into its peer
-data and its leader forwards, per principal application, the first copy it meets, which
-may come from any unit. So every unit publishes them, and the scrape jobs only on the
-leader: GARM, and the charm's own metrics endpoint, run on the leader alone.
-
-The leader also hands the collector GARM's metrics token (``token``: which one, when it
-is renewed, and what it opens), as the bearer credentials of the ``garm`` scrape job: the
-interface has no other way. ``CosAgentProviderUnitData`` is plain JSON in a unit databag
-and ``metrics_scrape_jobs`` are Prometheus ``scrape_configs`` taken as they are (the
-library's own example puts ``authorization: {credentials: ...}`` in one); nothing in the
-library or either collector reads a Juju secret for a scrape job. So the token is where
-relation data is, once (``TOKEN_KEY`` holds only when and under which secret it was
-fetched), and can be read:
-
-- in Juju: by every user with read access to the model (``juju show-unit`` shows this
-  unit's data as ``local-unit`` and, from the collector's side, as ``related-units``), by
-  model admins (``juju exec``, ``juju ssh`` and ``relation-get`` on either unit), and in
-  the controller's database, as any relation data;
-- by the collector unit on this machine, the only unit that joins the relation (it is
-  container-scoped); the collector does not copy scrape jobs to its peers
-  (``CosAgentPeersUnitData`` has none) nor send them to Prometheus, it scrapes here;
-- on this machine, by every local account: the collector writes the job into its
-  configuration, readable by all (opentelemetry-collector
-  ``/etc/otelcol/config.d/<unit>.yaml``, ``LocalPath.write_text``'s default 0644;
-  grafana-agent ``/etc/grafana-agent.yaml``, ``open(path, "w")``: 0644 under a 022
-  umask), and rewrites it when this databag changes.
-
-Whoever has it can read GARM's ``/metrics`` from anywhere that reaches GARM's API port
-(GARM listens on every address, for the runners) until its ``exp``. After a renewal the
-databag holds the new token only; one expired and not renewed is withdrawn; a unit that
-does not lead, or leads but may not run GARM yet (``juju.fence``), holds none from its
-next hook on; Juju deletes the databag with the relation. A token replaced or withdrawn
-stays good until its ``exp`` all the same: GARM cannot revoke it. Nothing here logs it.
-
-Logs: neither collector reads a principal's log files through this interface except a
-snap's (``log_slots``), and GARM is no snap. Both read ``/var/log/**/*log`` on the
-machine, labelled with the collector's own topology (same model; juju_application is the
-collector's), and grafana-agent also reads the journal. The charm's own logs are Juju's
-(``/var/log/juju/unit-garm-N.log``) and go the same way.
+GARM's metrics token (``token``) goes in the ``garm`` job's bearer credentials, as the
+interface has no other way (no Juju secret is read for a scrape job). Who can read it
+there, and for how long: docs/explanation/security.md, "The metrics token". Nothing here
+logs it. GARM's logs reach the collector through ``/var/log/**/*log``, not this interface.
 """
 
 from __future__ import annotations
@@ -70,6 +29,7 @@ from typing import Any
 from cosl import DashboardPath40UID, JujuTopology, LZMABase64
 from cosl.rules import AlertRules, generic_alert_groups
 
+from observe.endpoint import PORT as CHARM_METRICS_PORT
 from observe.token import HeldToken, LeaderGarm, renewed
 
 logger = logging.getLogger(__name__)
@@ -80,7 +40,6 @@ KEY = "config"  # the one key the collectors read (CosAgentProviderUnitData.KEY)
 TOKEN_KEY = "garm-metrics-token"  # noqa: S105 (a key name, not a secret)
 GARM_JOB = "garm"
 CHARM_JOB = "garm-charm"
-CHARM_METRICS_PORT = 9099
 METRICS_RULES_DIR = "src/prometheus_alert_rules"
 LOGS_RULES_DIR = "src/loki_alert_rules"
 DASHBOARDS_DIR = "src/grafana_dashboards"
@@ -100,21 +59,11 @@ def scrape_jobs(
 ) -> list[dict[str, Any]]:
     """The leader's two scrape jobs: GARM's ``/metrics`` and the charm's own.
 
-    Without a token GARM's job is still published: GARM then answers 401 and
-    ``up{job="garm"}`` reads 0, as it would were GARM down, which the charm's
-    status says more about.
-
-    Over HTTPS (``https``: GARM serves only that on its port then) the collector checks
-    GARM's certificate against ``ca``, the CA the charm's own client checks it by, given
-    inline (``tls_config.ca``): both collectors are confined snaps that cannot read the
-    charm's file of it. Prometheus' ``tls_config`` has taken an inline CA since
-    prometheus/common 0.43 (grafana-agent 0.35; the grafana-agent charm installs 0.44.6,
-    opentelemetry-collector's Prometheus receiver is newer still). The certificate names
-    ``127.0.0.1`` (``garm.tls.serving_hosts``), the scrape's target, so no
-    ``server_name`` is needed. Whatever listens on GARM's port while GARM does not (a
-    restart, a lease stop, a fence wait) is sent no token then: the handshake fails
-    first. A CA that cannot be read leaves none here, and the collector's own trust
-    store then refuses GARM: the scrape fails visibly, never unchecked.
+    Without a token GARM's job is still published: GARM answers 401, ``up`` reads 0.
+    Over HTTPS GARM's certificate (it names ``127.0.0.1``) is checked against ``ca``, inline
+    (``tls_config.ca``, since prometheus/common 0.43, grafana-agent 0.35): both collectors
+    are confined snaps that cannot read the charm's file. With no CA, the collector's own
+    trust store refuses GARM: the scrape fails visibly, never unchecked.
     """
     garm: dict[str, Any] = {
         "job_name": GARM_JOB,
@@ -138,9 +87,8 @@ def scrape_jobs(
 def load_telemetry(charm_root: Path, topology: JujuTopology) -> Telemetry:
     """Rules and dashboards from the charm's files, as the collectors expect them.
 
-    Rules get the Juju topology labels (cosl), and Prometheus's own rules for every
-    application (HostDown, HostMetricsMissing) are added as the library's provider does;
-    the metrics backend puts the topology into each expression from those labels.
+    Rules get cosl's topology labels, and the generic HostDown/HostMetricsMissing rules
+    are added, as the library's provider does.
     """
     metrics = AlertRules(query_type="promql", topology=topology)
     metrics.add_path(charm_root / METRICS_RULES_DIR)
@@ -194,11 +142,8 @@ def publish(
 ) -> None:
     """Bring this unit's cos-agent databag up to date; ``leader`` None on non-leaders.
 
-    On the leader, fetches a new metrics token when ``renewal_due`` says so and GARM can
-    be asked; a failed fetch keeps the token held while it has not expired (it may still
-    be good) and is logged, the next hook tries again. The token held is the one this
-    unit last published in its ``garm`` job. A non-leader drops the scrape jobs and any
-    token.
+    The token held is the one last published in the ``garm`` job, renewed when due
+    (``token.renewed``). A non-leader drops the scrape jobs and any token.
     """
     if leader is None:
         jobs: list[dict[str, Any]] = []

@@ -1,22 +1,11 @@
 """The charm's metrics between hooks: a file each leader pass writes, and what serves it.
 
-A charm runs only in hooks, so what a pass learnt must outlive it. At the end of every
-leader pass (a hook, or the reconcile timer's tick) ``publish`` renders the metrics
-(``metrics``) and renames them over ``/var/lib/garm-charm/metrics/metrics``; a
-small systemd service, ``garm-charm-metrics.service``, serves that one file at
-``http://127.0.0.1:9099/metrics`` for the collector to scrape (docs/adr/0005).
-
-The server is a few lines of Python the charm installs (``SERVER``), run by the
-machine's ``python3`` under a transient user that sees nothing of the machine but that
-directory, may open no socket but on loopback, and holds no privilege. It answers 503
-while no pass has written the file, so a scrape fails visibly rather than reads zeros.
-
-The count of force-removals is kept beside the metrics (``metrics-state.json``, root's),
-so the counter carries on across hooks. Only the leader serves: ``remove`` takes the
-service and the file away on a unit that does not lead, is dying, stops or is removed.
-
-Nothing here knows about the charm object; the verbs work on ``garm.workload.Paths`` so tests
-can use a temporary root, and reach systemd only through charmlibs.
+At the end of every leader pass ``publish`` renders the metrics (``metrics``) and renames
+them over ``/var/lib/garm-charm/metrics/metrics``; ``garm-charm-metrics.service``, a few
+lines of stdlib Python (``SERVER``) run by the machine's python3 under a transient user
+that sees that directory alone, serves it at ``127.0.0.1:9099/metrics`` (docs/adr/0005).
+The count of force-removals is kept beside it (root's), so the counter carries on across
+hooks. Only the leader serves: ``remove`` takes the service and the file away elsewhere.
 """
 
 from __future__ import annotations
@@ -96,11 +85,6 @@ class Files:
 
     root: Path
 
-    @classmethod
-    def of(cls, paths: workload.Paths) -> Files:
-        """The files of the machine ``paths`` describe."""
-        return cls(paths.root)
-
     @property
     def unit_file(self) -> Path:
         """The server's systemd unit."""
@@ -127,33 +111,25 @@ class Files:
         return self.root / "var/lib/garm-charm/metrics-state.json"
 
 
-def render_unit(server: str, metrics: str, port: int = PORT, python: str = PYTHON) -> str:
-    """The unit that serves the file ``metrics`` at ``127.0.0.1:<port>/metrics``.
+def render_unit(server: str, metrics: str, python: str = PYTHON) -> str:
+    """The unit that serves the file ``metrics`` at ``127.0.0.1:<PORT>/metrics`` (ADR 0005).
 
-    The service runs as a transient user (``DynamicUser``) with no capability. Of the
-    file system it sees the system read-only, no home, and of ``/var/lib`` (where GARM's
-    database and Juju's agents are) only the metrics file's directory, bound read-only:
-    the directory rather than the file, since each pass renames a new file over it and a
-    bound file would stay the old one. It may use IPv4 on loopback only (and unix
-    sockets, for the journal). It restarts on any exit and never stops trying.
-
-    Every word put into the unit is checked rather than escaped, as ``garm.timer``
-    does: anything systemd would split, unquote or expand raises ValueError.
+    Of ``/var/lib`` it sees only the metrics file's directory, bound read-only: not the
+    file, which each pass renames a new one over. Every path put into it is checked
+    rather than escaped: anything systemd would split, unquote or expand raises ValueError.
     """
     for path in (server, metrics, python):
         if not _PATH.fullmatch(path):
             raise ValueError(f"not usable as an absolute path in a systemd unit: {path!r}")
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-        raise ValueError(f"not a TCP port: {port!r}")
     directory = str(Path(metrics).parent)
     lines = [
         "[Unit]",
-        f"Description=Serve the garm charm's metrics at 127.0.0.1:{port}/metrics",
+        f"Description=Serve the garm charm's metrics at 127.0.0.1:{PORT}/metrics",
         "StartLimitIntervalSec=0",
         "",
         "[Service]",
         "Type=simple",
-        f"ExecStart={python} -I {server} {metrics} {port}",
+        f"ExecStart={python} -I {server} {metrics} {PORT}",
         "Restart=always",
         "RestartSec=5",
         "DynamicUser=yes",
@@ -207,18 +183,12 @@ def publish(
     settings: Settings | None,
     version: str,
 ) -> bool:
-    """Write a leader pass's metrics and keep the service serving them; True if done.
+    """Write a leader pass's metrics (``metrics.render``'s) and keep them served; True if done.
 
-    Call once at the end of every leader pass, whatever it reached: ``outcome`` is None
-    when it stopped before reconciling. ``ended`` is the wall-clock time it ended,
-    ``duration`` how long it took in seconds, ``reconcile_interval`` the configured
-    interval (0: no timer), ``settings`` the configured changeover limits (None when the
-    config cannot be read) and ``version`` GARM's version ("" when not known).
-
-    Metrics never fail a pass: a failure here is logged and leaves the last file in
-    place, whose timestamp then ages, which is what the staleness alert is for.
+    Metrics never fail a pass: a failure is logged and leaves the last file in place,
+    whose timestamp then ages into the staleness alert.
     """
-    files = Files.of(paths)
+    files = Files(paths.root)
     try:
         total = _count_force_removals(files, metrics.force_removals(outcome))
         text = metrics.render(
@@ -241,16 +211,11 @@ def publish(
 
 
 def ensure(paths: workload.Paths) -> bool:
-    """Install the server and its unit, enabled and running; returns whether it changed.
+    """Install the server and its unit, enabled and running (``workload.install_units``).
 
-    Unchanged files and the service running mean nothing to do, so this is cheap on
-    every pass; one found stopped is started again. A changed file
-    is written atomically (0644), systemd reloads, and the service is enabled and
-    restarted so it runs the new one. The script is written first and the unit, the
-    mark that the service may be installed, last; if systemd fails, the script is
-    deleted, so the next call tries again and ``remove`` still finds the unit.
+    Whether anything changed or was started.
     """
-    files = Files.of(paths)
+    files = Files(paths.root)
     # The unit names the machine's own paths, whatever root the files are written under.
     machine = Files(Path("/"))
     unit = render_unit(str(machine.server), str(machine.metrics))
@@ -267,14 +232,11 @@ def _start() -> None:
 def remove(paths: workload.Paths) -> bool:
     """Stop and disable the service, delete it and the metrics; whether it was installed.
 
-    For a unit that does not lead (or no longer), is dying, stops or is removed: nothing
-    is served from it any more, so no scrape can take its last file for the leader's.
-    The force-removal count stays, for the unit's next lead; the ``remove`` hook's
-    ``garm.workload.remove`` takes it with the rest of ``/var/lib/garm-charm``. Files are
-    deleted only after systemd has done its part, so a failure leaves them for the
-    retried hook.
+    So that no scrape takes a unit's last file for the leader's. The force-removal count
+    stays for its next lead. Files go only once systemd has done its part, so a failure
+    leaves them for the next hook.
     """
-    files = Files.of(paths)
+    files = Files(paths.root)
     installed = files.unit_file.exists()
     if installed:
         try:
@@ -294,12 +256,8 @@ def remove(paths: workload.Paths) -> bool:
     return installed
 
 
-def force_removals_total(paths: workload.Paths) -> int:
-    """The running count of force-removals kept on this unit (0 if none or unreadable)."""
-    return _read_total(Files.of(paths))
-
-
 def _read_total(files: Files) -> int:
+    """The running count of force-removals kept on this unit (0 if none or unreadable)."""
     try:
         state = json.loads(files.state.read_text())
     except (OSError, ValueError, RecursionError):
@@ -309,25 +267,18 @@ def _read_total(files: Files) -> int:
 
 
 def _count_force_removals(files: Files, more: int) -> int:
-    """Add ``more`` to the running count and keep it; returns the new total.
+    """Add ``more`` to the running count and keep it; the new total.
 
-    An unreadable state starts the count again from zero: Prometheus reads a counter
-    that goes down as a reset, not as negative removals.
+    An unreadable state starts again from zero: Prometheus reads that as a reset.
     """
     total = _read_total(files) + more
     if more or not files.state.exists():
-        workload.ensure_directory(files.state.parent, None)
-        text = json.dumps({"force_removals_total": total}) + "\n"
-        workload._write_atomic(files.state, text.encode(), 0o600, owner=None)
+        workload.write_own(files.state, json.dumps({"force_removals_total": total}) + "\n")
     return total
 
 
 def _ensure_directory(path: Path) -> None:
-    """Make ``path`` a 0755 directory: the service's transient user reads the file in it.
-
-    Its parent, the charm's own directory, stays root's alone: the service sees ``path``
-    through the bind mount systemd makes as root, not through the parent.
-    """
+    """Make ``path`` 0755 for the service's user; its parent stays root's (the bind mount)."""
     workload.ensure_directory(path.parent, None)
     path.mkdir(mode=0o755, exist_ok=True)
     path.chmod(0o755)

@@ -1,16 +1,9 @@
 """The charm's own metrics: what the reconciler knows and GARM does not, as Prometheus text.
 
-Rendered at the end of every leader pass from the pass's outcome, and served between
-passes by ``endpoint`` (docs/adr/0005). Every value is as of the pass that wrote
-it, and ``garm_charm_last_pass_timestamp_seconds`` says when that was, so a value is
-never older than the last pass without that being visible.
-
-What GARM could not be read for (no pass reached it, or its first read failed) is left
-out rather than shown as zero: the scaleset and runner series are absent then, and
-``garm_charm_last_pass_ok`` is 0. Names and labels are fixed by the contract of issue
-#12; label values are lower-case.
-
-Pure: no clock, no file, no I/O; ``render`` is given everything.
+Rendered at the end of every leader pass and served between passes by ``endpoint``
+(docs/adr/0005; names and labels: docs/reference/metrics.md). Every value is as of the
+pass that ``garm_charm_last_pass_timestamp_seconds`` dates. What GARM could not be read for
+is left out rather than shown as zero, and ``garm_charm_last_pass_ok`` is 0 then. Pure.
 """
 
 from __future__ import annotations
@@ -20,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
 
-from scalesets.actions import KEPT_CAUSE, Observed, Phase, Progress, RemoveInstance
+from scalesets.actions import KEPT_CAUSE, Observed, Phase, RemoveInstance
 from scalesets.notes import Notes
 from scalesets.reconciler import Outcome
 from scalesets.spec import Settings
@@ -59,58 +52,37 @@ def force_removals(outcome: Outcome | None) -> int:
     return sum(isinstance(a, RemoveInstance) and a.force for a in outcome.done)
 
 
-def phase_of(progress: Progress) -> str:
-    """The phase label of a changeover: ``blocked`` whatever its phase, once it is stuck."""
-    return "blocked" if progress.blocked else _PHASE_LABEL[progress.phase]
-
-
 def scalesets_by_phase(outcome: Outcome) -> dict[str, int]:
     """Logical scalesets and orphans per phase; each is counted in exactly one.
 
-    A changeover under way is counted in its phase (``blocked`` instead when it will not
-    move on by itself); a logical scaleset with a current generation and none under way
-    is ``serving``, one whose outdated idle runners are being replaced included: that is
-    no changeover, its generation serves alone (docs/adr/0010).
+    A changeover is counted in its phase (``blocked`` once stuck); a logical scaleset with
+    a current generation and none under way is ``serving``, one whose idle runners are
+    being refreshed included: its generation serves alone (docs/adr/0010).
     """
     counts: dict[str, int] = dict.fromkeys(PHASES, 0)
     changing = set()
     for progress in outcome.progress:
         if progress.phase is Phase.REFRESHING:
             continue
-        counts[phase_of(progress)] += 1
+        counts["blocked" if progress.blocked else _PHASE_LABEL[progress.phase]] += 1
         if not progress.orphan and progress.logical_name is not None:
             changing.add(progress.logical_name.lower())
     counts["serving"] = len({logical for logical, _ in outcome.current} - changing)
     return counts
 
 
-def _retired(observed: Observed) -> list[tuple[int, datetime]]:
-    """Retired scalesets still in GARM (disabled, drain clock stamped), with the stamp."""
-    retired = []
+def _retired(observed: Observed) -> dict[int, datetime]:
+    """Retired scalesets still in GARM (disabled, drain clock stamped): when, by id."""
+    retired = {}
     for scaleset in observed.scalesets:
         retired_at = Notes.read(scaleset.extended_state).retired_at
         if retired_at is not None and not scaleset.enabled:
-            retired.append((scaleset.id, retired_at))
+            retired[scaleset.id] = retired_at
     return retired
 
 
-def changeover_oldest_seconds(observed: Observed, now: datetime) -> float:
-    """Seconds since the oldest retired scaleset still present was retired; 0 if none."""
-    stamps = [at for _, at in _retired(observed)]
-    return max((now - min(stamps)).total_seconds(), 0.0) if stamps else 0.0
-
-
-def runners_draining(observed: Observed) -> int:
-    """Runners still on retired scalesets."""
-    retired = {scaleset_id for scaleset_id, _ in _retired(observed)}
-    return sum(i.scale_set_id in retired for i in observed.instances)
-
-
-def deletes_kept(observed: Observed) -> int:
-    """Scalesets GARM kept after answering their delete, as the refusals remember them.
-
-    Only deletes GARM answered and kept: one it refused outright is no scaleset kept.
-    """
+def _deletes_kept(observed: Observed) -> int:
+    """Scalesets GARM kept after answering their delete (not those it refused outright)."""
     kept = {
         k.removeprefix("delete:")
         for k, refusal in observed.refusals.refusals.items()
@@ -131,12 +103,8 @@ def render(
 ) -> str:
     """The metrics text of a leader pass that ended at ``ended``, taking ``duration`` s.
 
-    ``outcome`` is None when the pass stopped before reconciling (GARM not running, its
-    setup refused, the config invalid). ``force_removals_total`` is the running count,
-    this pass's included; ``reconcile_interval`` the configured interval (0: no timer);
-    ``settings`` the configured changeover limits, None when the config cannot be read
-    (their two series are left out then); ``version`` GARM's version as the workload
-    version shows it ("" when not known).
+    ``outcome`` is None when the pass stopped before reconciling, ``settings`` when the
+    config cannot be read, ``version`` "" when GARM's is not known.
     """
     out = _Text()
     observed = outcome.observed if outcome is not None else None
@@ -188,6 +156,8 @@ def render(
 
 def _scaleset_families(out: _Text, outcome: Outcome, observed: Observed, now: datetime) -> None:
     """The families that tell GARM's scalesets and runners, as the pass last saw them."""
+    retired = _retired(observed)
+    oldest = min(retired.values(), default=None)
     out.gauge(
         "garm_charm_scalesets",
         "Logical scalesets (and orphans) per phase of their changeover.",
@@ -197,17 +167,17 @@ def _scaleset_families(out: _Text, outcome: Outcome, observed: Observed, now: da
         "garm_charm_changeover_oldest_seconds",
         "Age of the oldest changeover under way: since its oldest retired scaleset "
         "still present was retired (0 when none).",
-        [({}, changeover_oldest_seconds(observed, now))],
+        [({}, max((now - oldest).total_seconds(), 0.0) if oldest is not None else 0.0)],
     )
     out.gauge(
         "garm_charm_runners_draining",
         "Runners still on retired scalesets.",
-        [({}, runners_draining(observed))],
+        [({}, sum(i.scale_set_id in retired for i in observed.instances))],
     )
     out.gauge(
         "garm_charm_deletes_kept",
         "Scalesets whose delete GARM answered but kept (GitHub refused).",
-        [({}, deletes_kept(observed))],
+        [({}, _deletes_kept(observed))],
     )
     failing: list[tuple[dict[str, str], float]] = []
     by_status: list[tuple[dict[str, str], float]] = []

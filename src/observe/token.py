@@ -1,26 +1,15 @@
 """GARM's metrics token: which one the leader holds, and when it asks GARM for a new one.
 
-GARM's ``/metrics`` wants a metrics token: a JWT with ``read_metrics``, from ``GET
-/api/v1/metrics-token`` (admin only; the route takes no parameter, so no shorter token can
-be asked for). It lives ``[jwt_auth] time_to_live``, the same as every GARM login, never
-less than 24 hours (GARM's ``config/config.go`` ``timeToLive.Duration`` clamps it up), and
-GARM checks only its signature, its ``exp`` and its ``read_metrics`` claim
-(``auth/metrics.go``): it keeps no record of the tokens it hands out, so none can be
-revoked, and only a new JWT secret voids them all before they expire. The token grants
-reading GARM's metrics and nothing else (GARM's API refuses it: it names no user,
-``auth/jwt.go``).
+GARM's ``/metrics`` wants a JWT with ``read_metrics`` from ``GET /api/v1/metrics-token``
+(admin only, no parameter). It lives ``[jwt_auth] time_to_live``, never under 24 hours
+(``config/config.go`` clamps it), and GARM checks only its signature, ``exp`` and claim
+(``auth/metrics.go``): it keeps no record, so none can be revoked. It opens nothing else.
 
-Only the leader holds one, kept in the scrape job ``cos_agent`` hands the collector, the
-one place the interface gives it (``cos_agent`` says who can read it there). Beside it is
-only its record (``HeldToken.record``): when it was fetched, as GARM's token says no
-``iat``, and a fingerprint of the JWT secret that signed it. It is renewed once half its
-lifetime has passed or the JWT secret changed; the new one replaces it in the databag.
-A token past its ``exp`` that could not be renewed is withdrawn, not kept: GARM refuses
-it anyway, and nothing that expired stays behind. It is never logged: nothing here puts
-it in a message, an exception or a repr.
-
-Pure but for the one call the leader's GARM makes (``LeaderGarm.fetch_token``): the
-leader's pass builds a ``LeaderGarm`` without knowing the collector's databag.
+The leader holds it in the scrape job ``cos_agent`` publishes, with a record beside it (when
+it was fetched, as the token has no ``iat``, and a fingerprint of the JWT secret). It is
+renewed at half its lifetime or when the JWT secret changed; one past its ``exp`` is
+withdrawn. Never logged, nor put in a message, an exception or a repr
+(docs/explanation/security.md, "The metrics token").
 """
 
 from __future__ import annotations
@@ -59,11 +48,9 @@ class HeldToken:
 
     @classmethod
     def from_record(cls, token: str | None, text: str | None) -> HeldToken | None:
-        """The token published, with ``record``'s text; None when either does not read.
+        """The token published, with ``record``'s text; None (fetch one) when either is unread.
 
-        None makes the leader fetch a new one. A record from before the token was kept
-        once only also carries a ``token`` key: it is ignored, and the next ``record`` is
-        written without it.
+        An older record's ``token`` key is ignored, and the next ``record`` drops it.
         """
         if not token or not text:
             return None
@@ -82,8 +69,8 @@ class HeldToken:
 class LeaderGarm:
     """The leader's GARM, as far as this hook knows it.
 
-    ``jwt_secret`` is None when it cannot be read now, and ``fetch_token`` None when GARM
-    did not answer this hook: either way the held token is kept as it is.
+    ``jwt_secret`` None (unread) or ``fetch_token`` None (GARM did not answer): the held
+    token is kept as it is.
     """
 
     api_port: int
@@ -122,10 +109,8 @@ def token_expiry(token: str) -> datetime | None:
 def renewal_due(held: HeldToken | None, now: datetime, fingerprint: str) -> str | None:
     """Why a new metrics token is needed now, or None to keep ``held``.
 
-    A token is renewed once half its lifetime (from when it was fetched to its ``exp``)
-    has passed, which leaves the other half to retry in, and at once when GARM's JWT
-    secret is not the one it was signed with, or when it lives longer than a token GARM
-    issues now (one from before the charm shortened GARM's lifetime to a day).
+    Half its lifetime passed (the other half is left to retry in), another JWT secret, or
+    longer to live than GARM gives a token now (one from before the charm shortened it).
     """
     if held is None:
         return "no metrics token held"
@@ -145,9 +130,7 @@ def renewal_due(held: HeldToken | None, now: datetime, fingerprint: str) -> str 
 def renewed(held: HeldToken | None, now: datetime, leader: LeaderGarm) -> HeldToken | None:
     """The token to hold from now: ``held``, or a new one when due and GARM can be asked.
 
-    None once ``held`` has expired and no new one came. A failed fetch keeps ``held``
-    while it has not expired (it may still be good) and is logged; the next hook tries
-    again.
+    A failed fetch is logged and keeps ``held`` until it expires; the next hook tries again.
     """
     if leader.jwt_secret is None or leader.fetch_token is None:
         return _unexpired(held, now)

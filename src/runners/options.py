@@ -1,8 +1,7 @@
 """What runners are set up with: a configurator unit's runner options, and debug-ssh.
 
-Typed from data already checked (the relation library refuses a bad runner option,
-naming its key, before a spec is built); the debug-ssh relation's data is checked here,
-because nothing else reads it. Rendering these into scripts is ``scripts``.
+Options come checked by the relation library; the debug-ssh relation's data is checked
+here, as nothing else reads it.
 """
 
 from __future__ import annotations
@@ -24,11 +23,7 @@ DEBUG_SSH_KEYS = ("host", "port", "rsa_fingerprint", "ed25519_fingerprint")
 
 @dataclass(frozen=True)
 class Proxy:
-    """Send a runner's outbound traffic through aproxy to ``url``.
-
-    ``redirect_ports`` are ``N`` or ``N-M`` strings; ``exclude`` IPv4 addresses and
-    networks (the loopback network and GARM's own address are added when rendered).
-    """
+    """Send a runner's traffic on ``redirect_ports`` through aproxy to ``url``, but ``exclude``."""
 
     url: str
     redirect_ports: tuple[str, ...] = DEFAULT_REDIRECT_PORTS
@@ -59,9 +54,8 @@ class DebugSsh:
 class RunnerContext:
     """What every runner needs besides its unit's options.
 
-    ``garm_host`` is the host runners reach GARM at (kept out of the proxy redirect).
-    ``debug_ssh`` is None without the relation; ``debug_ssh_problem`` names the unit
-    and key when its data is unusable, and then no runner template changes at all.
+    ``garm_host``: where runners reach GARM. ``debug_ssh_problem`` names the unit and key
+    when its data is unusable, and then no runner template changes at all.
     """
 
     garm_host: str = ""
@@ -74,10 +68,7 @@ NO_CONTEXT = RunnerContext()
 
 
 def runner_options(data: ConfiguratorUnitData) -> RunnerOptions:
-    """The options of a unit whose data the relation library has accepted.
-
-    Exclusions and redirect ports mean nothing without a proxy and are then ignored.
-    """
+    """The options of a unit whose data the relation library has accepted."""
     proxy = None
     if data.runner_http_proxy:
         ports = parse_ports(data.aproxy_redirect_ports or "") or DEFAULT_REDIRECT_PORTS
@@ -105,9 +96,8 @@ class DebugSshError(ValueError):
 def debug_ssh(units: Iterable[tuple[str, Mapping[str, str]]]) -> DebugSsh | None:
     """The server runners use: of the units that published all four keys, the first.
 
-    Units are ordered by (host, port) so every pass picks the same one. A unit still
-    publishing (some keys absent) is passed over; a value with a newline or any other
-    control character, or a port that is not a number from 1 to 65535, is refused.
+    By (host, port), so every pass picks the same one. A value no runner script may
+    carry, or a port not from 1 to 65535, raises DebugSshError.
     """
     servers: list[DebugSsh] = []
     for unit, data in units:

@@ -1,9 +1,7 @@
 """The aproxy pre-install script: a runner's web traffic through the operator's proxy.
 
-GARM's provider runs every ``extra_specs.pre_install_scripts`` entry as root, in name
-order, before the runner's install script downloads anything; behind a proxy that
-download may only get out through it, so the proxy is set up here and not in the
-install template (``scripts``). Pure: the same inputs render the same bytes.
+GARM's provider runs ``extra_specs.pre_install_scripts`` as root, in name order, before the
+install script downloads anything, which behind a proxy only gets out through it. Pure.
 """
 
 from __future__ import annotations
@@ -35,11 +33,7 @@ _HOSTNAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})$")
 
 
 def _redirect_ports(ports: Iterable[str]) -> list[tuple[int, int]]:
-    """The ports as ascending, merged ``(low, high)`` ranges.
-
-    nft refuses an anonymous set whose intervals overlap ("80, 1-1024"), so overlapping
-    and adjacent ranges are merged here rather than left for the runner to fail on.
-    """
+    """The ports as ascending ``(low, high)`` ranges, merged: nft refuses overlapping ones."""
     ranges: list[tuple[int, int]] = []
     for port in ports:
         low, _, high = port.strip().partition("-")
@@ -59,8 +53,7 @@ def _redirect_ports(ports: Iterable[str]) -> list[tuple[int, int]]:
 def _address_or_name(host: str) -> ipaddress.IPv4Network | str | None:
     """A host to keep out of the redirect: an IPv4 /32, a name to resolve, or nothing.
 
-    An IPv6 address needs nothing (aproxy only takes IPv4 traffic), and neither does
-    something that is not a host name: it is never handed to a command as an argument.
+    Nothing for IPv6 (aproxy takes only IPv4) or what is no host name (never an argument).
     """
     host = host.strip().strip("[]")
     if not host:
@@ -89,11 +82,9 @@ def _nft_ports(ports: list[tuple[int, int]]) -> str:
 def _nft_rules(networks: list[ipaddress.IPv4Network], ports: list[tuple[int, int]]) -> str:
     """The static part of the aproxy table: the excluded sets and the output chain.
 
-    Two sets, because resolved addresses may fall inside a configured network, and an
-    interval set refuses overlapping elements: networks known now are merged here into
-    ``excluded_nets``; addresses resolved on the runner go to the plain set
-    ``excluded_hosts``. The table is declared, deleted and defined again in one nft
-    transaction, so loading it twice replaces it instead of adding a second copy.
+    Networks known now, merged, go in the interval set ``excluded_nets``; addresses resolved
+    on the runner, which may overlap them, in the plain ``excluded_hosts``. Declared,
+    deleted and defined again in one transaction, so loading it twice replaces it.
     """
     elements = ", ".join(str(net) for net in networks)
     dports = _nft_ports(ports)
@@ -124,9 +115,7 @@ def _nft_rules(networks: list[ipaddress.IPv4Network], ports: list[tuple[int, int
 def _nft_prerouting(ports: list[tuple[int, int]]) -> str:
     """The chain for containers' traffic, which reaches the host through prerouting.
 
-    Loopback cannot be a destination there, so it goes to the host's primary address
-    (``$garm_primary``, defined when the script finds it). Traffic addressed to the host
-    itself is left alone: it is not on its way out.
+    To the host's primary address (``$garm_primary``): loopback is no destination there.
     """
     dports = _nft_ports(ports)
     return "\n".join(
@@ -266,11 +255,9 @@ log "done: outbound traffic goes through aproxy to $APROXY_TARGET"
 def aproxy_script(proxy: Proxy, garm_host: str, *, root: str = "") -> str:
     """The root pre-install script that sends a runner's web traffic through aproxy.
 
-    Kept out of the redirect: loopback, the configured exclusions, GARM (which runners
-    call back to directly) and the proxy itself, whose own port may be one redirected
-    (``http://proxy`` is port 80), so that aproxy's connections to it do not come back
-    to aproxy. Addresses known now are written in; names are resolved on the runner.
-    ``root`` prefixes every path the script writes, for tests; it is "" in production.
+    Kept out of the redirect: loopback, the exclusions, GARM (runners call it directly) and
+    the proxy itself, whose port may be redirected too. Names are resolved on the runner.
+    ``root`` prefixes every path the script writes, for tests.
     """
     proxy_host, target = _proxy_target(proxy.url)
     networks = [ipaddress.IPv4Network(LOOPBACK)]

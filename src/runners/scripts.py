@@ -1,17 +1,14 @@
 """What the charm adds to a runner's install template, and how it goes in.
 
-GARM sets a runner up in two stages. First, as root, the pre-install scripts run
-(``proxy`` renders the charm's one). Then the runner install template runs as the
-runner user: a Go ``text/template`` holding bash. ``install_blocks`` is the text the
-charm adds to it, and ``derive_template`` puts that text into GARM's ``github_linux``
-template just before the runner is configured, when ``$RUN_HOME`` exists and the runner
-has not started, so the runner reads what the blocks write when it first starts.
+GARM runs a runner's pre-install scripts as root (``proxy`` renders the charm's), then its
+install template, a Go ``text/template`` of bash, as the runner user. ``install_blocks`` is
+what the charm adds to that template, and ``derive_template`` puts it into GARM's
+``github_linux`` just before the runner is configured: ``$RUN_HOME`` exists, the runner has
+not started, and reads what the blocks wrote when it does (docs/adr/0004).
 
-Everything here is a pure function of its inputs, byte for byte: the charm keeps a
-digest of what it rendered to tell whether GARM's copy is current, and a rendering that
-varied would rewrite templates on every pass. Every value is quoted for the shell it
-lands in; the one piece of text that is not the charm's own, the pre-job script, is
-carried base64-encoded so that nothing in it can be read as shell or as a template.
+Pure and byte-for-byte stable: the charm keeps a digest of what it rendered, so a rendering
+that varied would rewrite templates every pass. Every value is quoted for the shell it
+lands in; the pre-job script, the one text not the charm's own, is carried base64-encoded.
 """
 
 from __future__ import annotations
@@ -58,10 +55,9 @@ class TemplateError(ValueError):
 
 
 def fill(text: str, values: Mapping[str, str]) -> str:
-    """``text`` with every ``@NAME@`` replaced by ``values[NAME]``, all in one pass.
+    """``text`` with every ``@NAME@`` replaced by ``values[NAME]``, in one pass.
 
-    One pass, so a value that happens to look like a placeholder is never replaced in
-    turn; a placeholder without a value is a bug here and raises ``KeyError``.
+    So a value that looks like a placeholder is never replaced in turn.
     """
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], text)
 
@@ -182,9 +178,8 @@ fi
 def job_hook(options: RunnerOptions, *, root: str = "") -> str:
     """The job-started hook: start the collector for the job, run the pre-job script.
 
-    The endpoint is set once, quoted, in a shell variable and used only through it:
-    it is never expanded inside a heredoc or a format string, so nothing in it can be
-    read as shell or break out of the YAML it lands in. ``root`` as for install_blocks.
+    The endpoint is used only through a shell variable set once, quoted: never expanded in
+    a heredoc or a format string. ``root`` as for install_blocks.
     """
     parts = [_HOOK_HEAD]
     if options.otel_endpoint:
@@ -349,9 +344,7 @@ _STEP_FILES = r"""
 def _env_line(key: str, value: str) -> str:
     """One ``KEY=value`` line of the runner's .env, quoted as one shell word.
 
-    The runner reads the value verbatim to the end of the line, so a line break in it
-    would start a line of its own choosing: refused, though validation upstream already
-    keeps them out.
+    The runner reads the value to the end of the line: a line break is refused.
     """
     line = f"{key}={value}"
     if any(char in line for char in "\r\n\0"):
@@ -376,11 +369,10 @@ def _env_lines(options: RunnerOptions, debug: DebugSsh | None) -> list[str]:
 
 
 def _put(path: str, content: str, *, hook: bool = False) -> str:
-    """The block's lines that write ``content`` to ``path`` (mode 0755), base64-carried.
+    """The block's lines that write ``content`` to ``path`` (0755), base64-carried.
 
-    Base64, so that the file can hold anything (quotes, ``$(...)``, ``{{``, a line equal
-    to the heredoc's delimiter) and still reach the runner byte for byte, never read as
-    shell or as a template on the way. Writing the hook is what lets .env name it.
+    So it may hold anything (quotes, ``$(...)``, ``{{``, the heredoc's delimiter) and is
+    never read as shell or template on the way. Writing the hook lets .env name it.
     """
     encoded = base64.encodebytes(content.encode()).decode()
     command = f"garm_charm_put 0755 {shlex.quote(path)} <<'{BASE64_DELIMITER}'"
@@ -429,18 +421,12 @@ def _docker_function(mirror: str, root: str) -> str:
 def install_blocks(options: RunnerOptions, debug: DebugSsh | None, *, root: str = "") -> str:
     """What the charm adds to the runner install template; "" when nothing is needed.
 
-    A proxy alone needs nothing here (the aproxy pre-install script does it all). The
-    block appends to ``$RUN_HOME/.env``, sets Docker's mirror, and writes the job-started
-    hook and the pre-job script to ``/opt/garm-charm``: root's (through the runner
-    user's sudo), mode 0755, so the runner reads and runs them and a job changes them
-    only on purpose, with sudo (no security boundary: the runner user has sudo). Not
-    in ``$RUN_HOME``, which holds the runner's own files, is replaced when the runner
-    updates itself, and must not exist before the runner is unpacked into it; not
-    beside it in ``/home/runner``, which jobs and their tools write to and clean.
-    ``root`` prefixes every absolute path written, for tests; it is "" in production.
-
-    Raises ``TemplateError`` if the text would hold ``{{`` or ``}}``, or a value a line
-    break.
+    It appends to ``$RUN_HOME/.env``, sets Docker's mirror, and writes the job-started hook
+    and pre-job script to ``/opt/garm-charm``, root's (through sudo), 0755: not in
+    ``$RUN_HOME``, which the runner replaces when it updates, nor in ``/home/runner``,
+    which jobs write and clean. A proxy alone needs nothing here (``proxy``). ``root``
+    prefixes every absolute path written, for tests. Raises ``TemplateError`` on ``{{``,
+    ``}}`` or a line break in a value.
     """
     env = _env_lines(options, debug)
     hooked = bool(options.otel_endpoint or options.pre_job_script)
@@ -465,10 +451,7 @@ def install_blocks(options: RunnerOptions, debug: DebugSsh | None, *, root: str 
 def derive_template(base: str, blocks: str) -> str:
     """``base`` with ``blocks`` on lines of their own just before the anchor line.
 
-    The anchor is the first line that is exactly ``ANCHOR`` at column 0 (trailing
-    whitespace aside): in GARM's github_linux template, at that point ``$RUN_HOME``
-    exists and is the current directory, and the runner is not configured or started.
-    No blocks leave ``base`` as it is.
+    The first line that is ``ANCHOR`` at column 0, trailing whitespace aside.
     """
     if not blocks:
         return base

@@ -1,12 +1,9 @@
 """The charm's runner install templates in GARM: which exist, which are current, which go.
 
-A scaleset whose runners need setting up (runner options, debug-ssh) gets a template of
-its own, named after its logical scaleset and derived from GARM's system
-``github_linux`` template as GARM holds it, with the charm's blocks added
-(``scripts``). Whether a template is current is decided without reading its body:
-its description carries a digest of the base template's id and last change and of the
-blocks the charm rendered, so a settled pass needs GARM's template list and nothing more
-(ADR 0004). Templates the charm did not make are never written.
+A logical scaleset whose runners need setting up gets a template of its own, GARM's system
+``github_linux`` with the charm's blocks added (``scripts``). Its description carries a
+digest of the base's id and last change and of the blocks, so a settled pass reads GARM's
+template list and no body (ADR 0004). Templates the charm did not make are never written.
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ def description(logical_name: str, digest: str) -> str:
 def digest(base: Template, blocks: str) -> str:
     """What a template derived from ``base`` with ``blocks`` holds, in 16 hex digits.
 
-    The base enters by id and last change: a restored or edited system template changes
-    its ``updated_at`` (and a restore may change its id), which the list shows.
+    The base enters by id and ``updated_at``, which an edit or a restore changes.
     """
     text = f"{SPLICE_VERSION}\n{base.id}\n{format_time(base.updated_at)}\n{blocks}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -93,10 +89,9 @@ TemplateAction = CreateTemplate | UpdateTemplate | DeleteTemplate
 class Choice:
     """The template a logical scaleset's generations should use, and how to get there.
 
-    ``template_id`` is 0 for GARM's default (no template of the charm's). ``ready`` says
-    a new generation may be created with it now: it exists and is current. ``action``
-    is the template write this needs first; ``problem`` says why none can be made.
-    ``keep``: whatever template a live generation has stays (nothing may be decided).
+    ``template_id`` 0 is GARM's default. ``ready``: a new generation may use it now.
+    ``action``: the template write needed first; ``problem``: why none can be made.
+    ``keep``: whatever template a live generation has stays.
     """
 
     template_id: int = 0
@@ -131,10 +126,8 @@ class Templates:
     def choose(self, logical_name: str, blocks: str, *, hold: bool = False) -> Choice:
         """The template for a logical scaleset whose runners need ``blocks`` added.
 
-        No blocks means GARM's default template. ``hold`` (debug-ssh data unusable)
-        writes no template and changes no generation's: a new generation gets the one
-        the family has, and one that needs a template it does not have yet waits, since
-        a runner without its options may not even start.
+        ``hold`` (debug-ssh data unusable) writes none and changes no generation's: one
+        that needs a template not made yet waits, as its runners may not start without.
         """
         name = template_name(logical_name)
         mine = self._by_name.get(name)

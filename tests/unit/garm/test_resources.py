@@ -881,13 +881,12 @@ def test_the_architecture_of_an_elf_binary_is_read_from_its_header(
     assert resources.elf_arch(head) == arch
 
 
-def test_the_build_info_is_found_across_read_chunks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(resources, "_CHUNK", 64)
+def test_the_build_info_is_found_wherever_it_lies_past_false_starts(tmp_path: Path) -> None:
     blob = go_build_info(PROVIDER_MAIN, PROVIDER_MODULE, "v0.1.5")
+    # A part of the magic, and the whole magic with no module info after it.
+    false_starts = b"\xff Go" + b"\xff Go buildinf:" + bytes(5000)
     for shift in range(0, 70, 7):
-        path = _write(tmp_path / f"bin{shift}", os.urandom(shift) + b"\xff Go" + blob)
+        path = _write(tmp_path / f"bin{shift}", os.urandom(shift) + false_starts + blob)
         assert resources.go_build(path) == GoBuild(PROVIDER_MAIN, "v0.1.5"), shift
 
 
