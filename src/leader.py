@@ -52,12 +52,12 @@ from garm.database import choose_database, moving_to_postgresql
 from garm.identity import Identity, adoption, refusal, to_record, where
 from garm.models import ScaleSet
 from garm.providers import KeptProviders, Recorded, kept_providers
+from garm.recording import SimulatedGarm, told
 from garm.refusals import Held, Refusals
 from garm.setup import (
     NO_ADMIN_YET,
     AdminLogin,
     ControllerUrls,
-    Log,
     SetupOutcome,
     apply_setup,
     ensure_controller,
@@ -98,8 +98,7 @@ from juju.status import BEING_REMOVED, Summary, describe_progress, summarise
 from observe import endpoint
 from observe.token import LeaderGarm
 from scalesets.actions import Observed
-from scalesets.preview import Rehearsal, SimulatedGarm
-from scalesets.reconciler import Garm, Outcome, describe_action, observe, preview, reconcile
+from scalesets.reconciler import Garm, Outcome, observe, reconcile
 
 logger = logging.getLogger(__name__)
 
@@ -361,8 +360,6 @@ def plan(inputs: Inputs) -> ActionAnswer:
     ready = _serving(inputs, leader, config)
     if ready.stop:
         return ActionAnswer(failure=f"The next pass would stop: {ready.stop}")
-    tls = ready.tls
-    rehearsal = Rehearsal(setup_logger, {})
     try:
         with _client(inputs, config, admin) as client:
             # The pass's own steps over a GARM that is read, never written: its setup,
@@ -371,38 +368,39 @@ def plan(inputs: Inputs) -> ActionAnswer:
             setup = _ensure_setup(
                 garm,
                 admin,
-                _controller_urls(config, leader, tls),
+                _controller_urls(config, leader, ready.tls),
                 wanted,
                 state,
                 SetupOutcome(leader.peers.memory),
                 now,
                 leader.peers.identity,
                 _where(inputs),
-                rehearsal,
             )
             if setup.stopped is not None:
                 return ActionAnswer(failure=f"The next pass would stop: {setup.stopped.message}")
-            planned = preview(
+            planned = reconcile(
                 garm,
                 state.desired,
                 now,
                 config.settings,
-                setup.outcome.memory,
                 budget=PASS_BUDGET_SECONDS,
                 observed=setup.observed,
+                memory=setup.outcome.memory,
             )
     except GarmUnreachable as exc:
         return ActionAnswer(failure=f"Could not read GARM: {exc}")
     except GarmApiError as exc:
         return ActionAnswer(failure=f"Could not read GARM: {exc.cause}")
+    if planned.unreachable is not None:
+        return ActionAnswer(failure=f"Could not read GARM: {planned.unreachable}")
     held = (*setup.outcome.held, *planned.held)
     # The planner tells every skipped spec, the held ones of the relation's data too.
     skipped = [f"{s.source}: {s.name or 'its scaleset'}: {s.reason}" for s in planned.skipped]
     return ActionAnswer(
         {
-            "writes": str(len(setup.outcome.done) + len(planned.actions)),
+            "writes": str(len(setup.outcome.done) + len(planned.done)),
             "setup": "\n".join(setup.outcome.done) or "none",
-            "actions": "\n".join(describe_action(a) for a in planned.actions) or "none",
+            "actions": "\n".join(a.line() for a in planned.done) or "none",
             "phases": "\n".join(describe_progress(p) for p in planned.progress) or "converged",
             # Writes GARM refused before, waiting out their back-off: not sent.
             "held": "\n".join(h.describe() for h in held) or "none",
@@ -476,7 +474,7 @@ def reconciled(result: PassResult) -> dict[str, str]:
     done = result.outcome.done if result.outcome else ()
     return {
         "status": f"{result.summary.kind}: {result.summary.message}",
-        "done": "\n".join(describe_action(a) for a in done) or "none",
+        "done": "\n".join(a.line() for a in done) or "none",
     }
 
 
@@ -1023,7 +1021,6 @@ def _ensure_setup(
     now: datetime,
     recorded: Identity | None,
     here: str,
-    log: Log = setup_logger,
 ) -> _Setup:
     """Admin, controller URLs, credentials and orgs/repos, each write through the memory.
 
@@ -1032,13 +1029,14 @@ def _ensure_setup(
     first run included, until the operator adopts it (``garm.identity``).
     """
     found: Identity | None = None
+    log = told(client, setup_logger)
     try:
         have = read_controller(client)
         refused = refusal(recorded, have.controller_id if have else None, here)
         if refused:
             log.warning("%s", refused)
             return _Setup(so_far, stopped=Summary("blocked", refused))
-        so_far, have = ensure_controller(client, have, admin, urls, so_far, now, log)
+        so_far, have = ensure_controller(client, have, admin, urls, so_far, now)
         found = to_record(recorded, have.controller_id, here) if have else None
         if so_far.unreachable is not None or not so_far.ready:
             return _Setup(so_far, stopped=_setup_stopped(so_far, state), identity=found)
@@ -1053,7 +1051,7 @@ def _ensure_setup(
             complete=state.desired.complete,
         )
         before = len(so_far.done)
-        so_far = apply_setup(client, actions, so_far, now, log)
+        so_far = apply_setup(client, actions, so_far, now)
         if so_far.unreachable is not None:
             return _Setup(so_far, stopped=_setup_stopped(so_far, state), identity=found)
         if len(so_far.done) > before:

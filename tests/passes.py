@@ -6,10 +6,12 @@ to a GARM with the configurator's provider and org registered, and ``Passes`` ov
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from garm.client import GarmClient
+from garm.recording import SimulatedGarm
 from garm.refusals import Refusals
+from scalesets.actions import Observed
 from scalesets.planner import YOUNGEST_DELETE
 from scalesets.reconciler import Outcome, reconcile
 from scalesets.spec import Desired, ScalesetSpec, Settings
@@ -18,6 +20,21 @@ from tests.garm_double import GarmDouble
 
 PROVIDER = "garm-configurator-0"
 SETTINGS = Settings()
+
+
+def rehearse(
+    client: GarmClient,
+    desired: Desired,
+    now: datetime,
+    settings: Settings,
+    memory: Refusals | None = None,
+    *,
+    budget: float | None = None,
+    observed: Observed | None = None,
+) -> Outcome:
+    """The pass over GARM read for real and written to in imagination, as ``plan`` runs it."""
+    garm = SimulatedGarm(client, now)
+    return reconcile(garm, desired, now, settings, budget=budget, observed=observed, memory=memory)
 
 
 class Passes:

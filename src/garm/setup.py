@@ -2,9 +2,9 @@
 
 Same shape as the scaleset reconciler: the pure ``plan_controller`` and ``plan_setup``
 compare what the charm asks for with what GARM holds and return only the writes that
-differ, so a settled GARM gets none; ``apply_setup`` does them through the one memory of
-refusals (``garm.refusals``, ADR 0003): a write GARM refused waits out its back-off, is
-told until GARM takes it, and holds back no other write.
+differ, so a settled GARM gets none; each is a ``garm.writes.Write``, sent by
+``apply_setup`` through the one loop and its memory of refusals (ADR 0003): a write GARM
+refused waits out its back-off, is told until GARM takes it, and holds back no other.
 
 GARM never returns a credential's key, so whether a stored GitHub App key is the one
 asked for cannot be read back. The key's fingerprint goes into the credential's
@@ -22,17 +22,17 @@ import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from garm.client import GarmApiError, GarmUnreachable
 from garm.models import ControllerInfo, Credential, Entity, ScaleSet
-from garm.refusals import Held, Refusals, digest, is_permanent
+from garm.recording import Garm, told
+from garm.refusals import Held, Refusals, digest
+from garm.writes import Write, Writes
 
 logger = logging.getLogger(__name__)
 # Until the leader's first hook has made the charm's secrets (``juju.secrets.ensure``).
 NO_ADMIN_YET = "GARM's admin login is not made yet; try again after the next hook"
-# Where a pass tells what it does: this module's logger, or the ``plan`` action's rehearsal.
-Log = logging.Logger | logging.LoggerAdapter[logging.Logger]
 
 MANAGED_DESCRIPTION = "Managed by the garm charm"
 GITHUB_ENDPOINT = "github.com"
@@ -114,75 +114,214 @@ class EntitySpec:
     source: str = field(default="", compare=False)
 
 
+# Setup writes GitHub may refuse for want of access, made due by a change of that access
+# (a runner's removal or a kept delete is refused for a job still running or the App's
+# rights, which no new key changes).
+_GITHUB_WRITES = ("create:", "update:")
+
+
 @dataclass(frozen=True)
-class CreateAdmin:
+class CreateAdmin(Write):
     """GARM's first run: the admin user every call logs in as."""
 
     admin: AdminLogin
 
+    def asks(self) -> list[tuple[str, str]]:
+        """The admin's password takes no part."""
+        return [("first-run", digest([self.admin.username, self.admin.email]))]
+
+    def line(self) -> str:
+        """As the operator reads it."""
+        return "create GARM's admin user"
+
+    def send(self, garm: Garm, seen: None, writes: Writes) -> None:
+        """GARM's first run."""
+        admin = self.admin
+        if not garm.first_run(admin.username, admin.email, admin.password):
+            writes.log.info("GARM already had an admin user")
+
 
 @dataclass(frozen=True)
-class SetControllerUrls:
+class SetControllerUrls(Write):
     """Set the controller URLs that differ from those asked for (and agent tools sync off)."""
 
     changes: dict[str, str | bool]
 
+    def asks(self) -> list[tuple[str, str]]:
+        """One write, asking for the changes."""
+        return [("controller", digest(self.changes))]
+
+    def line(self) -> str:
+        """Which of the controller's settings, never their values."""
+        return f"set GARM's controller URLs ({', '.join(sorted(self.changes))})"
+
+    def send(self, garm: Garm, seen: None, writes: Writes) -> None:
+        """One PUT of the controller."""
+        garm.update_controller(self.changes)
+
 
 @dataclass(frozen=True)
-class CreateCredential:
+class CreateCredential(Write):
     """Create a managed GitHub App credential."""
 
     credential: AppCredential
+    unlocks = _GITHUB_WRITES
+
+    def asks(self) -> list[tuple[str, str]]:
+        """Asking for its description, which carries the key's fingerprint.
+
+        A new key is a new request, sent at once.
+        """
+        return [(f"credential:{self.credential.name}", digest(self.credential.description))]
+
+    def line(self) -> str:
+        """Naming the unit that asked for it."""
+        return f"create GitHub credential {self.credential.name}{_of(self.credential)}"
+
+    def makes(self) -> str:
+        """Entities bound to it wait while it is held back."""
+        return self.credential.name
+
+    def send(self, garm: Garm, seen: None, writes: Writes) -> None:
+        """Create it, as a GitHub App installation."""
+        credential = self.credential
+        garm.create_credential(
+            {
+                "name": credential.name,
+                "description": credential.description,
+                "endpoint": GITHUB_ENDPOINT,
+                "auth_type": "app",
+                "app": credential.app_body(),
+            }
+        )
 
 
 @dataclass(frozen=True)
-class UpdateCredential:
+class UpdateCredential(Write):
     """Replace a managed credential's key (its fingerprint changed)."""
 
     id: int
     credential: AppCredential
+    unlocks = _GITHUB_WRITES
+
+    def asks(self) -> list[tuple[str, str]]:
+        """The credential's own key: the same write as its create."""
+        return [(f"credential:{self.credential.name}", digest(self.credential.description))]
+
+    def line(self) -> str:
+        """Naming the unit that asked for it."""
+        credential = self.credential
+        return f"update the key of GitHub credential {credential.name}{_of(credential)}"
+
+    def send(self, garm: Garm, seen: None, writes: Writes) -> None:
+        """Its description and key."""
+        body = {"description": self.credential.description, "app": self.credential.app_body()}
+        garm.update_credential(self.id, body)
 
 
 @dataclass(frozen=True)
-class DeleteCredential:
+class DeleteCredential(Write):
     """Remove a managed credential nothing asks for and no entity uses."""
 
     id: int
     name: str
 
+    def asks(self) -> list[tuple[str, str]]:
+        """By name."""
+        return [(f"credential-delete:{self.name}", digest(self.id))]
+
+    def line(self) -> str:
+        """As the operator reads it."""
+        return f"delete GitHub credential {self.name}"
+
+    def send(self, garm: Garm, seen: None, writes: Writes) -> None:
+        """Delete it."""
+        garm.delete_credential(self.id)
+
 
 @dataclass(frozen=True)
-class CreateEntity:
+class CreateEntity(Write):
     """Register an organization or repository under its credential."""
 
     spec: EntitySpec
 
+    def asks(self) -> list[tuple[str, str]]:
+        """A create and a re-bind of one entity are one write, asking for a credential."""
+        key = f"entity:{self.spec.kind}:{self.spec.name.lower()}"
+        return [(key, digest(self.spec.credentials_name))]
+
+    def line(self) -> str:
+        """Naming the unit that asked for it."""
+        return f"register {self.spec.kind} {self.spec.name}{_of(self.spec)}"
+
+    def needs(self) -> str:
+        """GARM refuses an entity whose credential it does not have."""
+        return self.spec.credentials_name
+
+    def send(self, garm: Garm, seen: None, writes: Writes) -> None:
+        """Register it; scale sets need no webhooks, but GARM requires a secret."""
+        spec = self.spec
+        body = {
+            "credentials_name": spec.credentials_name,
+            "webhook_secret": secrets.token_urlsafe(32),  # nobody needs it back
+            "forge_type": "github",
+        }
+        if spec.kind == "repository":
+            owner, _, name = spec.name.partition("/")
+            body |= {"owner": owner, "name": name}
+        else:
+            body["name"] = spec.name
+        garm.create_entity(spec.kind, body)
+
 
 @dataclass(frozen=True)
-class RebindEntity:
+class RebindEntity(Write):
     """Point an entity at the credential the relation now names."""
 
     entity: Entity
     credentials_name: str
+    unlocks = _GITHUB_WRITES
+
+    def asks(self) -> list[tuple[str, str]]:
+        """The entity's create key, asking for another credential."""
+        entity = self.entity
+        return [(f"entity:{entity.kind}:{entity.name.lower()}", digest(self.credentials_name))]
+
+    def line(self) -> str:
+        """As the operator reads it."""
+        return f"bind {self.entity.kind} {self.entity.name} to {self.credentials_name}"
+
+    def needs(self) -> str:
+        """GARM refuses a credential it does not have."""
+        return self.credentials_name
+
+    def send(self, garm: Garm, seen: None, writes: Writes) -> None:
+        """Its credential."""
+        garm.update_entity(self.entity, {"credentials_name": self.credentials_name})
 
 
 @dataclass(frozen=True)
-class DeleteEntity:
+class DeleteEntity(Write):
     """Remove an entity nothing asks for and no scaleset lives under."""
 
     entity: Entity
 
+    def asks(self) -> list[tuple[str, str]]:
+        """By kind and name."""
+        entity = self.entity
+        return [(f"entity-delete:{entity.kind}:{entity.name.lower()}", digest(entity.id))]
 
-SetupAction = (
-    CreateAdmin
-    | SetControllerUrls
-    | CreateCredential
-    | UpdateCredential
-    | DeleteCredential
-    | CreateEntity
-    | RebindEntity
-    | DeleteEntity
-)
+    def line(self) -> str:
+        """As the operator reads it."""
+        return f"remove {self.entity.kind} {self.entity.name}"
+
+    def send(self, garm: Garm, seen: None, writes: Writes) -> None:
+        """Remove it."""
+        garm.delete_entity(self.entity)
+
+
+def _of(asked: AppCredential | EntitySpec) -> str:
+    return f" for {asked.source}" if asked.source else ""
 
 
 def plan_setup(
@@ -194,7 +333,7 @@ def plan_setup(
     scalesets: Iterable[ScaleSet],
     *,
     complete: bool = True,
-) -> list[SetupAction]:
+) -> list[Write]:
     """The credential and entity writes that bring GARM in line, in a safe order.
 
     Credentials come first (entities name them), deletions last. Only credentials the
@@ -207,7 +346,7 @@ def plan_setup(
     """
     wanted_credentials = {c.name: c for c in credentials}
     have_credentials = {c.name: c for c in observed_credentials}
-    actions: list[SetupAction] = []
+    actions: list[Write] = []
     for name, credential in sorted(wanted_credentials.items()):
         have = have_credentials.get(name)
         if have is None:
@@ -237,7 +376,7 @@ def _plan_entities(
     observed_entities: Iterable[Entity],
     scalesets: Iterable[ScaleSet],
     managed: set[str],
-) -> tuple[list[SetupAction], list[Entity]]:
+) -> tuple[list[Write], list[Entity]]:
     """Entity creates, re-binds and deletes, and the observed entities that stay.
 
     Only entities bound to a credential the charm made are ever removed: one an operator
@@ -245,7 +384,7 @@ def _plan_entities(
     """
     wanted = {(e.kind, e.name.lower()): e for e in entities}
     have = {(e.kind, e.name.lower()): e for e in observed_entities}
-    actions: list[SetupAction] = []
+    actions: list[Write] = []
     for key, spec in sorted(wanted.items()):
         entity = have.get(key)
         if entity is None:
@@ -263,47 +402,7 @@ def _plan_entities(
     return actions, kept
 
 
-class SetupClient(Protocol):
-    """What setup asks of GARM: GARM itself, or the ``plan`` action's stand-in for it."""
-
-    def get_controller(self) -> ControllerInfo:
-        """The controller's URLs."""
-        ...
-
-    def first_run(self, username: str, email: str, password: str) -> bool:
-        """Create the admin user; False when there is one."""
-        ...
-
-    def update_controller(self, changes: dict[str, Any]) -> ControllerInfo:
-        """Set controller URLs."""
-        ...
-
-    def create_credential(self, body: dict[str, Any]) -> Credential:
-        """Create a GitHub credential."""
-        ...
-
-    def update_credential(self, credential_id: int, body: dict[str, Any]) -> Credential:
-        """Change a GitHub credential."""
-        ...
-
-    def delete_credential(self, credential_id: int) -> None:
-        """Delete a GitHub credential."""
-        ...
-
-    def create_entity(self, kind: str, body: dict[str, Any]) -> Entity:
-        """Register an organization or repository."""
-        ...
-
-    def update_entity(self, entity: Entity, body: dict[str, Any]) -> None:
-        """Change an entity's credential."""
-        ...
-
-    def delete_entity(self, entity: Entity) -> None:
-        """Remove an entity."""
-        ...
-
-
-def read_controller(client: SetupClient) -> ControllerInfo | None:
+def read_controller(client: Garm) -> ControllerInfo | None:
     """The controller (its URLs and id), or None when GARM has no admin yet (first run is due)."""
     try:
         return client.get_controller()
@@ -315,7 +414,7 @@ def read_controller(client: SetupClient) -> ControllerInfo | None:
 
 def plan_controller(
     have: ControllerInfo | None, admin: AdminLogin, urls: ControllerUrls
-) -> list[SetupAction]:
+) -> list[Write]:
     """First run when GARM has no admin (``have`` None), else the URLs that differ.
 
     Agent tools sync is turned off if it is on (GARM's default is off; an operator or
@@ -363,13 +462,12 @@ class SetupOutcome:
 
 
 def ensure_controller(
-    client: SetupClient,
+    client: Garm,
     have: ControllerInfo | None,
     admin: AdminLogin,
     urls: ControllerUrls,
     so_far: SetupOutcome,
     now: datetime,
-    log: Log = logger,
 ) -> tuple[SetupOutcome, ControllerInfo | None]:
     """First run and controller URLs, each only when needed, through the one memory.
 
@@ -383,169 +481,30 @@ def ensure_controller(
     else is ready. A change of URLs it already has that it refuses holds nothing else.
     """
     if have is None:
-        so_far = apply_setup(client, plan_controller(None, admin, urls), so_far, now, log)
+        so_far = apply_setup(client, plan_controller(None, admin, urls), so_far, now)
         if so_far.held or so_far.unreachable:
             return dataclasses.replace(so_far, ready=False), None
         have = client.get_controller()
     held = len(so_far.held)
-    so_far = apply_setup(client, plan_controller(have, admin, urls), so_far, now, log)
+    so_far = apply_setup(client, plan_controller(have, admin, urls), so_far, now)
     if len(so_far.held) > held and not (have.metadata_url and have.callback_url):
         return dataclasses.replace(so_far, ready=False), have
     return so_far, have
 
 
 def apply_setup(
-    client: SetupClient,
-    actions: Iterable[SetupAction],
-    so_far: SetupOutcome,
-    now: datetime,
-    log: Log = logger,
+    client: Garm, actions: Iterable[Write], so_far: SetupOutcome, now: datetime
 ) -> SetupOutcome:
-    """Do the planned setup writes the memory does not hold back, going on from ``so_far``.
+    """Send the planned setup writes through the one loop (``garm.writes``), from ``so_far``.
 
-    A refusal is noted (``garm.refusals``) and the next write goes on; an entity naming
-    a credential GARM does not have yet waits for it, unsent (GARM would refuse it). An
-    unreachable GARM ends the writes, with what was learnt kept.
+    An entity naming a credential held back waits for it, unsent (GARM would refuse it).
+    An unreachable GARM ends the writes, with what was learnt kept.
     """
-    memory, done, held = so_far.memory, list(so_far.done), list(so_far.held)
-    absent: set[str] = set()
-    for action in actions:
-        text = describe_setup(action)
-        key, asked = setup_key(action)
-        refusal = memory.holding(key, asked, now)
-        if refusal is None and _waits_for(action) in absent:
-            log.info("not yet: %s (its GitHub credential is not in GARM)", text)
-            continue
-        if refusal is None:
-            try:
-                _apply(client, action, log)
-            except GarmUnreachable as exc:
-                log.error("GARM unreachable during %s: %s", text, exc)
-                return SetupOutcome(memory, tuple(done), tuple(held), unreachable=str(exc))
-            except GarmApiError as exc:
-                log.error("GARM refused to %s: %s", text, exc)
-                memory = memory.refused(key, asked, now, exc.cause, is_permanent(exc.status))
-                refusal = memory.refusals[key]
-            else:
-                log.info("done: %s", text)
-                done.append(text)
-                memory = memory.accepted(key)
-                if isinstance(action, _GITHUB_ACCESS):
-                    # A create or an update GitHub refused may have been refused for want
-                    # of this access (a key, an App's installation): it goes again now.
-                    memory = memory.due_now(now, lambda k: k.startswith(_GITHUB_WRITES))
-                continue
-        held.append(Held(text, refusal))
-        if isinstance(action, CreateCredential):
-            absent.add(action.credential.name)
-    return SetupOutcome(memory, tuple(done), tuple(held))
-
-
-# The setup writes that change how GARM reaches GitHub, and the scaleset writes GitHub
-# may have refused for want of it (a runner's removal or a kept delete is refused for a
-# job still running or the App's rights, which no new key changes).
-_GITHUB_ACCESS = (CreateCredential, UpdateCredential, RebindEntity)
-_GITHUB_WRITES = ("create:", "update:")
-
-
-def setup_key(action: SetupAction) -> tuple[str, str]:
-    """The write's key in the memory of refusals, and a digest of what it asks for.
-
-    A credential's digest is its description, which carries the key's fingerprint: a
-    new key is a new request, sent at once. The admin's password takes no part.
-    """
-    if isinstance(action, CreateAdmin):
-        return "first-run", digest([action.admin.username, action.admin.email])
-    if isinstance(action, SetControllerUrls):
-        return "controller", digest(action.changes)
-    if isinstance(action, CreateCredential | UpdateCredential):
-        return f"credential:{action.credential.name}", digest(action.credential.description)
-    if isinstance(action, DeleteCredential):
-        return f"credential-delete:{action.name}", digest(action.id)
-    if isinstance(action, CreateEntity):
-        spec = action.spec
-        return f"entity:{spec.kind}:{spec.name.lower()}", digest(spec.credentials_name)
-    if isinstance(action, RebindEntity):
-        entity = action.entity
-        return f"entity:{entity.kind}:{entity.name.lower()}", digest(action.credentials_name)
-    entity = action.entity
-    return f"entity-delete:{entity.kind}:{entity.name.lower()}", digest(entity.id)
-
-
-def _waits_for(action: SetupAction) -> str | None:
-    """The credential an entity write names, which GARM must have first."""
-    if isinstance(action, CreateEntity):
-        return action.spec.credentials_name
-    if isinstance(action, RebindEntity):
-        return action.credentials_name
-    return None
-
-
-def _apply(client: SetupClient, action: SetupAction, log: Log) -> None:
-    if isinstance(action, CreateAdmin):
-        admin = action.admin
-        if not client.first_run(admin.username, admin.email, admin.password):
-            log.info("GARM already had an admin user")
-    elif isinstance(action, SetControllerUrls):
-        client.update_controller(action.changes)
-    elif isinstance(action, CreateCredential):
-        credential = action.credential
-        client.create_credential(
-            {
-                "name": credential.name,
-                "description": credential.description,
-                "endpoint": GITHUB_ENDPOINT,
-                "auth_type": "app",
-                "app": credential.app_body(),
-            }
-        )
-    elif isinstance(action, UpdateCredential):
-        credential = action.credential
-        client.update_credential(
-            action.id, {"description": credential.description, "app": credential.app_body()}
-        )
-    elif isinstance(action, DeleteCredential):
-        client.delete_credential(action.id)
-    elif isinstance(action, CreateEntity):
-        spec = action.spec
-        # Scale sets need no webhooks, but GARM requires a secret; nobody needs it back.
-        body = {
-            "credentials_name": spec.credentials_name,
-            "webhook_secret": secrets.token_urlsafe(32),
-            "forge_type": "github",
-        }
-        if spec.kind == "repository":
-            owner, _, name = spec.name.partition("/")
-            body |= {"owner": owner, "name": name}
-        else:
-            body["name"] = spec.name
-        client.create_entity(spec.kind, body)
-    elif isinstance(action, RebindEntity):
-        client.update_entity(action.entity, {"credentials_name": action.credentials_name})
-    else:
-        client.delete_entity(action.entity)
-
-
-def describe_setup(action: SetupAction) -> str:
-    """A write as the operator reads it, naming the unit that asked for it; no secret."""
-    if isinstance(action, CreateAdmin):
-        return "create GARM's admin user"
-    if isinstance(action, SetControllerUrls):
-        return f"set GARM's controller URLs ({', '.join(sorted(action.changes))})"
-    if isinstance(action, CreateCredential):
-        return f"create GitHub credential {action.credential.name}{_of(action.credential)}"
-    if isinstance(action, UpdateCredential):
-        credential = action.credential
-        return f"update the key of GitHub credential {credential.name}{_of(credential)}"
-    if isinstance(action, DeleteCredential):
-        return f"delete GitHub credential {action.name}"
-    if isinstance(action, CreateEntity):
-        return f"register {action.spec.kind} {action.spec.name}{_of(action.spec)}"
-    if isinstance(action, RebindEntity):
-        entity = action.entity
-        return f"bind {entity.kind} {entity.name} to {action.credentials_name}"
-    return f"remove {action.entity.kind} {action.entity.name}"
-
-
-def _of(asked: AppCredential | EntitySpec) -> str:
-    return f" for {asked.source}" if asked.source else ""
+    writes = Writes(now, so_far.memory, told(client, logger), held=list(so_far.held))
+    unreachable = None
+    try:
+        writes.run(client, actions, None)
+    except GarmUnreachable as exc:
+        unreachable = str(exc)
+    done = (*so_far.done, *(w.line() for w in writes.done))
+    return SetupOutcome(writes.memory, done, tuple(writes.held), unreachable=unreachable)

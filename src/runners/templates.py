@@ -4,15 +4,21 @@ A logical scaleset whose runners need setting up gets a template of its own, GAR
 ``github_linux`` with the charm's blocks added (``scripts``). Its description carries a
 digest of the base's id and last change and of the blocks, so a settled pass reads GARM's
 template list and no body (ADR 0004). Templates the charm did not make are never written.
+Its writes are ``garm.writes.Write`` values, each body derived from the base at write time.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
+from garm import refusals
 from garm.models import Template, format_time
+from garm.writes import UnmadeError, Write, Writes
+from runners.scripts import TemplateError, derive_template
 
 BASE_NAME = "github_linux"
 SYSTEM_OWNER = "system"
@@ -52,7 +58,7 @@ def is_ours(template: Template) -> bool:
 
 
 @dataclass(frozen=True)
-class CreateTemplate:
+class CreateTemplate(Write):
     """Create a logical scaleset's template from the base and the charm's blocks."""
 
     logical_name: str
@@ -61,9 +67,28 @@ class CreateTemplate:
     base_id: int
     blocks: str
 
+    def asks(self) -> list[tuple[str, str]]:
+        """By name, asking for what its description says it holds."""
+        return [(f"template:{self.name}", refusals.digest(self.description))]
+
+    def line(self) -> str:
+        """As the operator reads it."""
+        return f"create runner template {self.name} for {self.logical_name}"
+
+    def send(self, garm: Any, seen: Any, writes: Writes) -> Any:
+        """Create it, its body derived now from the base as GARM holds it."""
+        body = {
+            "name": self.name,
+            "description": self.description,
+            "data": _derived(garm, self.base_id, self.blocks, writes),
+            "os_type": "linux",
+            "forge_type": "github",
+        }
+        return _written(seen, self.name, garm.create_template(body))
+
 
 @dataclass(frozen=True)
-class UpdateTemplate:
+class UpdateTemplate(Write):
     """Rewrite a template of the charm's in place: new runners get it, running ones not."""
 
     template_id: int
@@ -73,13 +98,65 @@ class UpdateTemplate:
     base_id: int
     blocks: str
 
+    def asks(self) -> list[tuple[str, str]]:
+        """The template's create key: one write, asking for its new description."""
+        return [(f"template:{self.name}", refusals.digest(self.description))]
+
+    def line(self) -> str:
+        """As the operator reads it."""
+        return f"update runner template {self.name} for {self.logical_name}"
+
+    def send(self, garm: Any, seen: Any, writes: Writes) -> Any:
+        """Its description and body, derived now from the base as GARM holds it."""
+        data = _derived(garm, self.base_id, self.blocks, writes)
+        changes = {"description": self.description, "data": data}
+        return _written(seen, self.name, garm.update_template(self.template_id, changes))
+
 
 @dataclass(frozen=True)
-class DeleteTemplate:
+class DeleteTemplate(Write):
     """Delete a template of the charm's that no scaleset uses or asks for any more."""
 
     template_id: int
     name: str
+
+    def asks(self) -> list[tuple[str, str]]:
+        """By name."""
+        return [(f"template-delete:{self.name}", "")]
+
+    def line(self) -> str:
+        """As the operator reads it."""
+        return f"delete runner template {self.name}"
+
+    def send(self, garm: Any, seen: Any, writes: Writes) -> Any:
+        """Delete it."""
+        garm.delete_template(self.template_id)
+        return replace(seen, templates=tuple(t for t in seen.templates if t.name != self.name))
+
+
+def _derived(garm: Any, base_id: int, blocks: str, writes: Writes) -> str:
+    """A template's body, base64: the base's, read once a pass, with the blocks added.
+
+    GARM lists templates without bodies, so the base is read only when a template of the
+    charm's must be written, never on a settled pass.
+    """
+    try:
+        base = writes.read(("template", base_id), lambda: garm.get_template(base_id).data)
+        if not base:
+            raise TemplateError(f"GARM sent template {base_id} without its body")
+        return base64.b64encode(derive_template(base, blocks).encode()).decode()
+    except TemplateError as exc:
+        raise UnmadeError(str(exc)) from exc
+
+
+def _written(seen: Any, name: str, written: Template) -> Any:
+    """The pass's observation with a template as GARM answered it, listed without its body.
+
+    ``seen`` is ``scalesets.actions.Observed``, a layer above this one: only its
+    ``templates`` are read here.
+    """
+    others = tuple(t for t in seen.templates if t.name != name)
+    return replace(seen, templates=(*others, replace(written, data=None)))
 
 
 TemplateAction = CreateTemplate | UpdateTemplate | DeleteTemplate

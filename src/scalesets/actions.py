@@ -2,21 +2,24 @@
 
 The planner's vocabulary, shared by the planner (``planner``), the pass that applies its
 plans (``reconciler``) and what reads its outcome (the status line, the metrics,
-publish-back). Each write knows its key in the one memory of refusals (``write_keys``),
-so the planner holds back and the reconciler remembers by the same names.
+publish-back). Each scaleset write is a ``garm.writes.Write``: it knows its keys in the
+one memory of refusals, so the planner holds back and the pass remembers by the same
+names, its description, and how it is sent and folded into the observation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from garm.models import Entity, Instance, ScaleSet, Template
-from garm.refusals import Held, Refusals, digest, request_digest
-from runners.templates import DeleteTemplate, TemplateAction
+from garm.client import GarmApiError
+from garm.models import FORCE_REMOVED, Entity, Instance, ScaleSet, Template
+from garm.refusals import Held, Refusals, digest, is_permanent, request_digest
+from garm.writes import UndoneError, Write, Writes
+from runners.templates import TemplateAction
 from scalesets.naming import generation_index
 
 
@@ -138,7 +141,7 @@ class Skipped:
 
 
 @dataclass(frozen=True)
-class CreateScaleset:
+class CreateScaleset(Write):
     """Create the current generation of a logical scaleset under its org or repo."""
 
     logical_name: str
@@ -150,9 +153,34 @@ class CreateScaleset:
         """The generation name being created."""
         return self.body["name"]
 
+    def asks(self) -> list[tuple[str, str]]:
+        """By logical name: a refusal holds back the family's create, whatever its name."""
+        return [(f"create:{self.logical_name.lower()}", request_digest(self.body))]
+
+    def line(self) -> str:
+        """``create scaleset ci (ci-768c7d)``."""
+        return f"create scaleset {shown_name(self.logical_name, self.name)}"
+
+    def target(self) -> object:
+        """The generation name."""
+        return ("create", self.name.lower())
+
+    def send(self, garm: Any, seen: Observed, writes: Writes) -> Observed:
+        """Create it; GARM's answer joins the observation."""
+        created = garm.create_scaleset(self.entity, self.body)
+        return replace(seen, scalesets=(*seen.scalesets, created))
+
+    def on_refusal(self, exc: GarmApiError, writes: Writes, garm: Any, seen: Observed) -> Observed:
+        """A name GitHub holds moves the create on to the next candidate."""
+        if not exc.name_taken:
+            return super().on_refusal(exc, writes, garm, seen)
+        writes.log.warning("GitHub already holds scaleset name %s: %s", self.name, exc.cause)
+        writes.remember(writes.memory.taking(self.name.lower(), writes.now))
+        return seen
+
 
 @dataclass(frozen=True)
-class UpdateScaleset:
+class UpdateScaleset(Write):
     """Change some fields of one scaleset; ``changes`` holds only what differs."""
 
     scaleset_id: int
@@ -161,9 +189,55 @@ class UpdateScaleset:
     purpose: str
     logical_name: str | None = field(default=None, compare=False)
 
+    def asks(self) -> list[tuple[str, str]]:
+        """One write per field of an update (``field_key``); a re-enable, retirement, note one.
+
+        A field GARM refuses holds back that field alone. The other three are asked
+        without the notes: they are stamped "now", which would make every pass's one a
+        new request that no refusal holds back.
+        """
+        if self.purpose == "update":
+            fields = [f for f in self.changes if f != "extended_state"] or ["extended_state"]
+            return [(field_key(self.name, f), digest(self.changes[f])) for f in fields]
+        asked = {k: v for k, v in self.changes.items() if k != "extended_state"}
+        return [(f"{self.purpose}:{self.name.lower()}", digest(asked))]
+
+    def line(self) -> str:
+        """``retire scaleset ci (ci-24ec4a): enabled, …``: keys, never values."""
+        keys = ", ".join(sorted(self.changes))
+        return f"{self.purpose} scaleset {shown_name(self.logical_name, self.name)}: {keys}"
+
+    def target(self) -> object:
+        """The scaleset; its notes alone are apart (they are written whatever else)."""
+        return ("notes" if self.purpose == "note" else "scaleset", self.scaleset_id)
+
+    def send(self, garm: Any, seen: Observed, writes: Writes) -> Observed:
+        """One PUT; GARM's answer replaces the scaleset in the observation."""
+        updated = garm.update_scaleset(self.scaleset_id, self.changes)
+        scalesets = tuple(updated if s.id == updated.id else s for s in seen.scalesets)
+        return replace(seen, scalesets=scalesets)
+
+    def on_refusal(self, exc: GarmApiError, writes: Writes, garm: Any, seen: Observed) -> Observed:
+        """An update of several fields refused is sent again one field at a time.
+
+        So a field GARM refuses is held back alone and the others go. The notes go with
+        ``extra_specs`` when they describe it, else with the first field, so what they
+        say is written with what it is about.
+        """
+        fields = [f for f in self.changes if f != "extended_state"]
+        if self.purpose != "update" or len(fields) < 2:
+            return super().on_refusal(exc, writes, garm, seen)
+        writes.log.error("GARM refused to %s: %s", self.line(), exc)
+        notes_with = "extra_specs" if "extra_specs" in fields else fields[0]
+        notes = {k: v for k, v in self.changes.items() if k == "extended_state"}
+        for name in fields:
+            changes = {name: self.changes[name], **(notes if name == notes_with else {})}
+            seen = writes.send(garm, replace(self, changes=changes), seen)
+        return seen
+
 
 @dataclass(frozen=True)
-class RemoveInstance:
+class RemoveInstance(Write):
     """Remove one runner: a force-removal, or a refresh (``force`` False).
 
     Forced: a runner of a retired scaleset past its drain deadline, or one that failed.
@@ -178,14 +252,77 @@ class RemoveInstance:
     logical_name: str | None = field(default=None, compare=False)
     force: bool = True
 
+    def asks(self) -> list[tuple[str, str]]:
+        """One runner's, and holding back no other runner.
+
+        A refresh refused (a job started) says nothing of a force-removal, nor back.
+        """
+        kind = "remove" if self.force else "refresh"
+        return [(f"{kind}:{self.scaleset_name.lower()}:{self.instance_name}", "")]
+
+    def line(self) -> str:
+        """``force-remove runner garm-x of ci (ci-24ec4a)``, or ``refresh runner …``."""
+        verb = "force-remove" if self.force else "refresh"
+        names = shown_name(self.logical_name, self.scaleset_name)
+        return f"{verb} runner {self.instance_name} of {names}"
+
+    def target(self) -> object:
+        """The runner."""
+        return ("instance", self.instance_name)
+
+    def send(self, garm: Any, seen: Observed, writes: Writes) -> Observed:
+        """A DELETE of the runner, which GARM then removes: noted on it as seen."""
+        garm.delete_instance(self.instance_name, force=self.force)
+        status = FORCE_REMOVED if self.force else "pending_delete"
+        instances = tuple(
+            replace(i, status=status, updated_at=writes.now) if i.name == self.instance_name else i
+            for i in seen.instances
+        )
+        return replace(seen, instances=instances)
+
+    def on_refusal(self, exc: GarmApiError, writes: Writes, garm: Any, seen: Observed) -> Observed:
+        """A runner reaped meanwhile is done; a refresh refused is for no operator.
+
+        GitHub refusing a refresh means the runner took a job after it was read: nothing
+        for the operator, who hears of it only if it keeps coming (docs/adr/0010).
+        """
+        if exc.status != 404:
+            writes.refuse(self, exc, is_permanent(exc.status) and self.force)
+        return seen
+
 
 @dataclass(frozen=True)
-class DeleteScaleset:
+class DeleteScaleset(Write):
     """Delete a retired scaleset that holds no instance."""
 
     scaleset_id: int
     name: str
     logical_name: str | None = field(default=None, compare=False)
+
+    def asks(self) -> list[tuple[str, str]]:
+        """By GARM's name."""
+        return [(f"delete:{self.name.lower()}", "")]
+
+    def line(self) -> str:
+        """``delete scaleset ci (ci-24ec4a)``."""
+        return f"delete scaleset {shown_name(self.logical_name, self.name)}"
+
+    def target(self) -> object:
+        """The scaleset."""
+        return ("scaleset", self.scaleset_id)
+
+    def send(self, garm: Any, seen: Observed, writes: Writes) -> Observed:
+        """The DELETE, then one read to confirm it.
+
+        GARM answers 200 and keeps the scale set when GitHub refuses
+        (docs/reference/garm-api.md §2.6): a refusal all the same.
+        """
+        garm.delete_scaleset(self.scaleset_id)
+        if garm.get_scaleset(self.scaleset_id) is not None:
+            raise UndoneError(KEPT_CAUSE)
+        return replace(
+            seen, scalesets=tuple(s for s in seen.scalesets if s.id != self.scaleset_id)
+        )
 
 
 Action = CreateScaleset | UpdateScaleset | RemoveInstance | DeleteScaleset | TemplateAction
@@ -193,37 +330,6 @@ Action = CreateScaleset | UpdateScaleset | RemoveInstance | DeleteScaleset | Tem
 
 # The cause noted when GARM answered a delete 200 and kept the scaleset (GitHub refused).
 KEPT_CAUSE = "GARM answered the delete but kept it (GitHub refused)"
-
-
-def write_keys(action: Action) -> list[tuple[str, str]]:
-    """Which writes an action is, and what each asks for: keys and digests in the refusals.
-
-    A field update is one write per field (``field_key``), so a field GARM refuses holds
-    back that field alone; a re-enable, a retirement, a note, a delete and the
-    force-removal or refresh of one runner are one write each (a runner whose job still
-    runs holds back no other); a template is written by name.
-    The digest says what is asked, so a refusal holds nothing back once the spec asks
-    for something else.
-    """
-    if isinstance(action, CreateScaleset):
-        return [(f"create:{action.logical_name.lower()}", request_digest(action.body))]
-    if isinstance(action, UpdateScaleset):
-        if action.purpose == "update":
-            fields = [f for f in action.changes if f != "extended_state"] or ["extended_state"]
-            return [(field_key(action.name, f), digest(action.changes[f])) for f in fields]
-        # Without the notes: they are stamped "now", which would make every pass's
-        # re-enable, retirement or note a new request that no refusal holds back.
-        asked = {k: v for k, v in action.changes.items() if k != "extended_state"}
-        return [(f"{action.purpose}:{action.name.lower()}", digest(asked))]
-    if isinstance(action, RemoveInstance):
-        # A refresh refused (a job started) says nothing of a force-removal, nor back.
-        kind = "remove" if action.force else "refresh"
-        return [(f"{kind}:{action.scaleset_name.lower()}:{action.instance_name}", "")]
-    if isinstance(action, DeleteScaleset):
-        return [(f"delete:{action.name.lower()}", "")]
-    if isinstance(action, DeleteTemplate):
-        return [(f"template-delete:{action.name}", "")]
-    return [(f"template:{action.name}", digest(action.description))]
 
 
 def field_key(scaleset: str, field_name: str) -> str:

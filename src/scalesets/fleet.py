@@ -134,7 +134,7 @@ def results(rows: tuple[Generation, ...], held: tuple[Held, ...], now: datetime)
     """
     answer: dict[str, object] = {
         "table": table(rows) if rows else "GARM holds no scaleset",
-        "held": "\n".join(_held(h, now) for h in held) or "none",
+        "held": "\n".join(_retried(h, now) for h in held) or "none",
     }
     for g in rows:
         answer[f"scaleset-{g.id}"] = {
@@ -153,7 +153,7 @@ def results(rows: tuple[Generation, ...], held: tuple[Held, ...], now: datetime)
     return answer
 
 
-def _held(held: Held, now: datetime) -> str:
+def _retried(held: Held, now: datetime) -> str:
     """A write held back, and when it is tried again (its back-off over)."""
     refusal = held.refusal
     seconds = max(0, int((refusal.retry_at - now).total_seconds()))

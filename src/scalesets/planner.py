@@ -49,7 +49,6 @@ from scalesets.actions import (
     least_advanced,
     logical_name_of,
     shown_name,
-    write_keys,
 )
 from scalesets.drain import (
     FORCE_STUCK,
@@ -615,7 +614,7 @@ def _plan_create(
         if e.kind == spec.entity_kind and e.name.lower() == spec.entity_name.lower()
     )
     create = CreateScaleset(spec.name, entity, create_body(spec, name, key, template_id))
-    ((write, asked),) = write_keys(create)
+    ((write, asked),) = create.asks()
     refusal = observed.refusals.holding(write, asked, ctx.now)
     if refusal is not None:
         _report_refusal(spec, refusal, ctx.draft)
@@ -741,7 +740,7 @@ def _plan_write(action: Action, write: str, ctx: _Context) -> bool:
 
 def _held(action: Action, write: str, ctx: _Context) -> bool:
     """Whether the memory of refusals holds ``action`` back now; if so it is told."""
-    for key, asked in write_keys(action):
+    for key, asked in action.asks():
         refusal = ctx.observed.refusals.holding(key, asked, ctx.now)
         if refusal is not None:
             ctx.draft.held.append(Held(write, refusal))
@@ -1013,7 +1012,7 @@ def _plan_removals(
         removal = RemoveInstance(instance.name, scaleset.id, scaleset.name, logical)
         if _plan_write(removal, f"force-remove runner {instance.name} of {shown}", ctx):
             sending = True
-        ((key, _),) = write_keys(removal)
+        ((key, _),) = removal.asks()
         if refused is None and (refusal := refusals.get(key)) is not None and refusal.blocked:
             refused = (instance.name, refusal)
     return sending, refused

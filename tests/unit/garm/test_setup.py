@@ -26,7 +26,6 @@ from garm.setup import (
     ensure_controller,
     plan_setup,
     read_controller,
-    setup_key,
 )
 from tests.clock import FakeClock
 from tests.garm_double import FAKE_APP_KEY, GarmDouble
@@ -290,11 +289,11 @@ def test_each_setup_write_has_a_key_of_its_own():
         CreateEntity(ORG),
         DeleteEntity(org),
     ]
-    keys = [setup_key(a)[0] for a in actions]
+    keys = [a.asks()[0][0] for a in actions]
     assert len(set(keys)) == len(keys)
     # A create and a re-bind of one entity are one write, asking different things.
-    create = setup_key(CreateEntity(ORG))
-    rebind = setup_key(RebindEntity(org, "app-9-9"))
+    (create,) = CreateEntity(ORG).asks()
+    (rebind,) = RebindEntity(org, "app-9-9").asks()
     assert create[0] == rebind[0] and create[1] != rebind[1]
 
 

@@ -54,14 +54,15 @@ from garm.refusals import (
     is_permanent,
     request_digest,
 )
+from garm.writes import Write
 from juju.relation import RelationState
 from juju.status import summarise
 from runners.options import RunnerOptions
 from runners.scripts import derive_template, install_blocks
 from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate, template_name
 from scalesets.actions import (
-    Action,
     CreateScaleset,
+    DeleteScaleset,
     Phase,
     RemoveInstance,
     UpdateScaleset,
@@ -71,11 +72,12 @@ from scalesets.drain import FORCE_STUCK
 from scalesets.naming import normalise_labels
 from scalesets.notes import Notes
 from scalesets.planner import PENDING_DELETE_GRACE, YOUNGEST_DELETE
-from scalesets.reconciler import Outcome, preview, reconcile
+from scalesets.reconciler import Outcome, reconcile
 from scalesets.refresh import REFRESH_STUCK
 from scalesets.spec import Desired, ScalesetSpec, Settings
 from tests.clock import FakeClock
 from tests.garm_double import CONSOLIDATION_INTERVAL, GITHUB_LINUX_TEMPLATE, GarmDouble, Recorded
+from tests.passes import rehearse
 from tests.plans import COMING_OR_GOING
 from tests.soak import soak_settings
 from tests.wire import T0
@@ -492,9 +494,9 @@ class Changeover(RuleBasedStateMachine):
         method is drawn before the call, so a kind of write the planner asks for rarely
         (a DELETE beside a dozen PUTs) is faulted as often as the common ones.
         """
-        planned = preview(
+        planned = rehearse(
             self.client, self.desired(), self.clock.now, self.settings(), self.memory
-        ).actions
+        ).done
         if planned:
             routes = [_route_of(action) for action in planned]
             method = data.draw(st.sampled_from(sorted({m for m, _ in routes})))
@@ -1085,7 +1087,7 @@ class Changeover(RuleBasedStateMachine):
         at = wake - timedelta(seconds=1) if wake else self.clock.now + timedelta(hours=9)
         if at <= self.clock.now:
             return
-        later = preview(self.client, self.desired(), at, self.settings(), self.memory).actions
+        later = rehearse(self.client, self.desired(), at, self.settings(), self.memory).done
         assert not later, (
             f"at {at} a pass would write {later}, but the last one said to wake at {wake}"
         )
@@ -1260,7 +1262,7 @@ def test_changeovers_keep_every_invariant(garm: GarmDouble, clock: FakeClock):
         Path(report).write_text(json.dumps(dict(sorted(COVERAGE.items())), indent=2) + "\n")
 
 
-def _route_of(action: Action) -> tuple[str, str]:
+def _route_of(action: Write) -> tuple[str, str]:
     """The GARM call an action makes, as a fault pattern for the double."""
     if isinstance(action, CreateScaleset):
         return "POST", CREATE_ROUTE
@@ -1273,6 +1275,7 @@ def _route_of(action: Action) -> tuple[str, str]:
     if isinstance(action, UpdateTemplate | DeleteTemplate):
         method = "PUT" if isinstance(action, UpdateTemplate) else "DELETE"
         return method, rf"/templates/{action.template_id}/?"
+    assert isinstance(action, DeleteScaleset)
     return "DELETE", rf"/scalesets/{action.scaleset_id}/?"
 
 

@@ -24,7 +24,6 @@ from scalesets.actions import (
     field_key,
     logical_name_of,
     shown_name,
-    write_keys,
 )
 from scalesets.drain import failed, working
 from scalesets.naming import MAX_CANDIDATES
@@ -592,7 +591,7 @@ def test_a_held_re_enable_is_not_told_as_creating_a_replacement():
     old = retired(generation(make_spec(), 1))
     interim = generation(make_spec(labels=("linux", "arm64")), 2)
     (update,) = writes(run(make_spec(), observed=observe(old, interim)))
-    ((key, asked),) = write_keys(update)
+    ((key, asked),) = update.asks()
     refused = Refusals({key: first_refusal(asked, NOW, "database is locked", False)})
     result = run(
         make_spec(), observed=dataclasses.replace(observe(old, interim), refusals=refused)

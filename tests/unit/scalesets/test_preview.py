@@ -2,7 +2,7 @@
 
 Each test previews a pass over the GARM double, checks nothing was written, then runs the
 real pass on the same state and compares the two write for write. The preview is the
-pass itself over a GARM whose writes are imagined (``scalesets.preview.SimulatedGarm``), so the
+pass itself over a GARM whose writes are imagined (``garm.recording.SimulatedGarm``), so the
 writes that earlier writes unlock (a delete after a retire, a scaleset after its
 template) are told too.
 """
@@ -12,22 +12,20 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-import pytest
 from charms.garm_machine.v0.garm_configurator import ConfiguratorUnitData
 
-from garm.client import GarmApiError, GarmUnreachable
+from garm.recording import SimulatedGarm
 from juju.relation import spec_from_unit
 from runners.options import RunnerContext
 from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate
 from scalesets.actions import CreateScaleset, DeleteScaleset, Phase, RemoveInstance, UpdateScaleset
 from scalesets.naming import generation_name, spec_key
 from scalesets.planner import LISTENER_STARTUP, create_body
-from scalesets.preview import SimulatedGarm
-from scalesets.reconciler import Outcome, Preview, describe_action, observe, preview
+from scalesets.reconciler import Outcome, observe
 from scalesets.spec import Desired, ScalesetSpec
 from tests.changeovers import retired_with_a_busy_runner
 from tests.databags import SECOND_UNIT
-from tests.passes import PROVIDER, SETTINGS, Passes
+from tests.passes import PROVIDER, SETTINGS, Passes, rehearse
 from tests.specs import make_spec
 
 MIRROR = {"dockerhub_mirror": "https://registry-mirror.internal:5000"}
@@ -40,23 +38,23 @@ def with_options(**options: str) -> ScalesetSpec:
     return spec_from_unit("garm-configurator/0", unit, RunnerContext("10.1.2.9"))
 
 
-def foresee(passes: Passes, *specs: ScalesetSpec, memory=None) -> Preview:
+def foresee(passes: Passes, *specs: ScalesetSpec, memory=None) -> Outcome:
     """Preview the next pass, checking that GARM was sent nothing."""
     written = len(passes.garm.writes())
-    told = preview(passes.client, Desired(specs), passes.clock.now, SETTINGS, memory)
+    told = rehearse(passes.client, Desired(specs), passes.clock.now, SETTINGS, memory)
     assert len(passes.garm.writes()) == written
     return told
 
 
 def lines(actions) -> list[str]:
-    return [describe_action(a) for a in actions]
+    return [a.line() for a in actions]
 
 
-def foresee_then_run(passes: Passes, *specs: ScalesetSpec) -> tuple[Preview, Outcome]:
+def foresee_then_run(passes: Passes, *specs: ScalesetSpec) -> tuple[Outcome, Outcome]:
     """Preview the next pass, run it, and check it did what was told, write for write."""
     told = foresee(passes, *specs)
     done = passes.run(*specs)
-    assert lines(told.actions) == lines(done.done)
+    assert lines(told.done) == lines(done.done)
     assert told.progress == done.progress
     assert told.skipped == done.skipped
     return told, done
@@ -64,7 +62,7 @@ def foresee_then_run(passes: Passes, *specs: ScalesetSpec) -> tuple[Preview, Out
 
 def test_a_preview_writes_nothing(passes, garm):
     told = foresee(passes, make_spec())
-    assert [type(a) for a in told.actions] == [CreateScaleset]
+    assert [type(a) for a in told.done] == [CreateScaleset]
     assert garm.writes() == []
     assert garm.scalesets() == []
 
@@ -76,7 +74,7 @@ def test_a_label_change_is_told_whole_create_then_retire_and_delete(passes, garm
     new_spec = make_spec(labels=("linux", "arm64"))
 
     told, _ = foresee_then_run(passes, new_spec)
-    (create,) = told.actions
+    (create,) = told.done
     assert isinstance(create, CreateScaleset)
     # Not live before its listener can be up: the old one keeps serving meanwhile.
     assert [(p.phase, p.scaleset) for p in told.progress] == [(Phase.HANDING_OVER, old["name"])]
@@ -84,7 +82,7 @@ def test_a_label_change_is_told_whole_create_then_retire_and_delete(passes, garm
     passes.later(LISTENER_STARTUP)
     told, _ = foresee_then_run(passes, new_spec)
     # One preview tells the retire and the delete it unlocks, as the pass then does.
-    assert lines(told.actions) == [
+    assert lines(told.done) == [
         f"retire scaleset ci ({old['name']}): enabled, extended_state, max_runners",
         f"delete scaleset ci ({old['name']})",
     ]
@@ -95,14 +93,14 @@ def test_a_label_change_is_told_whole_create_then_retire_and_delete(passes, garm
 def test_a_first_create_is_told_as_the_status_the_pass_leaves(passes):
     # The created generation is registered and enabled: nothing is left under way.
     told, done = foresee_then_run(passes, make_spec())
-    assert lines(told.actions) == [f"create scaleset ci ({done.done[0].name})"]  # type: ignore[union-attr]
+    assert lines(told.done) == [f"create scaleset ci ({done.done[0].name})"]  # type: ignore[union-attr]
     assert told.progress == ()
 
 
 def test_a_template_and_the_scaleset_that_needs_it_are_told_in_order(passes, garm):
     wanted = with_options(**MIRROR)
     told, _ = foresee_then_run(passes, wanted)
-    template, create = told.actions
+    template, create = told.done
     assert isinstance(template, CreateTemplate) and isinstance(create, CreateScaleset)
     # The scaleset is created with the template told just before it.
     (made,) = [t for t in garm.templates() if t["name"] == template.name]
@@ -115,7 +113,7 @@ def test_options_removed_tell_the_scaleset_moved_back_then_the_template_deleted(
     passes.run(with_options(**MIRROR))
     passes.later()
     told, _ = foresee_then_run(passes, with_options())
-    update, delete = told.actions
+    update, delete = told.done
     # With the note that what new runners get changed (docs/adr/0010).
     assert isinstance(update, UpdateScaleset)
     assert set(update.changes) == {"template_id", "extended_state"}
@@ -127,7 +125,7 @@ def test_a_changed_option_is_told_as_one_template_update(passes):
     passes.run(with_options(**MIRROR))
     passes.later()
     told, _ = foresee_then_run(passes, with_options(dockerhub_mirror="https://other.internal"))
-    assert [type(a) for a in told.actions] == [UpdateTemplate]
+    assert [type(a) for a in told.done] == [UpdateTemplate]
 
 
 def test_an_orphan_is_told_retired_and_deleted_in_one_preview(passes, garm):
@@ -136,7 +134,7 @@ def test_an_orphan_is_told_retired_and_deleted_in_one_preview(passes, garm):
     passes.later()
     told, _ = foresee_then_run(passes)
     # No spec names it any more; it is a generation of "gone", and is told so.
-    assert lines(told.actions) == [
+    assert lines(told.done) == [
         f"retire scaleset gone ({gone['name']}): enabled, extended_state, max_runners",
         f"delete scaleset gone ({gone['name']})",
     ]
@@ -146,14 +144,14 @@ def test_an_orphan_is_told_retired_and_deleted_in_one_preview(passes, garm):
 def test_a_drain_is_told_as_no_write_and_its_force_removal_past_the_deadline(passes, garm, clock):
     old, busy, new_spec = retired_with_a_busy_runner(passes, garm)
     told, _ = foresee_then_run(passes, new_spec)
-    assert told.actions == ()
+    assert told.done == ()
     assert [p.describe() for p in told.progress] == ["draining 1 runner"]
 
     clock.advance(SETTINGS.drain_deadline)
     garm.set_runner(busy, runner_status="idle")
     told, _ = foresee_then_run(passes, new_spec)
-    assert lines(told.actions) == [f"force-remove runner {busy} of ci ({old['name']})"]
-    assert isinstance(told.actions[0], RemoveInstance)
+    assert lines(told.done) == [f"force-remove runner {busy} of ci ({old['name']})"]
+    assert isinstance(told.done[0], RemoveInstance)
     # Removed, but its row is there until GARM reaps it: no delete yet, told or done.
     assert [p.describe() for p in told.progress] == ["force-removing 1 stuck runner"]
 
@@ -174,8 +172,8 @@ def test_a_delete_garm_keeps_is_told_as_a_delete(passes, garm):
 
     told = foresee(passes, new_spec)
     done = passes.run(new_spec)
-    assert lines(told.actions)[:-1] == lines(done.done)  # the retirement
-    assert isinstance(told.actions[-1], DeleteScaleset)
+    assert lines(told.done)[:-1] == lines(done.done)  # the retirement
+    assert isinstance(told.done[-1], DeleteScaleset)
     assert told.progress == ()
     assert f"delete:{old['name'].lower()}" in passes.memory.refusals  # kept: remembered
     assert [(p.phase, p.scaleset) for p in done.progress] == [
@@ -195,17 +193,16 @@ def test_a_preview_logs_nothing_as_done(passes, caplog):
 
 
 def test_a_preview_keeps_to_the_pass_budget(passes):
-    told = preview(passes.client, Desired((make_spec(),)), passes.clock.now, SETTINGS, budget=-1)
-    assert told.cut_short and told.actions == ()
+    told = rehearse(passes.client, Desired((make_spec(),)), passes.clock.now, SETTINGS, budget=-1)
+    assert told.cut_short and told.done == ()
 
 
 def test_a_garm_that_cannot_be_read_fails_the_preview(passes, garm):
     garm.inject("GET", r"/instances", drop=True)
-    with pytest.raises(GarmUnreachable):
-        foresee(passes, make_spec())
+    assert foresee(passes, make_spec()).unreachable is not None
     garm.inject("GET", r"/scalesets", status=500)
-    with pytest.raises(GarmApiError):
-        foresee(passes, make_spec())
+    (error,) = foresee(passes, make_spec()).errors
+    assert error.action is None and error.error == "Server error"
 
 
 def test_a_preview_reads_as_a_pass_does_and_no_more(passes, garm):

@@ -8,18 +8,18 @@ from types import SimpleNamespace
 
 import pytest
 
+from garm import writes
 from garm.models import Entity
 from garm.refusals import FIRST_RETRY, LONGEST_RETRY, REFUSALS_BEFORE_BLOCKED, Refusals, backoff
 from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate
-from scalesets import reconciler
 from scalesets.actions import CreateScaleset, DeleteScaleset, Phase, RemoveInstance, UpdateScaleset
 from scalesets.naming import MAX_CANDIDATES, generation_name, spec_key
 from scalesets.planner import LISTENER_STARTUP
-from scalesets.reconciler import Outcome, describe_action, preview, reconcile
+from scalesets.reconciler import Outcome, reconcile
 from scalesets.spec import Desired
 from tests.changeovers import new_one_listening, retired_with_a_busy_runner
 from tests.garm_double import CONSOLIDATION_INTERVAL, GarmDouble
-from tests.passes import SETTINGS
+from tests.passes import SETTINGS, rehearse
 from tests.specs import make_spec
 
 
@@ -400,8 +400,8 @@ def test_observation_is_a_constant_number_of_list_calls(passes, count):
 
 
 def test_preview_plans_without_writing(garm, client, clock):
-    plan = preview(client, Desired((make_spec(),)), clock.now, SETTINGS)
-    assert [type(a) for a in plan.actions] == [CreateScaleset]
+    plan = rehearse(client, Desired((make_spec(),)), clock.now, SETTINGS)
+    assert [type(a) for a in plan.done] == [CreateScaleset]
     assert garm.writes() == []
 
 
@@ -426,7 +426,7 @@ def test_a_pass_cut_short_by_its_budget_reports_what_garm_holds_after_its_writes
     passes.later(LISTENER_STARTUP)
     # The clock the budget is read on: the start, then one check per write.
     ticks = iter([0.0, 0.0, 5.0])
-    monkeypatch.setattr(reconciler, "time", SimpleNamespace(monotonic=lambda: next(ticks, 5.0)))
+    monkeypatch.setattr(writes, "time", SimpleNamespace(monotonic=lambda: next(ticks, 5.0)))
     start = len(passes.garm.requests)
     outcome = reconcile(passes.client, Desired(tuple(moved)), passes.clock.now, SETTINGS, budget=1)
     assert outcome.cut_short
@@ -481,7 +481,7 @@ ORG = Entity("organization", "org-uuid", "example-org")
     ],
 )
 def test_an_action_names_the_logical_scaleset_then_garms(action, line):
-    assert describe_action(action) == line
+    assert action.line() == line
 
 
 # --- what a pass saw last: for the charm's metrics and runner health ---------------------

@@ -30,14 +30,14 @@ from runners.options import RunnerOptions
 from runners.scripts import install_blocks
 from runners.templates import UpdateTemplate
 from scalesets import reconciler
-from scalesets.actions import Phase, RemoveInstance, UpdateScaleset, write_keys
+from scalesets.actions import Phase, RemoveInstance, UpdateScaleset
 from scalesets.notes import Notes, unread
 from scalesets.planner import plan
-from scalesets.reconciler import preview, reconcile
+from scalesets.reconciler import reconcile
 from scalesets.refresh import REFRESH_MARGIN, RUNNER_FIELDS
 from scalesets.spec import Desired, HeldSpec, ScalesetSpec, Settings
 from tests.garm_double import GarmDouble
-from tests.passes import SETTINGS, Passes
+from tests.passes import SETTINGS, Passes, rehearse
 from tests.plans import COMING_OR_GOING, NOW, generation, observe, retired, run, runner
 from tests.soak import soak_settings
 from tests.specs import make_spec
@@ -306,7 +306,7 @@ def test_nothing_in_a_contested_held_or_partly_seen_family():
 def test_a_refused_refresh_waits_out_its_back_off_and_holds_the_next():
     scaleset = current()
     runners = pool(scaleset, IDLE, IDLE, IDLE)
-    ((key, asked),) = write_keys(refresh("r0", scaleset))
+    ((key, asked),) = refresh("r0", scaleset).asks()
     cause = "The runner cannot be removed while it is running a job."
     refused = Refusals({key: first_refusal(asked, NOW, cause, False)})
     observed = dataclasses.replace(observe(scaleset, instances=runners), refusals=refused)
@@ -322,8 +322,8 @@ def test_a_refused_refresh_waits_out_its_back_off_and_holds_the_next():
 def test_a_refresh_is_remembered_apart_from_a_force_removal():
     scaleset = current()
     forced = RemoveInstance("r0", scaleset.id, scaleset.name, "ci")
-    assert write_keys(refresh("r0", scaleset)) == [(f"refresh:{scaleset.name}:r0", "")]
-    assert write_keys(forced) == [(f"remove:{scaleset.name}:r0", "")]
+    assert refresh("r0", scaleset).asks() == [(f"refresh:{scaleset.name}:r0", "")]
+    assert forced.asks() == [(f"remove:{scaleset.name}:r0", "")]
     assert forced.force and forced != refresh("r0", scaleset)
 
 
@@ -568,7 +568,7 @@ class WarmPool(RuleBasedStateMachine):
         for _ in range(8):
             self.passes.later()
             stale = reconciler.observe(self.passes.client)
-            told = preview(
+            told = rehearse(
                 self.passes.client,
                 Desired((self.spec(),)),
                 self.clock.now,
@@ -576,7 +576,7 @@ class WarmPool(RuleBasedStateMachine):
                 self.passes.memory,
                 observed=stale,
             )
-            due = [a.instance_name for a in told.actions if isinstance(a, RemoveInstance)]
+            due = [a.instance_name for a in told.done if isinstance(a, RemoveInstance)]
             if due:
                 break
         if takes_one and due:

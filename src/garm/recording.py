@@ -2,10 +2,11 @@
 
 The ``plan`` action must tell the whole next pass, including the writes earlier writes
 unlock (a retire once a create is live, a delete once a retire drained). The pass finds
-those by folding GARM's answers back into its observation and planning again, so the
-preview runs the very same loop (``reconciler.preview``) over this stand-in client: its
-reads go to GARM, and each write is answered as GARM would answer it, from what was read
-and what was "written" before, without sending anything.
+those by folding GARM's answers back into its observation and planning again, so
+``plan`` runs the very same pass, setup and scalesets, through the very same loop
+(``garm.writes``) over this stand-in client: its reads go to GARM, and each write is
+answered as GARM would answer it, from what was read and what was "written" before,
+without sending anything. Its log lines are the rehearsal's (``told``).
 
 What GARM would answer cannot always be known here. A delete GitHub refuses is answered
 200 by GARM, which keeps the scale set (docs/reference/garm-api.md §2.6): the preview
@@ -62,6 +63,14 @@ class Rehearsal(logging.LoggerAdapter[logging.Logger]):
     def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
         """Log at debug level whatever ``level`` was asked."""
         super().log(logging.DEBUG, f"preview: {msg}", *args, **kwargs)
+
+
+def told(garm: object, log: logging.Logger) -> logging.Logger | Rehearsal:
+    """Where a pass over ``garm`` tells what it does: ``log``, or a rehearsal's lines.
+
+    Over this stand-in nothing is done, and nothing in the log may read as done.
+    """
+    return Rehearsal(log, {}) if isinstance(garm, SimulatedGarm) else log
 
 
 def _not_found(method: str, path: str, what: str) -> GarmApiError:
@@ -345,3 +354,7 @@ class SimulatedGarm:
             ),
             0,
         )
+
+
+# What a pass asks of GARM: GARM itself, or this stand-in for it.
+Garm = GarmClient | SimulatedGarm

@@ -1,0 +1,205 @@
+"""The one loop that sends the charm's writes to GARM, through the one memory of refusals.
+
+Each kind of write GARM is asked (setup: the admin, the controller's URLs, credentials,
+orgs and repos; scalesets: create, field update, re-enable, retire, note, delete, runner
+removal; runner templates) is a value, a ``Write``: it carries its key in the memory
+(``garm.refusals``), its description for the operator, and how it is sent and how
+GARM's answer changes what the pass sees. ``Writes`` sends a plan's writes in order: one
+GARM refused before waits out its back-off, one that needs what a held write makes
+waits unsent, a refusal is remembered and the next write goes on, an accepted write is
+forgotten by the memory; an unreachable GARM ends the writes, with what was learnt kept.
+GARM's setup and the scaleset pass send through it alike, and the ``plan`` action is the
+same loop against a GARM that records the writes instead of making them
+(``garm.recording``). ADR 0003.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+from garm.client import GarmApiError, GarmUnreachable
+from garm.refusals import Held, Refusal, Refusals, is_permanent
+
+Log = logging.Logger | logging.LoggerAdapter[logging.Logger]
+Seen = TypeVar("Seen")
+
+
+class UnmadeError(Exception):
+    """A write the charm cannot even make, for a cause only the operator can remove."""
+
+
+class UndoneError(Exception):
+    """GARM answered the write yet did not carry it out: a refusal all the same, no error."""
+
+
+class Write(ABC):
+    """One write GARM is asked: its key, its description, how it is sent.
+
+    ``unlocks``: the key prefixes of writes GitHub may have refused for want of what this
+    write changes (a credential's key, an org's binding): due again once GARM takes it.
+    """
+
+    unlocks: tuple[str, ...] = ()
+
+    @abstractmethod
+    def asks(self) -> list[tuple[str, str]]:
+        """Its keys in the memory of refusals, each with a digest of what it asks for."""
+
+    @abstractmethod
+    def line(self) -> str:
+        """The write as the operator reads it: names and changed keys, never a secret."""
+
+    @abstractmethod
+    def send(self, garm: Any, seen: Any, writes: Writes) -> Any:
+        """Make the write; return what the pass sees once GARM has answered."""
+
+    def target(self) -> object:
+        """What it acts on: refused once, a pass plans nothing more on it (``closed``)."""
+        return self.asks()[0][0]
+
+    def makes(self) -> str | None:
+        """What GARM has only once this write is made (a credential's name)."""
+        return None
+
+    def needs(self) -> str | None:
+        """What another write makes and this one needs (GARM would refuse it without)."""
+        return None
+
+    def on_refusal(self, exc: GarmApiError, writes: Writes, garm: Any, seen: Any) -> Any:
+        """What a refusal tells: by default, a refusal to remember and to tell."""
+        writes.refuse(self, exc, is_permanent(exc.status))
+        return seen
+
+
+@dataclass(frozen=True)
+class ActionError:
+    """A call GARM refused; ``action`` is None when it was one of the observing reads.
+
+    ``error`` is the refusal's short cause, fit for a status line; the log has it whole.
+    A write GARM refused is remembered too (``garm.refusals``), and told from there as
+    held back. ``blocking`` marks a write the charm could not even make (``UnmadeError``).
+    """
+
+    action: Write | None
+    error: str
+    blocking: bool = False
+
+
+@dataclass
+class Writes:
+    """The loop's ledger: the memory of refusals as it goes, what was done, held, refused.
+
+    ``budget`` (seconds) ends the writes once spent (``spent``), so a hook never hangs
+    on a slow GARM; the next pass goes on from what it observes.
+    """
+
+    now: datetime
+    memory: Refusals
+    log: Log
+    budget: float | None = None
+    started: float = field(default_factory=lambda: time.monotonic())
+    changed: bool = False
+    spent: bool = False
+    done: list[Write] = field(default_factory=list)
+    held: list[Held] = field(default_factory=list)
+    errors: list[ActionError] = field(default_factory=list)
+    closed: set[object] = field(default_factory=set)
+    absent: set[str] = field(default_factory=set)
+    # What a write read once for the pass (a base template's body), by what it is.
+    reads: dict[object, Any] = field(default_factory=dict)
+
+    def run(self, garm: Any, writes: Iterable[Write], seen: Seen) -> Seen:
+        """Send each write the memory lets through, in order; ``GarmUnreachable`` ends them."""
+        for write in writes:
+            refusal = self.holding(write)
+            if refusal is not None:
+                self._hold(write, Held(write.line(), refusal))
+                continue
+            if write.needs() in self.absent:
+                self.log.info("not yet: %s (%s is not in GARM)", write.line(), write.needs())
+                continue
+            if self.budget is not None and time.monotonic() - self.started > self.budget:
+                self.log.warning("pass budget of %ss spent; the next hook continues", self.budget)
+                self.spent = True
+                return seen
+            seen = self.send(garm, write, seen)
+        return seen
+
+    def holding(self, write: Write) -> Refusal | None:
+        """The refusal that holds the write back now, as this pass left the memory."""
+        return next(
+            (r for k, a in write.asks() if (r := self.memory.holding(k, a, self.now))), None
+        )
+
+    def send(self, garm: Any, write: Write, seen: Seen) -> Seen:
+        """Make one write, unchecked, and keep what GARM answered."""
+        try:
+            seen = write.send(garm, seen, self)
+        except GarmUnreachable as exc:
+            self.log.error("GARM unreachable during %s: %s", write.line(), exc)
+            raise
+        except GarmApiError as exc:
+            self.closed.add(write.target())
+            return write.on_refusal(exc, self, garm, seen)
+        except UnmadeError as exc:
+            self.closed.add(write.target())
+            # A cause that refuses every write of a kind alike is said once.
+            if all(e.error != str(exc) for e in self.errors):
+                self.log.error("cannot %s: %s", write.line(), exc)
+                self.errors.append(ActionError(write, str(exc), blocking=True))
+            return seen
+        except UndoneError as exc:
+            self.closed.add(write.target())
+            self.log.warning("GARM did not %s: %s", write.line(), exc)
+            memory = self.memory
+            for key, asked in write.asks():
+                memory = memory.refused(key, asked, self.now, str(exc), permanent=False)
+            self._held_now(write, memory)
+            return seen
+        self.log.info("done: %s", write.line())
+        self.done.append(write)
+        memory = self.memory
+        for key, _ in write.asks():
+            memory = memory.accepted(key)
+        if write.unlocks:
+            # A create or an update GitHub refused may have been refused for want of
+            # this access (a key, an App's installation): it goes again now.
+            memory = memory.due_now(self.now, lambda k: k.startswith(write.unlocks))
+        self.remember(memory)
+        return seen
+
+    def refuse(self, write: Write, exc: GarmApiError, permanent: bool) -> None:
+        """A refusal of ``write``: logged, told, and remembered so that it waits."""
+        self.log.error("GARM refused to %s: %s", write.line(), exc)
+        self.errors.append(ActionError(write, exc.cause))
+        memory = self.memory
+        for key, asked in write.asks():
+            memory = memory.refused(key, asked, self.now, exc.cause, permanent)
+        self._held_now(write, memory)
+
+    def _held_now(self, write: Write, memory: Refusals) -> None:
+        """Go on with ``memory``, which holds ``write`` back from now on."""
+        self.remember(memory)
+        self._hold(write, Held(write.line(), memory.refusals[write.asks()[0][0]]))
+
+    def _hold(self, write: Write, held: Held) -> None:
+        self.held.append(held)
+        if (made := write.makes()) is not None:
+            self.absent.add(made)
+
+    def remember(self, memory: Refusals) -> None:
+        """Go on with ``memory``, noting whether it changed."""
+        if memory != self.memory:
+            self.memory, self.changed = memory, True
+
+    def read(self, what: object, reader: Callable[[], Any]) -> Any:
+        """What ``reader`` answers, read at most once per pass."""
+        if what not in self.reads:
+            self.reads[what] = reader()
+        return self.reads[what]
