@@ -18,10 +18,9 @@ import ops
 
 import leader
 from garm import workload
-from juju import secrets, telemetry, unit
+from juju import inputs, secrets, telemetry, unit
 from juju.certificates import Certificates
 from juju.events import CONFIGURATOR, POSTGRESQL, GarmEvents, changes
-from juju.inputs import LeaderReads
 from juju.peers import Peers
 from juju.postgresql import GarmDatabase
 from juju.status import Summary
@@ -107,7 +106,7 @@ class GarmCharm(ops.CharmBase):
         """What Juju tells this hook, as the pass takes it: the leader's, read on first use."""
         lead, asked = None, self.now()  # before is-leader: GARM's lease counts from it
         if unit.leads(self.unit):
-            lead = LeaderReads(
+            lead = inputs.read(
                 self, self.view, self.peers, self.database, self.certificates, event
             )
         return leader.Inputs(

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cache, partial
 from pathlib import Path
-from typing import Protocol
 from urllib.parse import urlsplit
 
 from garm import admin_token, requeue, resources, timer, workload
@@ -43,7 +42,6 @@ from garm.config import (
     Database,
     GarmConfig,
     PostgresqlDatabase,
-    Proxy,
     SqliteDatabase,
     render_files,
     render_unit,
@@ -79,10 +77,12 @@ from juju.config import FIRST_UNPRIVILEGED_PORT, CharmConfig, ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, sqlite_tenancy
 from juju.publish import published
 from juju.records import (
-    Configurators,
     HomeChange,
     IdentityChange,
+    Inputs,
     InternalSecrets,
+    LeaderInputs,
+    Machine,
     PeerRecords,
     RecordChange,
 )
@@ -108,101 +108,6 @@ PASS_BUDGET_SECONDS = 60.0
 # How long to wait for GARM to answer after a (re)start.
 START_TIMEOUT_SECONDS = 30.0
 STANDING_BY = "Standing by: the leader unit runs GARM"
-
-
-@dataclass(frozen=True)
-class Machine:
-    """Where GARM lives on this machine (tests point it at a sandbox) and who runs it."""
-
-    paths: workload.Paths
-    user: str
-
-
-class LeaderInputs(Protocol):
-    """What the leader's pass reads from Juju (``juju.inputs.LeaderReads`` in a hook).
-
-    Each is read when the pass first needs it, so a step that stops the pass spares the
-    reads of those after it.
-    """
-
-    @property
-    def config(self) -> CharmConfig | ConfigError:
-        """The checked config, or why it cannot be used."""
-        ...
-
-    @property
-    def admin(self) -> AdminLogin | None:
-        """GARM's admin login, the charm's own secret; None until it exists."""
-        ...
-
-    @property
-    def internal(self) -> InternalSecrets | None:
-        """GARM's JWT secret and passphrase, the charm's own secret; None until it exists."""
-        ...
-
-    @property
-    def configurators(self) -> Configurators:
-        """The configurator relations, and how much of them this unit sees."""
-        ...
-
-    @property
-    def postgresql(self) -> PostgresqlDatabase | None:
-        """The postgresql provider's usable answer; None until there is one."""
-        ...
-
-    def resource(self, name: str) -> Path | None:
-        """A resource's file by name (``garm.resources.NAMES``); None when not attached."""
-        ...
-
-    @property
-    def peers(self) -> PeerRecords:
-        """What the peer relation holds."""
-        ...
-
-    @property
-    def address(self) -> str | None:
-        """The address runners would reach this unit at; None before it has one."""
-        ...
-
-    @property
-    def tls(self) -> ServingTls | Awaited | None:
-        """The certificate GARM is to serve (``garm.tls``); None: no provider related."""
-        ...
-
-    @property
-    def proxy(self) -> Proxy:
-        """The model's proxy settings."""
-        ...
-
-    def read_secret(self, uri: str) -> str | None:
-        """A configurator's secret's value by URI; None when not granted (yet)."""
-        ...
-
-    @property
-    def provider_record(self) -> tuple[Recorded, ...] | None:
-        """The providers a leader last configured GARM with; None before any did."""
-        ...
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """What one hook tells this unit: who it is, what its machine is, what Juju says.
-
-    ``now`` reads the clock; ``asked`` is when the hook asked Juju whether this unit
-    leads (``juju.tenancy`` counts GARM's lease from it). ``dying``: this unit's removal
-    has begun. ``alive`` are
-    this application's units whose removal has not begun, per goal-state (None:
-    unknown). ``leader`` is None on a unit that does not lead.
-    """
-
-    unit: str
-    machine: Machine
-    now: Callable[[], datetime]
-    asked: datetime
-    dying: bool
-    alive: frozenset[str] | None
-    postgresql_related: bool
-    leader: LeaderInputs | None
 
 
 @dataclass(frozen=True)
