@@ -18,11 +18,12 @@ import ops
 
 import leader
 from garm import workload
-from juju import inputs, secrets, telemetry, unit
+from juju import inputs, machine, secrets, telemetry, unit
 from juju.certificates import Certificates
 from juju.events import CONFIGURATOR, POSTGRESQL, GarmEvents, changes
 from juju.peers import Peers
 from juju.postgresql import GarmDatabase
+from juju.records import Machine
 from juju.status import Summary
 from juju.view import JujuView
 
@@ -68,13 +69,13 @@ class GarmCharm(ops.CharmBase):
 
     def _on_stop(self, event: ops.StopEvent) -> None:
         self.view.note(event)
-        record = leader.stop(self.paths)  # GARM first: nothing else may keep it running
+        record = machine.stop(self.paths)  # GARM first: nothing else may keep it running
         self.unit.set_ports()
         self.peers.record(record)
         self._summary = Summary("maintenance", leader.BEING_REMOVED)
 
     def _on_remove(self, _: ops.RemoveEvent) -> None:
-        leader.remove(self.paths)
+        machine.remove(self.paths)
 
     def _on_collect_status(self, event: ops.CollectStatusEvent) -> None:
         if self._summary is not None:  # else an action that changed nothing: it holds
@@ -111,7 +112,7 @@ class GarmCharm(ops.CharmBase):
             )
         return leader.Inputs(
             unit=self.unit.name,
-            machine=leader.Machine(self.paths, self.service_user),
+            machine=Machine(self.paths, self.service_user),
             now=self.now,
             asked=asked,
             dying=self.view.dying(),

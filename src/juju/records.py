@@ -4,7 +4,7 @@ Each reader in this package (``view``, ``secrets``, ``peers``) reads Juju and an
 with one of these; the pass (``leader``) takes them without knowing where they came
 from, and its tests build them by hand. ``Inputs`` is all of one hook's, the leader's
 among them (``LeaderInputs``), one type whether a hook reads them (``juju.inputs``) or a
-test gives them.
+test gives them. ``PassResult`` and ``ActionAnswer`` are what the pass hands back.
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ from garm.tls import Awaited, ServingTls
 from juju import entities
 from juju.config import CharmConfig, ConfigError
 from juju.lifecycle import WHOLE, View
+from juju.status import Summary
+from observe.token import LeaderGarm
 from runners.options import NO_CONTEXT, RunnerContext
+from scalesets.reconciler import Outcome
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,20 @@ class PeerRecords:
     running: Mapping[str, str] | None = None
     joined: frozenset[str] = frozenset()
     identity: Identity | None = None
+
+    def memory_to_write(self, memory: Refusals) -> Refusals | None:
+        """``memory`` to write to the peer relation, None when it is what is there.
+
+        What is there must also read whole: a hand edit is written over, once.
+        """
+        return None if memory == self.memory and self.memory_whole else memory
+
+    def entities_to_write(self, chosen: entities.Memory) -> entities.Memory | None:
+        """Which of org and repo each unit means, to write; None when it is what is there.
+
+        Kept however the pass ends, so that the next one compares with what this one read.
+        """
+        return None if dict(chosen) == dict(self.entities) and self.entities_whole else chosen
 
 
 @dataclass(frozen=True)
@@ -213,3 +230,52 @@ class Inputs:
     alive: frozenset[str] | None
     postgresql_related: bool
     leader: LeaderInputs | None
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What a pass comes to, for the charm to tell Juju.
+
+    ``outcome`` is the scaleset pass's, None when the pass stopped before it. ``ports``
+    are the ports to open and ``workload_version`` GARM's version to show, None to leave
+    either as it is. ``publish_back`` is what to write in garm's application databag per
+    configurator relation, None to leave it. ``sqlite_home``, ``memory`` and ``chosen``
+    (which of org and repo each configurator unit means) go to the peer relation (None:
+    unchanged). ``make_secrets`` asks for the charm's own secrets.
+    ``publish_telemetry`` False leaves the cos-agent data as it was; ``garm_here`` is
+    the leader's GARM for the collector to scrape (None: no GARM runs here).
+    ``next_due`` is about when the reconcile timer this pass kept runs the next pass at
+    the latest: its interval after this pass ended (sooner if a hook comes first); None
+    when this pass kept no timer. ``garm_record`` is what to do with this unit's own
+    ``garm-running`` record (``juju.fence``). ``provider_record`` is the providers GARM
+    is now configured with, for the charm's secret that the next leader reads (None:
+    unchanged). ``garm_identity`` is the GARM to record in the peer relation as the one
+    the charm set up (``garm.identity``; None: unchanged). ``requeue_at`` is when a
+    pass can next make progress, for one extra pass then (``garm.requeue``; None:
+    nothing waits on time).
+    """
+
+    summary: Summary
+    outcome: Outcome | None = None
+    ports: tuple[int, ...] | None = None
+    workload_version: str | None = None
+    publish_back: Mapping[int, Mapping[str, str]] | None = None
+    sqlite_home: HomeChange = None
+    memory: Refusals | None = None
+    chosen: entities.Memory | None = None
+    make_secrets: bool = False
+    publish_telemetry: bool = True
+    garm_here: LeaderGarm | None = None
+    next_due: datetime | None = None
+    garm_record: RecordChange = None
+    provider_record: tuple[Recorded, ...] | None = None
+    garm_identity: Identity | None = None
+    requeue_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ActionAnswer:
+    """An action's results, or why it failed."""
+
+    results: Mapping[str, str] = field(default_factory=dict)
+    failure: str = ""
