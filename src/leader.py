@@ -34,7 +34,7 @@ from garm.setup import (
 )
 from garm.setup import logger as setup_logger
 from garm.tls import ServingTls
-from juju import fence, machine, owners, status, tenancy
+from juju import fence, machine, owners, status
 from juju.config import CharmConfig, ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT
 from juju.publish import published
@@ -255,7 +255,7 @@ def reconciled(result: PassResult) -> dict[str, str]:
 def _stand_by(inputs: Inputs) -> PassResult:
     """A unit that does not lead: no GARM here, and say if sqlite is being shared."""
     paths = inputs.machine.paths
-    record = tenancy.release(paths, "being removed" if inputs.dying else "not the leader")
+    record = machine.release(paths, "being removed" if inputs.dying else "not the leader")
     machine.stand_down(paths)
     if inputs.dying:
         return PassResult(Summary("maintenance", BEING_REMOVED), ports=(), garm_record=record)

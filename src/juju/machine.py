@@ -4,9 +4,10 @@
 installed (``garm.resources``), its database chosen (``garm.database``) and this unit's
 right to run it on that data (``juju.lifecycle.sqlite_tenancy``), its providers kept
 (``garm.providers``), its files and systemd unit rendered (``garm.config``), restarted
-when any changed or it is down, answering. Around it, the machine's side of the fence
-(``juju.tenancy``): ``fence`` first of all, ``keep_timer`` last, ``serve_on`` for a dying
-leader, ``stand_down``, ``stop`` and ``remove`` for a unit that must run nothing.
+when any changed or it is down, answering. Around it, the fence's verdict acted on
+(``juju.fence`` holds its rules): ``fence`` first of all, with GARM's lease
+(``garm.lease``); ``keep_timer`` last; ``serve_on`` for a dying leader; ``release``,
+``stand_down``, ``stop`` and ``remove`` for a unit that must run nothing.
 
 It sits in ``juju``, not ``garm``, because who may run GARM here is Juju's to say (the
 fence, the sqlite home, which relation a provider came from); the systemd and file verbs
@@ -24,7 +25,7 @@ from datetime import datetime, timedelta
 from functools import cache, partial
 from urllib.parse import urlsplit
 
-from garm import admin_token, requeue, resources, timer, workload
+from garm import admin_token, lease, requeue, resources, timer, workload
 from garm.client import GarmApiError, GarmClient, GarmUnreachable
 from garm.config import (
     Database,
@@ -49,7 +50,7 @@ from garm.tls import (
     serving_hosts,
 )
 from juju import fence as fences
-from juju import owners, relation, tenancy
+from juju import owners, relation
 from juju.config import FIRST_UNPRIVILEGED_PORT, CharmConfig
 from juju.lifecycle import sqlite_tenancy
 from juju.records import HomeChange, Inputs, InternalSecrets, LeaderInputs, RecordChange
@@ -139,7 +140,7 @@ def run(
         str(paths.data_dir),
         machine.user,
         privileged_port=config.api_port < FIRST_UNPRIVILEGED_PORT,
-        # On a shared database GARM may start only while its lease holds (juju.tenancy).
+        # On a shared database GARM may start only while its lease holds (``fence``).
         lease_check=str(paths.lease_script) if isinstance(database, PostgresqlDatabase) else None,
     )
     changed |= workload.ensure_service(paths.unit_file, unit)
@@ -238,7 +239,7 @@ def _start(inputs: Inputs, config: CharmConfig, changed: bool) -> Summary | None
     running after its start (systemd gave up, or still waits to restart it) is told with
     why, from its journal. One systemd gave up on is started again (its count cleared)
     at once if its files or binaries changed or its lease was renewed after it lapsed
-    (``juju.tenancy``), otherwise once systemd's start limit window has passed since the
+    (``fence``), otherwise once systemd's start limit window has passed since the
     pass last cleared it (``workload.restart_due``); until then the pass only says why.
     """
     if not changed and workload.is_active():
@@ -366,22 +367,53 @@ def on_postgresql(inputs: Inputs) -> bool:
 
 
 def fence(inputs: Inputs, leader: LeaderInputs, config: CharmConfig | None) -> fences.Fence:
-    """Whether this leader may run GARM now, first of all its steps (``juju.tenancy``).
+    """Whether this leader may run GARM now, first of all its steps, acted on at once.
 
-    Only on a shared database: on sqlite no other unit can run GARM on this data. The
-    config is not needed to decide: with one that does not read (None), the lease
-    already recorded is renewed, so that a typo does not stop GARM.
+    The fence's rules are pure (``juju.fence``); this acts on their verdict: the stamps
+    kept in ``fence_file``, the lease renewed (``garm.lease``) before GARM may (re)start,
+    since GARM's unit refuses to start without one, and a GARM of this unit's own
+    stopped where it may not run. Only on a shared database: on sqlite no other unit
+    can run GARM on this data (``juju.lifecycle.sqlite_tenancy`` says which may), so
+    GARM keeps no lease and a single unit cut off from Juju keeps serving.
+
+    ``unseen`` are this application's units that have not joined this unit's peer
+    relation (None: goal-state cannot say). The config is not needed to decide: with one
+    that does not read (None), the lease already recorded is kept, so that a typo does
+    not stop GARM. The lease is counted from ``inputs.asked``, when this hook asked Juju
+    whether this unit leads: Juju guarantees leadership for 30 s from that answer, not
+    from whenever the pass gets here.
     """
-    paths = inputs.machine.paths
+    paths, unit = inputs.machine.paths, inputs.unit
     if not on_postgresql(inputs):
-        tenancy.unfenced(paths)
+        _unfenced(paths)
         return fences.Fence(True)
-    peers, alive = leader.peers, inputs.alive
-    unseen = None if alive is None else set(alive) - peers.joined - {inputs.unit}
-    interval = config.reconcile_interval if config else None
-    return tenancy.hold(
-        paths, inputs.unit, peers.running, unseen, interval, inputs.asked, inputs.now()
+    now = inputs.now()
+    records, alive = leader.peers.running, inputs.alive
+    unseen = None if alive is None else set(alive) - leader.peers.joined - {unit}
+    unannounced = records is not None and unit not in records
+    verdict = fences.decide(
+        unit,
+        records,
+        fences.read_memory(workload.read_text(paths.fence_file)),
+        unannounced and workload.is_active(),
+        fences.lease_seconds(config.reconcile_interval) if config else None,
+        now,
+        unseen,
     )
+    workload.write_own(paths.fence_file, fences.render_memory(verdict.memory))
+    if verdict.may_run:
+        if not lease.holds(paths, now):
+            # A lapsed lease may be why GARM is not running: that cause is gone now,
+            # so the pass may start it at once (``workload.restart_due``).
+            paths.start_file.unlink(missing_ok=True)
+        lease.renew(paths, inputs.asked, verdict.lease)
+        lease.keep(paths)
+    else:
+        logger.info("%s", verdict.waiting)
+        if workload.stop(paths.unit_file):
+            logger.warning("GARM stopped on this leader until the fence clears")
+        lease.end(paths)
+    return verdict
 
 
 def keep_timer(
@@ -419,15 +451,22 @@ def serve_on(inputs: Inputs, leader: LeaderInputs, config: CharmConfig | None) -
 
     Juju keeps a dying unit the leader until it is dead, so no other unit can lead and
     start GARM meanwhile: this unit's GARM is the only one there can be until its stop
-    hook stops it, however long a failing teardown hook holds it. So its lease is
-    renewed (``juju.tenancy.serve_on``: no fence to wait at, whatever the peer relation
-    it is leaving shows) and the timer that renews it goes on at the lease's pace.
+    hook stops it, however long a failing teardown hook holds it. So nothing is waited
+    for (the peer relation it is leaving may show its peers gone or not yet there): the
+    lease is renewed for the shorter of the one its record names and the one the config
+    asks for, nothing is stamped or recorded, and the timer that renews it goes on at
+    the lease's pace.
     """
     paths, held = inputs.machine.paths, 0
     if on_postgresql(inputs):
         recorded = (leader.peers.running or {}).get(inputs.unit)
-        interval = config.reconcile_interval if config else None
-        held = tenancy.serve_on(paths, recorded, interval, inputs.asked)
+        leases = [
+            fences.read_record(recorded),
+            fences.lease_seconds(config.reconcile_interval) if config else None,
+        ]
+        held = min((n for n in leases if n), default=fences.lease_seconds(0))
+        lease.renew(paths, inputs.asked, held)
+        lease.keep(paths)
     stand_down(paths, timer_too=not held)
     if held:
         timer.keep(paths, inputs.unit, fences.pace(held))
@@ -448,15 +487,37 @@ def stand_down(paths: workload.Paths, *, timer_too: bool = True) -> None:
     endpoint.remove(paths)
 
 
+def release(paths: workload.Paths, why: str) -> RecordChange:
+    """No GARM on this machine any more, nor a lease for one: its record can go.
+
+    GARM stops before anything else does, so a failure leaves the lease's checker and the
+    reconcile timer in place for the retried hook; and the record goes only once systemd
+    says GARM is not running (None: it stays, as does the checker).
+    """
+    if workload.stop(paths.unit_file):
+        logger.info("%s: GARM stopped on this unit", why)
+    if workload.is_active():
+        logger.error("%s: GARM is still running here; its record stays", why)
+        return None
+    _unfenced(paths)
+    return "clear"
+
+
+def _unfenced(paths: workload.Paths) -> None:
+    """GARM on data no other unit can share (sqlite): no lease, no checker, no stamps."""
+    lease.remove(paths)
+    paths.fence_file.unlink(missing_ok=True)
+
+
 def stop(paths: workload.Paths) -> RecordChange:
     """The unit is going: GARM stops with it (relations were torn down before)."""
-    record = tenancy.release(paths, "unit stopping")
+    record = release(paths, "unit stopping")
     stand_down(paths)
     return record
 
 
 def remove(paths: workload.Paths) -> None:
     """Take GARM's configuration, secrets and data off the machine."""
-    tenancy.release(paths, "unit removed")
+    release(paths, "unit removed")
     stand_down(paths)
     workload.remove(paths)

@@ -217,7 +217,7 @@ class Inputs:
     """What one hook tells this unit: who it is, what its machine is, what Juju says.
 
     ``now`` reads the clock; ``asked`` is when the hook asked Juju whether this unit
-    leads (``juju.tenancy`` counts GARM's lease from it). ``dying``: this unit's removal
+    leads (``juju.machine.fence`` counts GARM's lease from it). ``dying``: this unit's removal
     has begun. ``alive`` are this application's units whose removal has not begun, per
     goal-state (None: unknown). ``leader`` is None on a unit that does not lead.
     """
