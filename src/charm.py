@@ -18,12 +18,12 @@ import ops
 
 import leader
 from garm import workload
-from juju import secrets, telemetry, unit
+from juju import inputs, machine, secrets, telemetry, unit
 from juju.certificates import Certificates
 from juju.events import CONFIGURATOR, POSTGRESQL, GarmEvents, changes
-from juju.inputs import LeaderReads
 from juju.peers import Peers
 from juju.postgresql import GarmDatabase
+from juju.records import Machine
 from juju.status import Summary
 from juju.view import JujuView
 
@@ -69,13 +69,13 @@ class GarmCharm(ops.CharmBase):
 
     def _on_stop(self, event: ops.StopEvent) -> None:
         self.view.note(event)
-        record = leader.stop(self.paths)  # GARM first: nothing else may keep it running
+        record = machine.stop(self.paths)  # GARM first: nothing else may keep it running
         self.unit.set_ports()
         self.peers.record(record)
         self._summary = Summary("maintenance", leader.BEING_REMOVED)
 
     def _on_remove(self, _: ops.RemoveEvent) -> None:
-        leader.remove(self.paths)
+        machine.remove(self.paths)
 
     def _on_collect_status(self, event: ops.CollectStatusEvent) -> None:
         if self._summary is not None:  # else an action that changed nothing: it holds
@@ -107,12 +107,12 @@ class GarmCharm(ops.CharmBase):
         """What Juju tells this hook, as the pass takes it: the leader's, read on first use."""
         lead, asked = None, self.now()  # before is-leader: GARM's lease counts from it
         if unit.leads(self.unit):
-            lead = LeaderReads(
+            lead = inputs.read(
                 self, self.view, self.peers, self.database, self.certificates, event
             )
         return leader.Inputs(
             unit=self.unit.name,
-            machine=leader.Machine(self.paths, self.service_user),
+            machine=Machine(self.paths, self.service_user),
             now=self.now,
             asked=asked,
             dying=self.view.dying(),

@@ -37,6 +37,7 @@ from datetime import datetime, timedelta
 from charmlibs import systemd
 
 from garm import timer, workload
+from garm.refusals import Held
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,16 @@ SYSTEMD_RUN = "/usr/bin/systemd-run"
 # The shortest wait systemd-run takes (a positive whole number of seconds). It also keeps
 # each requeue's name apart from that of the one whose service may run this very pass.
 SOONEST_SECONDS = 1
+
+
+def wake(held: tuple[Held, ...], *moments: datetime | None) -> datetime | None:
+    """The first moment a pass can make progress again, None when nothing waits on time.
+
+    A write held back is due when its back-off ends, setup's and the scalesets' alike
+    (``garm.refusals``); each of ``moments`` is another (None: none).
+    """
+    due = [h.refusal.retry_at for h in held] + [m for m in moments if m is not None]
+    return min(due, default=None)
 
 
 def delay(at: datetime | None, now: datetime, periodic: datetime | None) -> int | None:

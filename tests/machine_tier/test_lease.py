@@ -1,6 +1,6 @@
 """GARM's lease under a real systemd: a cut-off leader's GARM stops, and stays stopped.
 
-The leader runs GARM on PostgreSQL, its lease renewed by every pass (``juju.tenancy``).
+The leader runs GARM on PostgreSQL, its lease renewed by every pass (``juju.machine.fence``).
 Then its agent is cut off: ``juju-exec`` reaches no agent, so no pass runs and nobody
 renews the lease. Only systemd is left to act: the lease's timer stops GARM once the
 deadline has passed, and GARM's ``ExecStartPre`` refuses every start after it, until

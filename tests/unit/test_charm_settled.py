@@ -19,7 +19,7 @@ import ops
 import pytest
 from ops import testing
 
-import leader
+from juju import machine as on_machine
 from juju.secrets import ADMIN_SECRET_LABEL
 from tests.charm_states import backend, configurator, make_state, relate_postgresql
 from tests.databags import EXAMPLE_UNIT, SECOND_UNIT
@@ -141,7 +141,7 @@ def test_the_actions_use_the_kept_token(ctx, world, resources, machine):
 
 def test_a_restarted_garm_is_waited_for(ctx, world, resources, machine, monkeypatch):
     state = converged(ctx, world, resources)
-    monkeypatch.setattr(leader, "START_TIMEOUT_SECONDS", 0.3)
+    monkeypatch.setattr(on_machine, "START_TIMEOUT_SECONDS", 0.3)
     # Down, as systemd says: restarted, then waited for; it does not answer in time.
     machine.systemctl.active = False
     world.inject("GET", r"/controller/?", drop=True, times=1000)

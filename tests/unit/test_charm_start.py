@@ -14,8 +14,8 @@ import ops
 import pytest
 from ops import testing
 
-import leader
 from garm.config import START_LIMIT_BURST, START_LIMIT_SECONDS
+from juju import machine as on_machine
 from tests.charm_states import configurator, make_state
 from tests.clock import FakeClock
 from tests.databags import SOLE_UNIT
@@ -42,7 +42,7 @@ def settled(ctx, world: GarmDouble, resources, machine: Machine, monkeypatch) ->
     assert state.unit_status == IN_SYNC
     machine.systemctl.garm = world.process()
     # GARM that is not running is waited for this long after a start, not 30 s.
-    monkeypatch.setattr(leader, "START_TIMEOUT_SECONDS", 0.3)
+    monkeypatch.setattr(on_machine, "START_TIMEOUT_SECONDS", 0.3)
     return state
 
 

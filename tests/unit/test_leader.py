@@ -10,13 +10,13 @@ through Juju's hooks (``test_charm*.py``).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import pwd
 import shutil
 import tempfile
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,12 +27,11 @@ from charmlibs import passwd
 import leader
 from garm import workload
 from garm.config import PostgresqlDatabase, Proxy
-from garm.providers import Recorded
 from garm.setup import NO_ADMIN_YET, AdminLogin
-from garm.tls import Awaited, ServingTls
-from juju.config import CharmConfig, ConfigError
+from juju import records
+from juju.config import ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT, WHOLE, View
-from juju.records import Configurators, InternalSecrets, PeerRecords
+from juju.records import Configurators, InternalSecrets, LeaderInputs, PeerRecords
 from observe.token import LeaderGarm
 from tests.binaries import CHECK_USER, fake_garm, fake_provider, require_checks
 from tests.clock import FakeClock
@@ -47,28 +46,22 @@ PASSPHRASE = "Db-Pa55phrase-0123456789abcdefgh"
 GRANTED = {PASSWORD_SECRET_URI: "openstack-Pa55word", KEY_SECRET_URI: FAKE_APP_KEY}
 
 
-@dataclass(frozen=True)
-class Given:
-    """What Juju tells the leader, as plain values (``leader.LeaderInputs``)."""
+def given(answers: Mapping[str, Any], read: list[str] | None = None) -> LeaderInputs:
+    """The leader's inputs over plain answers, one per ``LeaderInputs`` reader.
 
-    config: CharmConfig | ConfigError
-    admin: AdminLogin | None
-    internal: InternalSecrets | None
-    configurators: Configurators
-    postgresql: PostgresqlDatabase | None
-    resources: Mapping[str, Path | None]
-    peers: PeerRecords
-    address: str | None
-    proxy: Proxy
-    granted: Mapping[str, str]
-    provider_record: tuple[Recorded, ...] | None = None
-    tls: ServingTls | Awaited | None = None
+    ``resource`` and ``read_secret`` are mappings by name and URI. ``read`` notes each
+    answer the pass asks for.
+    """
 
-    def resource(self, name: str) -> Path | None:
-        return self.resources.get(name)
+    def reader(name: str) -> Callable[..., Any]:
+        def answer(*key: str) -> Any:
+            if read is not None:
+                read.append(name)
+            return answers[name].get(*key) if key else answers[name]
 
-    def read_secret(self, uri: str) -> str | None:
-        return self.granted.get(uri)
+        return answer
+
+    return LeaderInputs(**{name: reader(name) for name in answers})
 
 
 @pytest.fixture
@@ -84,7 +77,8 @@ def make(machine: Machine, world: GarmDouble, clock: FakeClock, attached) -> Cal
     """``make(**changes)``: the inputs of a leader of one configurator unit, with changes.
 
     Keys of ``leader.Inputs`` change the hook's inputs; any other key changes the leader's
-    (``Given``), except ``config``, which is the options to read.
+    answers (``given``), except ``config``, which is the options to read, and ``read``,
+    which notes the answers the pass asks for.
     """
     port = int(world.url.rsplit(":", 1)[1])
 
@@ -94,31 +88,34 @@ def make(machine: Machine, world: GarmDouble, clock: FakeClock, attached) -> Cal
             config: Any = charm_config(options)
         except ConfigError as exc:
             config = exc
-        lead = Given(
-            config=config,
-            admin=AdminLogin(world.username, "admin@garm.local", world.password),
-            internal=InternalSecrets(JWT, PASSPHRASE),
-            configurators=Configurators(
+        read = changes.pop("read", None)
+        answers = {
+            "config": config,
+            "admin": AdminLogin(world.username, "admin@garm.local", world.password),
+            "internal": InternalSecrets(JWT, PASSPHRASE),
+            "configurators": Configurators(
                 True, (("garm-configurator/0", SOLE_UNIT),), WHOLE, {1: "garm-configurator"}
             ),
-            postgresql=None,
-            resources=attached,
-            peers=PeerRecords(),
-            address="10.1.2.3",
-            proxy=Proxy(),
-            granted=GRANTED,
-        )
+            "postgresql": None,
+            "resource": attached,
+            "peers": PeerRecords(),
+            "address": "10.1.2.3",
+            "tls": None,
+            "proxy": Proxy(),
+            "provider_record": None,
+            "read_secret": GRANTED,
+        }
         hook = {f.name for f in dataclasses.fields(leader.Inputs)}
-        lead = dataclasses.replace(lead, **{k: v for k, v in changes.items() if k not in hook})
+        answers.update({k: v for k, v in changes.items() if k not in hook})
         inputs = leader.Inputs(
             unit=UNIT,
-            machine=leader.Machine(machine.paths, pwd.getpwuid(os.getuid()).pw_name),
+            machine=records.Machine(machine.paths, pwd.getpwuid(os.getuid()).pw_name),
             now=clock,
             asked=clock(),
             dying=False,
             alive=frozenset({UNIT}),
             postgresql_related=False,
-            leader=lead,
+            leader=given(answers, read),
         )
         return dataclasses.replace(inputs, **{k: v for k, v in changes.items() if k in hook})
 
@@ -161,7 +158,7 @@ ROWS: Mapping[str, tuple[dict[str, Any], str]] = {
         "waiting: Secrets created; GARM is set up on the next hook",
     ),
     "a resource not attached": (
-        {"resources": {"garm": None, "garm-provider-openstack": None}},
+        {"resource": {"garm": None, "garm-provider-openstack": None}},
         "blocked: Attach the garm resource: juju attach-resource garm garm=<file>",
     ),
     # A relation with no answer yet, on a machine where GARM never ran: nothing starts.
@@ -242,7 +239,7 @@ def test_the_resources_are_checked_as_garms_user_made_before_they_run(
     }
     try:
         result = leader.run(
-            make(machine=leader.Machine(machine.paths, CHECK_USER), resources=attached)
+            make(machine=records.Machine(machine.paths, CHECK_USER), resource=attached)
         )
         assert status(result) == "active: 1 scaleset in sync"
         assert made == [(workload.USER, False)]  # made before anything attached ran
@@ -384,43 +381,30 @@ def test_garm_is_not_read_for_a_pass_that_may_not_start_it(make, world, machine)
 # --- what the pass reads: nothing it does not use ---------------------------------------
 
 
-class Reading:
-    """A leader's inputs that note which of them the pass asks for."""
-
-    def __init__(self, given: Given):
-        self._given = given
-        self.read: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        self.read.append(name)
-        return getattr(self._given, name)
-
-
 READS: Mapping[str, tuple[dict[str, Any], set[str]]] = {
     # A dying leader tells the collector which GARM it ran, and nothing else.
     "dying": ({"dying": True}, {"config", "internal"}),
     "invalid config": ({"config": {"api-port": 0}}, {"config"}),
     "no secrets yet": ({"admin": None, "internal": None}, {"config", "admin", "internal"}),
-    # With external-url set, this unit's address is never asked (no network-get).
+    # With external-url set, this unit's address is never asked (no network-get); nor
+    # is a secret, which this unit's data names none of.
     "external url": (
         {"config": {"external-url": "https://garm.example"}},
-        {f.name for f in dataclasses.fields(Given)} - {"address", "granted", "resources"}
-        | {"read_secret", "resource"},
+        set(inspect.signature(LeaderInputs).parameters) - {"address", "read_secret"},
     ),
 }
 
 
 @pytest.mark.parametrize(("changes", "read"), READS.values(), ids=READS.keys())
 def test_the_pass_reads_only_what_its_steps_reach(make, changes, read):
-    inputs = make(**changes)
-    reading = Reading(inputs.leader)
-    leader.run(dataclasses.replace(inputs, leader=reading))
-    assert set(reading.read) == read
+    reads: list[str] = []
+    leader.run(make(read=reads, **changes))
+    assert set(reads) == read
 
 
 @pytest.mark.parametrize("changes", [{"dying": True}, {"leader": None}])
 def test_a_refused_action_reads_nothing(make, changes):
-    inputs = make(**changes)
-    reading = Reading(make().leader)
+    inputs, reads = make(**changes), []
+    reading = make(read=reads).leader
     assert leader.plan(dataclasses.replace(inputs, leader=inputs.leader and reading)).failure
-    assert reading.read == []
+    assert reads == []

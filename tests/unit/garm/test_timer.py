@@ -18,7 +18,8 @@ from charmlibs import systemd
 from garm import timer, workload
 from garm.timer import SERVICE, TIMER, render_timer
 from garm.workload import Paths
-from leader import PASS_BUDGET_SECONDS, START_TIMEOUT_SECONDS
+from juju.machine import START_TIMEOUT_SECONDS
+from leader import PASS_BUDGET_SECONDS
 from tests.machine import FakeSystemctl
 from tests.systemd_units import directives
 

@@ -6,16 +6,17 @@ import pytest
 from ops import testing
 
 from charm import GarmCharm
+from juju import inputs
 from juju.config import CharmConfig, ConfigError
-from juju.inputs import LeaderReads
+from juju.records import LeaderInputs
 from tests.charm_states import make_state
 
 pytestmark = pytest.mark.usefixtures("machine")
 
 
-def reads(manager) -> LeaderReads:
+def reads(manager) -> LeaderInputs:
     charm: GarmCharm = manager.charm
-    return LeaderReads(charm, charm.view, charm.peers, charm.database, charm.certificates, None)
+    return inputs.read(charm, charm.view, charm.peers, charm.database, charm.certificates, None)
 
 
 def test_an_option_juju_leaves_out_reads_as_its_charmcraft_yaml_default(ctx, world, resources):
@@ -43,16 +44,16 @@ def test_a_bad_option_is_an_answer_not_an_error(ctx, world, resources):
 
 def test_each_answer_is_read_once(ctx, world, resources):
     with ctx(ctx.on.update_status(), make_state(world, resources)) as manager:
-        inputs = reads(manager)
-        assert inputs.config is inputs.config
-        assert inputs.configurators is inputs.configurators
-        assert inputs.admin is not None and inputs.admin is inputs.admin
+        given = reads(manager)
+        assert given.config is given.config
+        assert given.configurators is given.configurators
+        assert given.admin is not None and given.admin is given.admin
         manager.run()
 
 
 def test_the_charms_secrets_read_as_none_until_they_exist(ctx, world, resources):
     state = testing.State(leader=True, resources=resources)
     with ctx(ctx.on.update_status(), state) as manager:
-        inputs = reads(manager)
-        assert (inputs.admin, inputs.internal) == (None, None)
+        given = reads(manager)
+        assert (given.admin, given.internal) == (None, None)
         manager.run()
