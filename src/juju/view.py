@@ -1,10 +1,8 @@
 """A unit's view of Juju: the configurator units it sees, and whether it is leaving.
 
-The one place that reads relation membership and ``goal-state`` and keeps what only one
-hook shows (this unit departing, a relation losing its last unit); ``lifecycle`` judges
-what is read, and the pass takes it as ``Configurators``. Why a view must be whole before
-anything is retired: ``docs/adr/0002``. On the leader it also tells those units what
-became of their scalesets (``tell``).
+The one reader of relation membership and ``goal-state``, keeping what only one hook
+shows (this unit departing, a relation emptied); ``lifecycle`` judges it (why a view
+must be whole: ``docs/adr/0002``). The leader also tells units of their scalesets.
 """
 
 from __future__ import annotations
@@ -73,10 +71,7 @@ class JujuView(ops.Object):
         return frozenset(name for name, g in goal.units.items() if g.status != "dying")
 
     def configurators(self, event: ops.EventBase | None) -> Configurators:
-        """Every configurator unit's databag, in a stable order, minus what is leaving.
-
-        Whether that view is whole is judged against goal-state (``lifecycle.assess``).
-        """
+        """Every configurator unit's databag, in a stable order, minus what is leaving."""
         gone_relation = event.relation.id if isinstance(event, ops.RelationBrokenEvent) else None
         gone_unit = event.departing_unit if isinstance(event, ops.RelationDepartedEvent) else None
         relations = self.model.relations[self._endpoint]
@@ -107,12 +102,9 @@ class JujuView(ops.Object):
         )
 
     def _runner_context(self) -> RunnerContext:
-        """What every runner is set up with besides its unit's options: the debug-ssh server.
+        """The debug-ssh server every runner is set up with; bad data holds every template.
 
-        Juju lists no unit in its own ``-departed`` hook and ops no relation in its
-        ``-broken`` hook, so a tmate server that is leaving is not read here. Data no
-        runner may be given holds every runner template as it is. GARM's host is the
-        pass's to fill in: it follows from the config.
+        GARM's host is the pass's to fill in, from the config.
         """
         relation = self.model.get_relation(DEBUG_SSH)
         if relation is None:
@@ -127,11 +119,7 @@ class JujuView(ops.Object):
         return RunnerContext("", server)
 
     def tell(self, wanted: Mapping[int, Mapping[str, str]] | None) -> None:
-        """Publish each configurator unit's scaleset and phase on its relation (leader).
-
-        ``wanted`` is ``publish.published``'s answer: None leaves what was published before.
-        ops lists no relation in its own ``-broken`` hook, so none being broken is written.
-        """
+        """Publish ``publish.published``'s answer on each relation; None leaves them."""
         if wanted is None:
             return
         for relation in self.model.relations[self._endpoint]:
