@@ -202,8 +202,7 @@ class GarmClient:
 
     def create_entity(self, kind: str, body: dict[str, Any]) -> Entity:
         """Register an organization or repository."""
-        route = self._entity_route(kind)
-        data = self._object("POST", f"/{route}", body)
+        data = self._object("POST", f"/{self._entity_route(kind)}", body)
         if kind == "organization":
             return Entity.organization_from_json(data)
         return Entity.repository_from_json(data)
@@ -296,14 +295,35 @@ class GarmClient:
         params: dict[str, str] | None = None,
         authenticated: bool = True,
     ) -> Any:
+        # Compact separators: GARM stores extra_specs as the bytes it was sent.
+        data = None if body is None else json.dumps(body, separators=(",", ":"))
+
+        def request() -> requests.Response:
+            headers = {"Content-Type": "application/json"}
+            if authenticated:
+                headers["Authorization"] = f"Bearer {self._token}"
+            try:
+                return self._session.request(
+                    method,
+                    self._base + path,
+                    data=data,
+                    params=params,
+                    headers=headers,
+                    timeout=self._timeout,
+                )
+            except requests.RequestException as exc:
+                # GARM's answer was not heard. The exception text can carry the request:
+                # name only the route and the kind.
+                raise GarmUnreachable(f"{method} {path}: {type(exc).__name__}") from None
+
         if authenticated and self._token is None:
             self.login()
-        response = self._request(method, path, body, params, authenticated)
+        response = request()
         if response.status_code == 401 and authenticated:
             # Forgotten first, so that a login that fails leaves no token to keep.
             self._token = None
             self.login()
-            response = self._request(method, path, body, params, authenticated)
+            response = request()
         if authenticated:
             self._refused = response.status_code == 401
         if response.status_code >= 400:
@@ -315,33 +335,6 @@ class GarmClient:
         # RecursionError: JSON nested deeper than Python's parser goes.
         except (ValueError, RecursionError) as exc:
             raise GarmApiError(method, path, response.status_code, "invalid JSON", "") from exc
-
-    def _request(
-        self,
-        method: str,
-        path: str,
-        body: dict[str, Any] | None,
-        params: dict[str, str] | None,
-        authenticated: bool,
-    ) -> requests.Response:
-        headers = {"Content-Type": "application/json"}
-        if authenticated:
-            headers["Authorization"] = f"Bearer {self._token}"
-        # Compact separators: GARM stores extra_specs as the bytes it was sent.
-        data = None if body is None else json.dumps(body, separators=(",", ":"))
-        try:
-            return self._session.request(
-                method,
-                self._base + path,
-                data=data,
-                params=params,
-                headers=headers,
-                timeout=self._timeout,
-            )
-        except requests.RequestException as exc:
-            # GARM's answer was not heard. The exception text can carry the request: name
-            # only the route and the kind.
-            raise GarmUnreachable(f"{method} {path}: {type(exc).__name__}") from None
 
 
 def trust_only(session: requests.Session, ca_file: str) -> None:

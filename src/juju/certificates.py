@@ -58,7 +58,7 @@ class Certificates:
         try:
             (request,) = self._requests(None)
             issued, key = self.requirer.get_assigned_certificate(request)
-            error = self._refusal(issued is None)
+            error = self._refusal() if issued is None else ""
         except (TLSCertificatesError, ValueError, ops.ModelError) as exc:
             logger.warning("cannot read the certificate from %s: %s", provider, exc)
             return Awaited(f"Cannot read the certificate from {provider} ({RELATION})")
@@ -100,10 +100,8 @@ class Certificates:
             )
         ]
 
-    def _refusal(self, unanswered: bool) -> str:
+    def _refusal(self) -> str:
         """The provider's error for this unit's request, "" when there is none."""
-        if not unanswered:
-            return ""
         for request in self.requirer.get_csrs_from_requirer_relation_data():
             refused = self.requirer.get_request_error(request.certificate_signing_request)
             if refused is not None:

@@ -24,13 +24,11 @@ logger = logging.getLogger(__name__)
 
 def published(providers: Iterable[OpenstackProvider], seen: Configurators) -> tuple[Recorded, ...]:
     """The related units' providers, each with the id of the relation its unit is on."""
-    ids = _relation_ids(seen)
-    units = _units_by_provider(seen)
-    owned = []
-    for provider in providers:
-        unit = units.get(provider.name)
-        owned.append(Recorded(provider, ids.get(application_of(unit)) if unit else None))
-    return tuple(owned)
+    ids, units = _relation_ids(seen), _units_by_provider(seen)
+    return tuple(
+        Recorded(p, ids.get(application_of(units[p.name])) if p.name in units else None)
+        for p in providers
+    )
 
 
 def left_out(

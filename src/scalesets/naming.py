@@ -50,25 +50,19 @@ class GenerationKey:
 
 def spec_key(spec: ScalesetSpec) -> GenerationKey:
     """Key of the generation a spec asks for; it carries its logical name as a label."""
+    labels = normalise_labels((*spec.labels, spec.name))
+    entity = spec.entity_name.lower()
     return GenerationKey(
-        logical=spec.name.lower(),
-        labels=normalise_labels((*spec.labels, spec.name)),
-        provider=spec.provider_name,
-        entity_kind=spec.entity_kind,
-        entity_name=spec.entity_name.lower(),
-        os_type=spec.os_type,
+        spec.name.lower(), labels, spec.provider_name, spec.entity_kind, entity, spec.os_type
     )
 
 
 def observed_key(logical: str, scaleset: ScaleSet) -> GenerationKey:
     """Key recomputed from a live scaleset's own fields, as if it belonged to ``logical``."""
+    labels = normalise_labels((*scaleset.labels, logical))
+    kind, entity = scaleset.entity_kind or "", scaleset.entity_name.lower()
     return GenerationKey(
-        logical=logical.lower(),
-        labels=normalise_labels((*scaleset.labels, logical)),
-        provider=scaleset.provider_name,
-        entity_kind=scaleset.entity_kind or "",
-        entity_name=scaleset.entity_name.lower(),
-        os_type=scaleset.os_type,
+        logical.lower(), labels, scaleset.provider_name, kind, entity, scaleset.os_type
     )
 
 

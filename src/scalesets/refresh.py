@@ -122,7 +122,9 @@ def refresh(
         return Refresh(progress, due=before)
     moving = [i for i in runners if _coming_or_going(i)]
     if moving:
-        return Refresh(progress, awaited=max(_moving_since(i) for i in moving), waiting=True)
+        # Since it was made, or sent on its way out.
+        since = (i.updated_at if i.status in _GOING else i.created_at for i in moving)
+        return Refresh(progress, awaited=max(since), waiting=True)
     if sum(i.is_idle for i in runners) < min_idle:
         busy = all(i.is_idle or i.runner_status == "active" for i in runners)
         return Refresh(progress, waiting=not (busy and len(runners) >= spec.max_runners))
@@ -135,8 +137,3 @@ def _coming_or_going(instance: Instance) -> bool:
     if instance.status in _COMING or instance.status in _GOING:
         return True
     return instance.runner_status in ("pending", "installing") and instance.status != "error"
-
-
-def _moving_since(instance: Instance) -> datetime:
-    """Since when a runner is on its way: made then, or sent on its way out then."""
-    return instance.updated_at if instance.status in _GOING else instance.created_at
