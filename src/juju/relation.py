@@ -104,7 +104,13 @@ def relation_state(
             if unit in choices.unknown:
                 check_either_reading(data)  # only checked values are quoted
                 logger.error("garm-configurator unit %s publishes both org and repo", unit)
-                held.append(HeldSpec(unit, _raw_name(data), _both(unit, choices.unknown[unit])))
+                seen = choices.unknown[unit]
+                why = (
+                    f"publishes both org {seen.org!r} and repo {seen.repo!r} and which is "
+                    f"current is not known: juju run garm/leader choose-entity unit={unit} "
+                    "use=org (or use=repo)"
+                )
+                held.append(HeldSpec(unit, _raw_name(data), why))
                 continue
             parsed = _owned(
                 unit,
@@ -180,13 +186,6 @@ def check_either_reading(data: Mapping[str, str]) -> None:
     """
     for kind in entities.KINDS:
         ConfiguratorUnitData.from_databag(data, kind)
-
-
-def _both(unit: str, seen: entities.Seen) -> str:
-    return (
-        f"publishes both org {seen.org!r} and repo {seen.repo!r} and which is current "
-        f"is not known: juju run garm/leader choose-entity unit={unit} use=org (or use=repo)"
-    )
 
 
 def own_provider(unit: str) -> str:

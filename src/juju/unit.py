@@ -16,13 +16,6 @@ from garm.config import Proxy
 from juju.config import CharmConfig, ConfigError
 from juju.status import Summary
 
-_STATUS = {
-    "active": ops.ActiveStatus,
-    "maintenance": ops.MaintenanceStatus,
-    "waiting": ops.WaitingStatus,
-    "blocked": ops.BlockedStatus,
-}
-
 
 def config(charm: ops.CharmBase) -> CharmConfig | ConfigError:
     """The checked config, or why it cannot be used; an option Juju leaves out is its default."""
@@ -45,7 +38,7 @@ def leads(unit: ops.Unit) -> bool:
 
 def status(summary: Summary) -> ops.StatusBase:
     """The unit status a pass's summary says."""
-    return _STATUS[summary.kind](summary.message)
+    return ops.StatusBase.from_name(summary.kind, summary.message)
 
 
 def attached(model: ops.Model, name: str) -> Path | None:
