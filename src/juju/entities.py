@@ -123,11 +123,7 @@ def read(text: str | None) -> tuple[dict[str, Seen], bool]:
         return {}, False
     if not isinstance(raw, dict):
         return {}, False
-    memory: dict[str, Seen] = {}
-    for unit, entry in raw.items():
-        seen = _entry(entry)
-        if seen is not None:
-            memory[unit] = seen
+    memory = {unit: seen for unit, entry in raw.items() if (seen := _entry(entry)) is not None}
     return memory, render(memory) == text
 
 

@@ -80,13 +80,10 @@ def describe_failing(outcome: Outcome, state: RelationState) -> list[str]:
     """
     spelt = {s.name.lower(): s.name for s in state.desired.specs}
     lines = []
-    for runners in outcome.runners:
-        if runners.keeps_failing:
-            names = shown_name(
-                spelt.get(runners.logical_name, runners.logical_name), runners.scaleset
-            )
-            count = runners.failing
-            lines.append(f"{names}: {count} runner{'' if count == 1 else 's'} failing")
+    for runners in (r for r in outcome.runners if r.keeps_failing):
+        names = shown_name(spelt.get(runners.logical_name, runners.logical_name), runners.scaleset)
+        count = runners.failing
+        lines.append(f"{names}: {count} runner{'' if count == 1 else 's'} failing")
     return lines
 
 

@@ -34,7 +34,7 @@ class JujuView(ops.Object):
     def __init__(self, charm: ops.CharmBase, endpoint: str):
         super().__init__(charm, endpoint)
         self._endpoint = endpoint
-        self._goal: ops.hookcmds.GoalState | None = None
+        self._goal_state: ops.hookcmds.GoalState | None = None
         self._stored.set_default(dying=False, emptied=[])
 
     @property
@@ -59,16 +59,12 @@ class JujuView(ops.Object):
 
     def dying(self) -> bool:
         """Whether this unit's removal has begun, as a hook here or goal-state says."""
-        goal = self._goal_state()
-        units = {name: g.status for name, g in goal.units.items()} if goal else None
-        return bool(self._stored.dying) or lifecycle.unit_dying(units, self.model.unit.name)
+        return bool(self._stored.dying) or lifecycle.unit_dying(self._goal(), self.model.unit.name)
 
     def alive(self) -> frozenset[str] | None:
         """The units of this unit's application whose removal has not begun, per goal-state."""
-        goal = self._goal_state()
-        if goal is None:
-            return None
-        return frozenset(name for name, g in goal.units.items() if g.status != "dying")
+        goal = self._goal()
+        return None if goal is None else frozenset(n for n, s in goal.items() if s != "dying")
 
     def configurators(self, event: ops.EventBase | None) -> Configurators:
         """Every configurator unit's databag, in a stable order, minus what is leaving."""
@@ -84,15 +80,8 @@ class JujuView(ops.Object):
             app = relation.app.name if relation.app else ""
             views.append(RelationView(relation.id, app, frozenset(u.name for u in seen)))
             units += [(u.name, dict(relation.data[u])) for u in seen]
-        goal = self._goal_state()
-        view = lifecycle.assess(
-            views,
-            {name: g.status for name, g in goal.relations.get(self._endpoint, {}).items()}
-            if goal
-            else None,
-            self._stored.emptied,
-            gone_unit.name if gone_unit else None,
-        )
+        gone = gone_unit.name if gone_unit else None
+        view = lifecycle.assess(views, self._goal(self._endpoint), self._stored.emptied, gone)
         return Configurators(
             bool(views),
             tuple(units),
@@ -130,11 +119,17 @@ class JujuView(ops.Object):
             except ops.ModelError as exc:  # e.g. a cross-model relation being suspended
                 logger.warning("scaleset states not published on %s: %s", relation.id, exc)
 
-    def _goal_state(self) -> ops.hookcmds.GoalState | None:
-        """Juju's goal-state, read once per hook; None when the tool fails."""
-        if self._goal is None:
+    def _goal(self, relation: str | None = None) -> dict[str, str] | None:
+        """Goal-state's status of each unit of this application, or of ``relation``.
+
+        Read once per hook; None when the tool fails.
+        """
+        if self._goal_state is None:
             try:
-                self._goal = ops.hookcmds.goal_state()
+                self._goal_state = ops.hookcmds.goal_state()
             except (ops.hookcmds.Error, ValueError, KeyError, TypeError, AttributeError) as exc:
                 logger.warning("goal-state could not be read: %s", exc)
-        return self._goal
+                return None
+        goal = self._goal_state
+        units = goal.units if relation is None else goal.relations.get(relation, {})
+        return {name: g.status for name, g in units.items()}
