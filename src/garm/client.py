@@ -1,9 +1,7 @@
 """A thin client for the GARM REST API: one method per endpoint the charm uses.
 
-Requests carry a timeout each, share one session and one login. Errors come in two kinds
-because the reconciler treats them differently: ``GarmUnreachable`` (GARM did not answer:
-abort the pass) and ``GarmApiError`` (GARM answered no: contain it to one scaleset).
-Neither ever carries a credential or token.
+Two kinds of error: ``GarmUnreachable`` (no answer: the pass stops) and ``GarmApiError``
+(GARM said no: contained to one write). Neither ever carries a credential or token.
 """
 
 from __future__ import annotations
@@ -49,9 +47,8 @@ class GarmApiError(GarmError):
     def cause(self) -> str:
         """The refusal in one short line, for a status message.
 
-        GARM wraps GitHub's answer whole: call chains, the URL called and GitHub's JSON,
-        easily 600 characters. GitHub's own ``message`` says it best when there is one;
-        otherwise the text without URLs, cut to a length ``juju status`` can show.
+        GARM wraps GitHub's answer whole (call chain, URL, JSON: easily 600 characters):
+        GitHub's ``message`` if there is one, else the innermost cause without URLs.
         """
         text = self.details or self.error or str(self.status)
         found = _GITHUB_MESSAGE.search(text)
@@ -74,17 +71,11 @@ class GarmApiError(GarmError):
 class GarmClient:
     """Talks to one GARM as its admin user.
 
-    ``timeout`` is (connect, read) seconds for every request, so a hung GARM can never
-    hang a Juju hook. A 401 is answered by one fresh login and one retry: GARM tokens
-    expire, and GARM also answers 401 for GitHub's 401/403, which a re-login cannot fix,
-    so a second 401 is returned to the caller as an API error.
-
-    ``token`` is a login token from before (another hook's: ``garm.admin_token`` keeps
-    it), used until GARM refuses it; ``token`` the property is the one to keep after.
-
-    ``ca_file`` is the CA GARM's HTTPS certificate must chain to (``garm.tls``); a GARM
-    that shows another is not GARM: nothing is sent to it, the login least of all, and
-    the request fails as ``GarmUnreachable`` (``SSLError``).
+    ``timeout`` (connect, read) bounds every request, so a hung GARM never hangs a hook.
+    A 401 gets one fresh login and one retry (GARM also answers 401 for GitHub's 401/403,
+    which no login fixes). ``token`` is a kept login token (``garm.admin_token``).
+    ``ca_file`` is the CA GARM's certificate must chain to (``garm.tls``): to a server
+    showing another nothing is sent, and the request fails as ``GarmUnreachable``.
     """
 
     def __init__(
@@ -103,8 +94,7 @@ class GarmClient:
         self._password = password
         self._timeout = timeout
         self._session = session or requests.Session()
-        # GARM is reached on this machine: a proxy from the hook's environment
-        # (http_proxy without loopback in no_proxy) would only stand in the way.
+        # GARM is on this machine: the hook's proxy settings would only stand in the way.
         self._session.trust_env = False
         if ca_file is not None:
             trust_only(self._session, ca_file)
@@ -120,15 +110,10 @@ class GarmClient:
     def token(self) -> str | None:
         """The login token to offer GARM again later; None when there is none to offer.
 
-        None when it was given none and has not logged in, after a login that failed,
-        and while GARM's last answer to the token was a 401: a token GARM refused is
-        never handed on. GARM's 401 for GitHub's refusals (see the class) makes a fresh
-        token look refused too; that costs a later client one login, never a request
-        with a token known to be bad.
+        Never one GARM last answered 401 (even for GitHub's refusal: that costs a later
+        client one login, never a request with a token known to be bad).
         """
         return None if self._refused else self._token
-
-    # --- auth -----------------------------------------------------------------------
 
     def login(self) -> None:
         """Log in and keep the token for later requests."""
@@ -142,17 +127,13 @@ class GarmClient:
     def get_metrics_token(self) -> str:
         """A new token for GARM's ``/metrics`` (``GET /metrics-token``, admin only).
 
-        A JWT with ``read_metrics`` and no user, signed with GARM's JWT secret and valid
-        for its ``time_to_live``; GARM keeps no record of it, so it cannot be revoked.
-        The token is returned only: no error raised here carries it.
+        A JWT with ``read_metrics``, valid for GARM's ``time_to_live`` and not revocable.
         """
         data = self._send("GET", "/metrics-token")
         token = data.get("token") if isinstance(data, dict) else None
         if not isinstance(token, str) or not token:
             raise GarmApiError("GET", "/metrics-token", 200, "no token in the answer", "")
         return token
-
-    # --- reads ----------------------------------------------------------------------
 
     def list_scalesets(self) -> list[ScaleSet]:
         """Every scale set of every entity (``GET /scalesets``)."""
@@ -190,8 +171,6 @@ class GarmClient:
         """Every GitHub credential (GARM answers null, not [], when there is none)."""
         return [Credential.from_json(c) for c in self._list("/github/credentials")]
 
-    # --- first run and setup --------------------------------------------------------
-
     def first_run(self, username: str, email: str, password: str) -> bool:
         """Create the admin user; False when GARM already has one (409 Conflict)."""
         body = {"username": username, "email": email, "password": password}
@@ -204,11 +183,7 @@ class GarmClient:
         return True
 
     def update_controller(self, changes: dict[str, Any]) -> ControllerInfo:
-        """Set controller URLs.
-
-        Until the metadata and callback URLs are set GARM answers 409 ``urls_required``
-        on every other route.
-        """
+        """Set controller URLs (until then GARM answers 409 ``urls_required`` elsewhere)."""
         return ControllerInfo.from_json(self._object("PUT", "/controller", changes, empty_ok=True))
 
     def create_credential(self, body: dict[str, Any]) -> Credential:
@@ -227,8 +202,7 @@ class GarmClient:
 
     def create_entity(self, kind: str, body: dict[str, Any]) -> Entity:
         """Register an organization or repository."""
-        route = self._entity_route(kind)
-        data = self._object("POST", f"/{route}", body)
+        data = self._object("POST", f"/{self._entity_route(kind)}", body)
         if kind == "organization":
             return Entity.organization_from_json(data)
         return Entity.repository_from_json(data)
@@ -247,8 +221,6 @@ class GarmClient:
         if route is None:
             raise ValueError(f"the charm does not manage {kind} entities")
         return route
-
-    # --- scale set writes -----------------------------------------------------------
 
     def create_scaleset(self, entity: Entity, body: dict[str, Any]) -> ScaleSet:
         """Create a scale set under an organization or repository."""
@@ -269,20 +241,13 @@ class GarmClient:
             raise
 
     def delete_scaleset(self, scaleset_id: int) -> None:
-        """Ask GARM to delete a scale set.
-
-        A 200 only means *requested*: GARM answers 200 and keeps the record when GitHub's
-        delete fails (docs/reference/garm-api.md §2.6), so the caller confirms by
-        observing it gone.
-        """
+        """Ask GARM to delete a scale set; 200 may keep it (docs/reference/garm-api.md §2.6)."""
         self._send("DELETE", f"/scalesets/{scaleset_id}")
 
     def delete_instance(self, name: str, *, force: bool = False) -> None:
         """Remove a runner instance; ``force`` removes it even if the provider fails."""
         params = {"forceRemove": "true"} if force else None
         self._send("DELETE", f"/instances/{name}", params=params)
-
-    # --- template writes -------------------------------------------------------------
 
     def create_template(self, body: dict[str, Any]) -> Template:
         """Create a runner install template (``data`` base64 in ``body``)."""
@@ -296,8 +261,6 @@ class GarmClient:
         """Delete a template; GARM refuses while a pool or scale set uses it (400)."""
         self._send("DELETE", f"/templates/{template_id}")
 
-    # --- transport ------------------------------------------------------------------
-
     def _object(
         self,
         method: str,
@@ -306,11 +269,7 @@ class GarmClient:
         *,
         empty_ok: bool = False,
     ) -> dict[str, Any]:
-        """An answer that must be one JSON object; an empty one only where ``empty_ok``.
-
-        Anything else (a list, a string, nothing) is refused as GARM's answer, never
-        read as an object it is not.
-        """
+        """An answer that must be one JSON object (empty only where ``empty_ok``), or refused."""
         data = self._send(method, path, body)
         if data is None and empty_ok:
             return {}
@@ -336,14 +295,35 @@ class GarmClient:
         params: dict[str, str] | None = None,
         authenticated: bool = True,
     ) -> Any:
+        # Compact separators: GARM stores extra_specs as the bytes it was sent.
+        data = None if body is None else json.dumps(body, separators=(",", ":"))
+
+        def request() -> requests.Response:
+            headers = {"Content-Type": "application/json"}
+            if authenticated:
+                headers["Authorization"] = f"Bearer {self._token}"
+            try:
+                return self._session.request(
+                    method,
+                    self._base + path,
+                    data=data,
+                    params=params,
+                    headers=headers,
+                    timeout=self._timeout,
+                )
+            except requests.RequestException as exc:
+                # GARM's answer was not heard. The exception text can carry the request:
+                # name only the route and the kind.
+                raise GarmUnreachable(f"{method} {path}: {type(exc).__name__}") from None
+
         if authenticated and self._token is None:
             self.login()
-        response = self._request(method, path, body, params, authenticated)
+        response = request()
         if response.status_code == 401 and authenticated:
             # Forgotten first, so that a login that fails leaves no token to keep.
             self._token = None
             self.login()
-            response = self._request(method, path, body, params, authenticated)
+            response = request()
         if authenticated:
             self._refused = response.status_code == 401
         if response.status_code >= 400:
@@ -356,44 +336,13 @@ class GarmClient:
         except (ValueError, RecursionError) as exc:
             raise GarmApiError(method, path, response.status_code, "invalid JSON", "") from exc
 
-    def _request(
-        self,
-        method: str,
-        path: str,
-        body: dict[str, Any] | None,
-        params: dict[str, str] | None,
-        authenticated: bool,
-    ) -> requests.Response:
-        headers = {"Content-Type": "application/json"}
-        if authenticated:
-            headers["Authorization"] = f"Bearer {self._token}"
-        # Compact separators: GARM stores extra_specs as the bytes it was sent.
-        data = None if body is None else json.dumps(body, separators=(",", ":"))
-        try:
-            return self._session.request(
-                method,
-                self._base + path,
-                data=data,
-                params=params,
-                headers=headers,
-                timeout=self._timeout,
-            )
-        except requests.RequestException as exc:
-            # Whatever went wrong on the way (no connection, a timeout, a body that does
-            # not decode, a redirect loop): GARM's answer was not heard. The exception
-            # text can carry the request; name only the route and the kind.
-            raise GarmUnreachable(f"{method} {path}: {type(exc).__name__}") from None
-
 
 def trust_only(session: requests.Session, ca_file: str) -> None:
     """Have ``session`` accept only HTTPS servers whose certificate chains to ``ca_file``.
 
-    The CA a TLS provider names may itself be an intermediate, with no self-signed root
-    in sight (an intermediate PKI). OpenSSL stops at a trusted certificate only with
-    ``X509_V_FLAG_PARTIAL_CHAIN``, which curl sets by default (7.68 and after), so a
-    runner's ``curl`` trusts GARM then; Python's default context does not set it, and
-    would refuse the GARM its runners reach. Nothing else is trusted: not the public
-    CAs requests ships with.
+    That CA may be an intermediate: OpenSSL stops at it only with
+    ``X509_V_FLAG_PARTIAL_CHAIN``, which curl sets (7.68 and after) and Python does not.
+    Not the public CAs requests ships with.
     """
     context = ssl.create_default_context(cafile=ca_file)
     context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN

@@ -1,12 +1,8 @@
 """Where GARM keeps its data, chosen from what GARM runs on and what Juju offers.
 
-Pure: the pass hands in the database GARM's configuration names now, whether a
-``postgresql`` relation exists and what its provider answered, and GARM's scalesets
-when they matter. Never switched on a guess: an empty database would make the
-reconciler build every scaleset again beside the ones GitHub already has. So an answer
-that cannot be read now keeps the database GARM uses, losing the relation while GARM is
-on PostgreSQL asks the operator, and GARM moves from sqlite only while it holds no
-scaleset.
+Never switched on a guess (an empty database means every scaleset made again beside
+GitHub's): an unreadable answer keeps the database, a lost relation on PostgreSQL asks
+the operator, and GARM leaves sqlite only while it holds no scaleset. Pure.
 """
 
 from __future__ import annotations
@@ -20,11 +16,9 @@ from garm.models import ScaleSet
 
 @dataclass(frozen=True)
 class DatabaseChoice:
-    """The database to configure GARM with, or why there is none yet.
+    """The database to configure GARM with (None: wait for ``waiting``, start nothing).
 
-    ``database`` None means wait (``waiting`` says for what) and start nothing. A
-    ``problem`` is told about the ``postgresql`` relation; ``blocking`` when only the
-    operator can resolve it.
+    ``problem`` is told of the ``postgresql`` relation; ``blocking``: only the operator can fix it.
     """
 
     database: Database | None
@@ -47,11 +41,9 @@ def choose_database(
 ) -> DatabaseChoice:
     """The database for GARM's configuration.
 
-    ``current`` is what GARM's configuration names now (None before it is written),
-    ``related`` whether a postgresql relation exists, ``answer`` its provider's usable
-    answer (None until there is one), ``scalesets`` GARM's scalesets before it is
-    reconfigured (None when not read or unreadable: they may exist), and ``local`` the
-    sqlite file GARM uses without PostgreSQL.
+    ``current``: what it names now (None before written); ``answer``: the provider's
+    usable answer; ``scalesets``: GARM's, None when unread (they may exist); ``local``:
+    the sqlite file GARM uses without PostgreSQL.
     """
     if answer is not None:
         if moving_to_postgresql(current, answer) and scalesets != []:

@@ -1,10 +1,8 @@
-"""Typed, frozen views of the GARM objects the reconciler reads.
+"""Typed, frozen views of the GARM objects the charm reads, only the fields it uses.
 
-GARM encodes with Go's ``encoding/json``: a field tagged ``omitempty`` is *absent* when it
-holds its zero value (``enabled: false``, ``max_runners: 0``, ``""``, empty lists). Every
-``from_json`` here therefore gives an absent key the Go zero value, so the planner compares
-values and never key presence (docs/reference/garm-api.md §0.1). Only the fields the
-charm uses are kept.
+Go's ``encoding/json`` leaves out an ``omitempty`` field holding its zero value, so an
+absent key reads as the Go zero value, and the planner compares values, never key
+presence (docs/reference/garm-api.md §0.1). A value of the wrong type reads as absent.
 """
 
 from __future__ import annotations
@@ -13,7 +11,8 @@ import base64
 import contextlib
 import json
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Literal
 
@@ -24,17 +23,14 @@ _RFC3339 = re.compile(
 )
 
 EntityKind = Literal["organization", "repository", "enterprise"]
-# The status GARM sets on a runner it was told to force-remove (docs/reference/garm-api.md §3): the
-# row goes once GARM's worker gets to it, whatever its provider answers.
+# A runner GARM was told to force-remove (docs/reference/garm-api.md §3).
 FORCE_REMOVED = "pending_force_delete"
 
 
 def parse_time(value: object) -> datetime:
-    """Parse Go's RFC 3339 time (``Z``, up to nanoseconds) into an aware datetime.
+    """Go's RFC 3339 time (up to nanoseconds, cut to micro) as an aware datetime.
 
-    Go emits up to nine fractional digits, more than ``datetime`` holds, so the fraction
-    is cut to microseconds here. An unparsable or missing value is the Go zero time, and
-    so is one that names no instant Python can hold in UTC; nothing here raises.
+    What does not parse, or names no instant Python holds in UTC, is the Go zero time.
     """
     if not isinstance(value, str):
         return GO_ZERO_TIME
@@ -81,17 +77,30 @@ def _int(data: dict[str, Any], key: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _bool(data: dict[str, Any], key: str) -> bool:
-    return data.get(key) is True
+_READERS: dict[str, Callable[[dict[str, Any], str], Any]] = {
+    "str": _str,
+    "int": _int,
+    "bool": lambda data, key: data.get(key) is True,
+    "bytes": _bytes,
+    "datetime": lambda data, key: parse_time(data.get(key)),
+}
+
+
+def _fields(cls: type, data: dict[str, Any], **keys: str) -> dict[str, Any]:
+    """``cls``'s plain fields from GARM's JSON, by their names or the keys ``keys`` names."""
+    return {
+        f.name: _READERS[str(f.type)](data, keys.get(f.name, f.name))
+        for f in fields(cls)
+        if str(f.type) in _READERS
+    }
 
 
 @dataclass(frozen=True)
 class ScaleSet:
     """A GARM scale set as ``GET /scalesets`` returns it (docs/reference/garm-api.md §2.2).
 
-    ``id`` is GARM's own integer id; ``scale_set_id`` is GitHub's, 0 until registered.
-    ``extra_specs`` is held as the decoded JSON value so that equal documents compare
-    equal however GARM formatted them.
+    ``id`` is GARM's; ``scale_set_id`` GitHub's, 0 until registered. ``extra_specs`` is
+    the decoded JSON, so that equal documents compare equal however formatted.
     """
 
     id: int
@@ -118,7 +127,7 @@ class ScaleSet:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ScaleSet:
-        """Build from GARM's JSON, absent keys taking Go zero values."""
+        """Build from GARM's JSON."""
         raw_specs = data.get("extra_specs")
         if isinstance(raw_specs, str):
             # A client may hand us the RawMessage still encoded; decode it the same way.
@@ -143,27 +152,14 @@ class ScaleSet:
                 entity_name = _str(data, f"{prefix}_name")
                 break
         return cls(
-            id=_int(data, "id"),
-            name=_str(data, "name"),
-            scale_set_id=_int(data, "scale_set_id"),
-            enabled=_bool(data, "enabled"),
-            state=_str(data, "state"),
-            extended_state=_str(data, "extended_state"),
-            provider_name=_str(data, "provider_name"),
-            image=_str(data, "image"),
-            flavor=_str(data, "flavor"),
-            os_type=_str(data, "os_type"),
-            os_arch=_str(data, "os_arch"),
-            max_runners=_int(data, "max_runners"),
-            min_idle_runners=_int(data, "min_idle_runners"),
-            runner_group=_str(data, "github-runner-group"),
+            **{
+                **_fields(cls, data, runner_group="github-runner-group"),
+                "entity_id": entity_id,
+                "entity_name": entity_name,
+            },
             labels=labels,
             extra_specs=raw_specs,
             entity_kind=kind,
-            entity_id=entity_id,
-            entity_name=entity_name,
-            created_at=parse_time(data.get("created_at")),
-            template_id=_int(data, "template_id"),
         )
 
 
@@ -171,8 +167,8 @@ class ScaleSet:
 class Template:
     """A runner install template (docs/reference/garm-api.md §4).
 
-    ``owner_id`` is a username, or ``system`` for GARM's built-in templates. ``data`` is
-    the decoded body, None when GARM did not send it: its list leaves every body out.
+    ``owner_id`` is a username, or ``system`` for GARM's own. ``data`` is the decoded
+    body, None when not sent (GARM's list leaves bodies out).
     """
 
     id: int
@@ -193,23 +189,14 @@ class Template:
             # ValueError: binascii.Error, and a str with other than ASCII in it.
             with contextlib.suppress(ValueError):
                 body = base64.b64decode(raw, validate=True).decode()
-        return cls(
-            id=_int(data, "id"),
-            name=_str(data, "name"),
-            description=_str(data, "description"),
-            os_type=_str(data, "os_type"),
-            forge_type=_str(data, "forge_type"),
-            owner_id=_str(data, "owner_id"),
-            updated_at=parse_time(data.get("updated_at")),
-            data=body,
-        )
+        return cls(**_fields(cls, data), data=body)
 
 
 @dataclass(frozen=True)
 class Instance:
-    """A runner instance from ``GET /instances`` (docs/reference/garm-api.md §3).
+    """A runner from ``GET /instances`` (docs/reference/garm-api.md §3).
 
-    ``scale_set_id`` here is the GARM scale set ``id`` (not GitHub's), 0 for pool runners.
+    ``scale_set_id`` is GARM's scale set ``id`` (not GitHub's), 0 for pool runners.
     """
 
     name: str
@@ -221,15 +208,8 @@ class Instance:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Instance:
-        """Build from GARM's JSON, absent keys taking Go zero values."""
-        return cls(
-            name=_str(data, "name"),
-            scale_set_id=_int(data, "scale_set_id"),
-            status=_str(data, "status"),
-            runner_status=_str(data, "runner_status"),
-            created_at=parse_time(data.get("created_at")),
-            updated_at=parse_time(data.get("updated_at")),
-        )
+        """Build from GARM's JSON."""
+        return cls(**_fields(cls, data))
 
     @property
     def is_idle(self) -> bool:
@@ -241,10 +221,9 @@ class Instance:
 class Entity:
     """An organization or repository registered in GARM.
 
-    ``name`` is the organization name, or ``owner/name`` for a repository, which is how
-    scale sets name their repository (``repo_name``). ``credentials_name`` is the GitHub
-    credential GARM talks to GitHub with for it; it does not take part in equality, so
-    an entity found in a scale set and one from a list compare equal.
+    A repository's ``name`` is ``owner/name``, as scale sets name it (``repo_name``).
+    ``credentials_name`` takes no part in equality: an entity of a scale set and one
+    from a list compare equal.
     """
 
     kind: EntityKind
@@ -255,22 +234,13 @@ class Entity:
     @classmethod
     def organization_from_json(cls, data: dict[str, Any]) -> Entity:
         """Build from an ``Organization`` object (docs/reference/garm-api.md §5.2)."""
-        return cls(
-            kind="organization",
-            id=_str(data, "id"),
-            name=_str(data, "name"),
-            credentials_name=_str(data, "credentials_name"),
-        )
+        return cls(kind="organization", **_fields(cls, data))
 
     @classmethod
     def repository_from_json(cls, data: dict[str, Any]) -> Entity:
         """Build from a ``Repository`` object; its ``name`` is the bare repository name."""
-        return cls(
-            kind="repository",
-            id=_str(data, "id"),
-            name=f"{_str(data, 'owner')}/{_str(data, 'name')}",
-            credentials_name=_str(data, "credentials_name"),
-        )
+        read = _fields(cls, data) | {"name": f"{_str(data, 'owner')}/{_str(data, 'name')}"}
+        return cls(kind="repository", **read)
 
 
 @dataclass(frozen=True)
@@ -284,17 +254,15 @@ class Credential:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Credential:
         """Build from a ``ForgeCredentials`` object (docs/reference/garm-api.md §5.3)."""
-        return cls(
-            id=_int(data, "id"), name=_str(data, "name"), description=_str(data, "description")
-        )
+        return cls(**_fields(cls, data))
 
 
 @dataclass(frozen=True)
 class ControllerInfo:
     """The URLs runners and GitHub use to reach GARM, and which GARM it is.
 
-    ``controller_id`` is made at GARM's first run and kept in its database: another one
-    answering means another database (docs/reference/garm-api.md §1.3, ``garm.identity``).
+    ``controller_id`` is made at GARM's first run and kept in its database: another means
+    another database (docs/reference/garm-api.md §1.3, ``garm.identity``).
     """
 
     metadata_url: str = ""
@@ -310,11 +278,4 @@ class ControllerInfo:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ControllerInfo:
         """Build from ``ControllerInfo``; unset URLs are absent on the wire."""
-        return cls(
-            metadata_url=_str(data, "metadata_url"),
-            callback_url=_str(data, "callback_url"),
-            webhook_url=_str(data, "webhook_url"),
-            agent_tools_sync=data.get("enable_agent_tools_sync") is True,
-            controller_id=_str(data, "controller_id"),
-            ca_cert_bundle=_bytes(data, "ca_cert_bundle"),
-        )
+        return cls(**_fields(cls, data, agent_tools_sync="enable_agent_tools_sync"))

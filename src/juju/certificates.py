@@ -1,27 +1,13 @@
 """GARM's serving certificate from a ``tls-certificates`` provider, on ``certificates``.
 
-The interface's requirer library (``charmlibs.interfaces.tls_certificates``, V4) does the
-protocol: each unit makes its own private key (kept in a Juju secret only that unit can
-read), puts its certificate request in its unit databag, watches the provider's answer
-and asks again before the certificate expires or when what it asks for changes. UNIT
-mode: whichever unit leads serves GARM's API with its own certificate, so a new leader
-already holds one.
-
-What is asked for is ``garm.tls.serving_hosts``: external-url's host, the unit's
-address on the configurator relation's network (where runners reach it) and loopback
-(where the charm's own client does). The library asks again whenever that list changes
-(it re-reads it at every event it handles, and at ``config-changed`` and
-``upgrade-charm``), and before the certificate expires: each request carries a unique
-identifier in its subject (the library's default), so a renewal is a new request the
-provider answers, not the same bytes it already answered. A provider that signs no IP
-addresses (an ACME one) cannot serve this: its refusal is shown.
-
-The library's own handlers raise on a provider's answer they cannot read; the charm
-contains that (``_GuardedRequirer``), since a hook that fails on every
-``leader-elected`` would keep a failover from ever happening.
-
-The pass never sees ops: it gets ``read()``'s answer, a ``garm.tls.ServingTls``, an
-``Awaited`` saying what is missing, or None without the relation.
+The requirer library (``charmlibs.interfaces.tls_certificates``, V4) does the protocol,
+in UNIT mode: each unit has its own key and certificate, so a new leader already holds
+one. It asks for ``garm.tls.serving_hosts`` (external-url's host, the address runners
+reach, loopback), again whenever that list changes and before expiry (a unique subject
+id makes each renewal a new request). A provider that signs no IP addresses (ACME)
+cannot serve this: its refusal is shown. The library's handlers raise on an answer
+they cannot read; ``_GuardedRequirer`` contains that, since a hook failing at every
+``leader-elected`` would block failover.
 """
 
 from __future__ import annotations
@@ -72,7 +58,7 @@ class Certificates:
         try:
             (request,) = self._requests(None)
             issued, key = self.requirer.get_assigned_certificate(request)
-            error = self._refusal(issued is None)
+            error = self._refusal() if issued is None else ""
         except (TLSCertificatesError, ValueError, ops.ModelError) as exc:
             logger.warning("cannot read the certificate from %s: %s", provider, exc)
             return Awaited(f"Cannot read the certificate from {provider} ({RELATION})")
@@ -95,11 +81,7 @@ class Certificates:
         )
 
     def hosts(self) -> tuple[str, ...]:
-        """The names this unit's certificate is asked for.
-
-        ``external-url`` as the charm's config check takes it: one it refuses (the pass
-        says why) names nothing here, so that a typo cannot fail the library's hooks.
-        """
+        """The names this unit's certificate is asked for (a refused external-url: none)."""
         checked = unit.config(self._charm)
         external = "" if isinstance(checked, ConfigError) else checked.external_url
         return serving_hosts(unit.ingress_address(self._charm.model, self._network), external)
@@ -118,10 +100,8 @@ class Certificates:
             )
         ]
 
-    def _refusal(self, unanswered: bool) -> str:
+    def _refusal(self) -> str:
         """The provider's error for this unit's request, "" when there is none."""
-        if not unanswered:
-            return ""
         for request in self.requirer.get_csrs_from_requirer_relation_data():
             refused = self.requirer.get_request_error(request.certificate_signing_request)
             if refused is not None:
@@ -136,13 +116,10 @@ class Certificates:
 
 
 class _GuardedRequirer(TLSCertificatesRequiresV4):
-    """The interface's requirer, whose handlers log what they cannot read, not raise it.
+    """The requirer, its (private) handlers logging what they cannot read, not raising.
 
-    The library reads the provider's databag in its own handlers (``_configure``, on
-    relation-created and -changed, leader-elected and the refresh events) and raises
-    ``TLSCertificatesError`` on a certificate or CA that is not PEM. The charm's rule is
-    that no relation data raises out of a hook; the pass then says what it cannot read
-    (``Certificates.read``). These are the library's own (private) handlers, wrapped.
+    ``_configure`` raises ``TLSCertificatesError`` on a certificate or CA that is not
+    PEM; ``Certificates.read`` then says what it cannot read.
     """
 
     def _configure(self, _: ops.EventBase | None = None) -> None:

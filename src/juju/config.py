@@ -1,11 +1,8 @@
 """The charm's config options, checked together before a pass does anything.
 
-A value is refused here when it would make a hook raise (an integer no ``timedelta`` or
-socket takes), make GARM refuse it, or leave the charm waiting for something that can
-never happen (a URL runners cannot use). A refused value changes nothing: the charm
-reports ``blocked`` with every ``<option>: <why>`` and leaves GARM as it is until the
-operator corrects it. Pure: ops hands the options in (``CharmBase.load_config``), with
-charmcraft.yaml's defaults for those the operator did not set.
+Refused: a value that would make a hook raise, GARM refuse it, or the charm wait for
+what never comes (a URL runners cannot use). The charm is then ``blocked`` with every
+``<option>: <why>`` and leaves GARM as it is.
 """
 
 from __future__ import annotations
@@ -20,26 +17,21 @@ from observe.endpoint import PORT as METRICS_PORT
 from scalesets.naming import MIN_NAME_BUDGET
 from scalesets.spec import Settings
 
-# OpenStack's 60-byte tag leaves 10 bytes for a name, so more only helps with another
-# provider, and no name needs to be longer than the longest a configurator may publish.
+# OpenStack's 60-byte tag leaves 10 bytes for a name; no name needs more than the
+# longest a configurator may publish.
 MAX_NAME_BUDGET = 64
-# A day of waiting for a warm runner is a change that is not happening; retiring the old
-# scaleset then is what the timeout is for.
+# A day without a warm runner is a change that is not happening.
 MAX_HANDOVER_MINUTES = 24 * 60
-# 30 days, six times GitHub's 5-day limit on a self-hosted job: a runner still busy then
-# is stuck whatever it says. The cap also keeps date arithmetic far from overflowing.
+# Six times GitHub's 5-day limit on a self-hosted job; also far from date overflow.
 MAX_DRAIN_MINUTES = 30 * 24 * 60
-# The timer runs a pass through juju-exec, which holds the machine lock: more often than
-# this would keep hooks queueing behind it; less often than hourly, update-status (every
-# 5 minutes by default) already comes first.
+# The timer's pass holds the machine lock (juju-exec): not so often that hooks queue
+# behind it; past an hour, update-status comes first anyway.
 MIN_RECONCILE_SECONDS = 10
 MAX_RECONCILE_SECONDS = 3600
-# Linux lets only a process with CAP_NET_BIND_SERVICE listen below this port, so GARM,
-# an unprivileged user, is given that capability for a lower api-port.
+# Below it, Linux lets only a process with CAP_NET_BIND_SERVICE listen.
 FIRST_UNPRIVILEGED_PORT = 1024
 
-# Printable ASCII without space: a URL that is sent to every runner as typed, so nothing
-# invisible may hide in it. An international domain name is written in its xn-- form.
+# Printable ASCII without space: every runner is sent the URL as typed (IDNs as xn--).
 _URL_CHARACTERS = re.compile(r"[\x21-\x7e]+")
 _URL_SHAPE = "must be an absolute http:// or https:// URL with a host, e.g. http://10.0.0.5:9997"
 
@@ -54,14 +46,11 @@ class _RefusedError(Exception):
 
 @dataclass(frozen=True)
 class CharmConfig:
-    """The charm's config options, every value checked when it is made.
+    """The charm's config options (``-`` read as ``_``), every value checked when made.
 
-    ops' ``CharmBase.load_config`` makes it from the options Juju hands the hook, which
-    carry charmcraft.yaml's defaults: that file is the one table of them. The fields are
-    the options (``-`` read as ``_``), as Juju gives them until ``__post_init__`` has
-    checked them, then as a pass uses them: ``external_url`` is "" when unset (runners
-    then use this unit's address) and never ends in ``/``; ``reconcile_interval`` is in
-    seconds, 0 meaning no timer.
+    Made by ops' ``load_config`` with charmcraft.yaml's defaults, the one table of them.
+    Once checked: ``external_url`` is "" when unset and never ends in ``/``;
+    ``reconcile_interval`` is in seconds, 0 meaning no timer.
     """
 
     scaleset_name_budget: int
@@ -73,11 +62,7 @@ class CharmConfig:
     refresh_idle_runners: bool
 
     def __post_init__(self) -> None:
-        """Check every option, or raise a ConfigError naming each bad one.
-
-        All options are checked before any is refused, so the operator sees every problem
-        at once instead of one per ``juju config``.
-        """
+        """Check every option, or raise a ConfigError naming each bad one at once."""
         problems = []
         for name, check in _CHECKS.items():
             try:
@@ -124,19 +109,13 @@ def _api_port(value: object) -> int:
     """GARM's port: any TCP port but the one the charm's own metrics are served on."""
     port = _whole(1, 65535)(value)
     if port == METRICS_PORT:
-        # Whichever of the two binds first, the other fails, and a pass reading the metrics
-        # server's 404 as GARM answering would fail with a misleading setup error.
+        # One of the two would fail to bind, and a 404 from metrics would read as GARM's.
         raise _RefusedError(f"{port} is the charm's own metrics port: choose another")
     return port
 
 
 def _base_url(value: object) -> str:
-    """The URL runners reach GARM at, without a trailing ``/``; "" when unset.
-
-    GARM appends its own paths (``/api/v1/metadata`` ...) to it, so a path prefix behind
-    a proxy works but a query or fragment would end up in the middle of every URL. A user
-    or password in it would be handed to every runner.
-    """
+    """The URL runners reach GARM at, without a trailing ``/``; "" when unset."""
     if not isinstance(value, str):
         raise _RefusedError("must be text")
     if not value:

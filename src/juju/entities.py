@@ -1,20 +1,12 @@
 """Which of ``org`` and ``repo`` a configurator unit means when it publishes both.
 
-garm-configurator allows exactly one of its ``org`` and ``repo`` options, but writes its
-unit databag with ``update`` and never removes a key (canonical/github-runner-operators,
-``charms/garm-configurator/src/charm.py``, ``_configure_garm_relation``): a unit switched
-from an org to a repo, or back, publishes both, the one it left unchanged. What it means
-is the key it changed last, and only a reader that remembers can tell which that is. So
-the leader remembers, per unit, the two values it last read and the one it took (the
-peer relation's ``entities`` record), and takes the key whose value changed since.
-
-When that cannot tell — both first read together (no memory: a unit switched before
-garm first read it, or an upgrade from a revision that kept none) or both changed
-between two reads — the unit is held, its live scaleset left serving as it is, until
-the operator says which with the ``choose-entity`` action. One switch no reader can
-see: back to the very value left behind, which leaves the databag as it was; the choice
-then stays as it was, and ``choose-entity`` is the way to say it. Pure: databags in,
-choices out.
+garm-configurator allows one of the two, but writes its databag with ``update`` and
+never removes a key (canonical/github-runner-operators,
+``charms/garm-configurator/src/charm.py``, ``_configure_garm_relation``): a unit that
+switched publishes both, the one it left unchanged. So the leader remembers per unit
+the values it last read and the key it took (peer data ``entities``), and takes the
+key whose value changed since. When that cannot tell (no memory, or both changed) the
+unit is held until the operator says which (``choose-entity``). Pure.
 """
 
 from __future__ import annotations
@@ -35,10 +27,7 @@ KEY = "entities"
 
 @dataclass(frozen=True)
 class Seen:
-    """What one unit published last time it was read, and which of the two it means.
-
-    ``use`` None: it publishes both and which is current is not known.
-    """
+    """What one unit published when last read, and which it means (None: not known)."""
 
     org: str | None = None
     repo: str | None = None
@@ -54,11 +43,9 @@ Memory = Mapping[str, Seen]
 
 @dataclass(frozen=True)
 class Choices:
-    """A pass's reading of every unit's ``org`` and ``repo``.
+    """A pass's reading of the units publishing both: known (``uses``) or not.
 
-    ``uses`` says which key to read for each unit publishing both whose choice is known;
-    ``unknown`` the units publishing both whose choice is not; ``memory`` what to
-    remember for the next pass.
+    ``memory`` is what to remember for the next pass.
     """
 
     uses: Mapping[str, Kind]
@@ -82,9 +69,8 @@ def choose(
 ) -> Choices:
     """Which key each unit means, from what it publishes and what it published before.
 
-    What is remembered of a unit not seen is forgotten only when this hook sees every
-    unit (``whole``) of its application: not when the application is one of ``hidden``,
-    whose units this hook may not all see (another model's, or not all joined yet).
+    A unit not seen is forgotten only when this hook sees all its application's units
+    (``whole``, and the application not one of ``hidden``).
     """
     uses: dict[str, Kind] = {}
     unknown: dict[str, Seen] = {}
@@ -137,11 +123,7 @@ def read(text: str | None) -> tuple[dict[str, Seen], bool]:
         return {}, False
     if not isinstance(raw, dict):
         return {}, False
-    memory: dict[str, Seen] = {}
-    for unit, entry in raw.items():
-        seen = _entry(entry)
-        if seen is not None:
-            memory[unit] = seen
+    memory = {unit: seen for unit, entry in raw.items() if (seen := _entry(entry)) is not None}
     return memory, render(memory) == text
 
 

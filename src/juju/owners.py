@@ -1,15 +1,9 @@
 """Which configurator relation each provider comes from, and what a reused name holds back.
 
-A provider is named after the configurator unit that publishes it (``relation.own_provider``),
-so an application removed and deployed again under its old name publishes its old
-providers' names, with settings of its own. GARM holds one provider per name: while the
-earlier relation's scalesets still use it, it keeps their settings (``garm.providers``),
-and nothing of the new relation may run on it, or its runners would boot with another
-relation's OpenStack settings. Juju never gives two relations one id, so a provider's
-relation id tells the two apart.
-
-Pure: the pass hands in what it read of the configurator relations and the providers
-``garm.providers`` kept.
+A provider is named after its unit (``relation.own_provider``), so an application
+deployed again under its old name publishes its old providers' names. While the earlier
+relation's scalesets use one, GARM keeps their settings (``garm.providers``) and nothing
+of the new relation may run on it. Relation ids, never reused, tell the two apart. Pure.
 """
 
 from __future__ import annotations
@@ -30,13 +24,11 @@ logger = logging.getLogger(__name__)
 
 def published(providers: Iterable[OpenstackProvider], seen: Configurators) -> tuple[Recorded, ...]:
     """The related units' providers, each with the id of the relation its unit is on."""
-    ids = _relation_ids(seen)
-    units = _units_by_provider(seen)
-    owned = []
-    for provider in providers:
-        unit = units.get(provider.name)
-        owned.append(Recorded(provider, ids.get(application_of(unit)) if unit else None))
-    return tuple(owned)
+    ids, units = _relation_ids(seen), _units_by_provider(seen)
+    return tuple(
+        Recorded(p, ids.get(application_of(units[p.name])) if p.name in units else None)
+        for p in providers
+    )
 
 
 def left_out(
@@ -44,16 +36,11 @@ def left_out(
 ) -> tuple[RelationState, tuple[Skipped, ...]]:
     """The relation state without what would run on another relation's provider, and why.
 
-    An application whose unit's provider is held (``KeptProviders.held``) is left out of
-    the pass whole, each of its units' scalesets and held specs told as skipped, with why;
-    any other spec naming a provider kept for another relation is left out alone (another
-    unit of its application, if any, defines the scaleset). Left out rather than held: a
-    held spec keeps the live scalesets of its name as they are, and those may be the
-    earlier relation's, which must drain and go for the name to be free. Held, though,
-    when GARM could not say whether a scaleset still uses the name (``unsure``): leaving
-    the application out would retire scalesets of names it may take over at once (the
-    same settings), on what this pass cannot see; the next pass knows. ``kept`` None
-    (GARM not configured in this pass) leaves the state as it is.
+    An application whose provider is held (``KeptProviders.held``) is left out whole,
+    told as skipped; any other spec on a provider kept for another relation is left out
+    alone. Left out, not held: a held spec keeps its name's live scalesets, which may be
+    the earlier relation's, which must drain to free the name. Held when GARM could not
+    say (``unsure``): the next pass knows. ``kept`` None leaves the state as it is.
     """
     if kept is None:
         return state, ()

@@ -1,10 +1,7 @@
 """GARM's PostgreSQL database, requested over ``postgresql_client``.
 
-A thin wrapper around the requirer side of ``dpcharmlibs-interfaces`` (V1 contract): it
-asks for one database named ``garm`` and turns the provider's answer into the
-``PostgresqlDatabase`` GARM's config is rendered from. The library does the wire work:
-it writes the request into our app databag when the relation is created (leader only)
-and resolves the credentials from the Juju secret the provider points at.
+The requirer of ``dpcharmlibs-interfaces`` (V1) writes the request for database ``garm``
+and resolves the credentials' secret; this turns its answer into a ``PostgresqlDatabase``.
 """
 
 from __future__ import annotations
@@ -15,9 +12,8 @@ from urllib.parse import urlsplit
 
 import ops
 
-# The library's models put Field() defaults where pydantic >= 2.12 ignores them and says
-# so at import, on stderr, in every hook's log. Harmless to us (the fields are optional
-# either way); silenced for this import only, so our own code still warns.
+# Its models put Field() defaults where pydantic >= 2.12 ignores them, and says so in
+# every hook's log; harmless, silenced for this import only.
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=".*has no effect in the context it was used")
     from dpcharmlibs.interfaces import (
@@ -37,12 +33,7 @@ DEFAULT_PORT = 5432
 
 
 class GarmDatabase:
-    """The ``postgresql_client`` requirer for GARM's database.
-
-    Construct it in the charm's ``__init__``, so it exists in every hook: the library
-    writes the request in relation-created and maps secret-changed on the credentials
-    to ``authentication_updated``, and does neither unless it is observing then.
-    """
+    """The ``postgresql_client`` requirer, made in every hook (the library observes events)."""
 
     def __init__(self, charm: ops.CharmBase, relation_name: str) -> None:
         self._charm = charm
@@ -55,11 +46,7 @@ class GarmDatabase:
         )
 
     def postgresql(self) -> PostgresqlDatabase | None:
-        """Where GARM's database is, or None until the provider has fully answered.
-
-        None also when the answer cannot be used (a malformed endpoint, a credentials
-        secret we cannot read); the reason is logged, never the credentials.
-        """
+        """Where GARM's database is; None until fully answered, or unusable (logged)."""
         relation = self._charm.model.get_relation(self._relation_name)
         if relation is None or relation.app is None:
             return None
@@ -81,20 +68,15 @@ class GarmDatabase:
                 password=response.password,
                 database=DATABASE_NAME,
             )
-        # ValueError covers pydantic's ValidationError (a malformed databag) as well as a
-        # bad host or port. None of them quotes the credentials: pydantic validates only
-        # the databag (the secret's content is filled in afterwards), and
-        # PostgresqlDatabase checks only the port and sslmode.
+        # ValueError: pydantic's ValidationError (of the databag alone, before the secret
+        # is read) or a bad host or port; none quotes the credentials.
         except (ValueError, ops.SecretNotFoundError) as e:
             logger.warning("Unusable answer on %s: %r", self._relation_name, e)
             return None
 
 
 def _first_endpoint(endpoints: str) -> tuple[str, int]:
-    """Host and port of the first of the provider's comma-separated ``host:port`` list.
-
-    GARM's config has no multi-host form, so any further endpoints are ignored.
-    """
+    """Host and port of the first ``host:port`` (GARM has no multi-host form)."""
     first = endpoints.split(",")[0].strip()
     # urlsplit handles a bracketed IPv6 literal and rejects a non-numeric port.
     parts = urlsplit(f"//{first}")

@@ -1,27 +1,13 @@
 """What the leader tells each garm-configurator application about its units' scalesets.
 
-Pure: from what a pass already knows (the relation state it acted on, its outcome, and
-the GARM name of each logical scaleset's current generation) to the keys of garm's
-application databag on each garm-configurator relation. The format, and why it is so:
-the module docs of ``charms.garm_machine.v0.garm_configurator`` (``GarmAppData``).
-
-A unit's phase, from the most specific fact about it:
-
-1. its own data was refused (invalid, runner options refused): ``held``, with why;
-2. its scaleset was left out of the pass, for every unit of its application publishing
-   that name (a duplicate, a provider or org not registered, an image not published, a
-   create GitHub refused): ``held`` when only an operator can fix it, else ``waiting``;
-3. a changeover of its logical scaleset is under way (``Progress``, orphans aside):
-   ``creating`` while no older generation exists, else ``replacing``, naming the older
-   generation and the runners the older ones hold;
-4. its logical scaleset has a current generation and nothing else: ``serving``, with
-   the message ``refreshing N idle runners`` while its idle runners made before a change
-   are replaced (no changeover: docs/adr/0010);
-5. otherwise nothing of it is live yet: ``creating``.
-
-Units that published no scaleset yet are not listed: GARM holds nothing of theirs. Held
-and waiting entries never name a scaleset: the live one (if any) is not the pass's
-doing, and with a duplicate name it is another application's.
+Pure: from a pass's relation state, outcome and current generations to garm's
+application databag on each relation (format: ``GarmAppData`` in
+``charms.garm_machine.v0.garm_configurator``). A unit's phase, most specific first:
+its own data refused, ``held``; its scaleset left out of the pass, ``held`` if only
+the operator can fix it, else ``waiting``; a changeover under way, ``creating`` or
+``replacing``; a current generation, ``serving`` (refreshing idle runners included:
+docs/adr/0010); else ``creating``. Held and waiting entries name no GARM scaleset:
+the live one is not the pass's doing. Units with no scaleset published are not listed.
 """
 
 from __future__ import annotations
@@ -43,9 +29,7 @@ from scalesets.actions import Phase, Progress, Skipped
 from scalesets.reconciler import Outcome
 from scalesets.spec import application_of, unit_order
 
-# Lower-cased logical scaleset name -> GARM name of its current generation (the one that
-# serves, or is to serve, the spec: ``scalesets.planner._Current.name``), for every family the
-# pass's last plan walked that has one, live or not, contested or not.
+# Lower-cased logical name -> GARM name of its current generation, live or not.
 Current = Mapping[str, str]
 # garm-configurator relation id -> the remote application's name, as ``relation.app.name``.
 Relations = Mapping[int, str]
@@ -54,17 +38,13 @@ Relations = Mapping[int, str]
 def published(
     state: RelationState, outcome: Outcome, current: Current, relations: Relations
 ) -> dict[int, dict[str, str]] | None:
-    """The keys to set in garm's application databag, per garm-configurator relation.
+    """The keys of garm's application databag per relation, listing that application's units.
 
-    Each relation's databag lists only the units of that relation's application. None
-    when the pass did not read GARM (unreachable, or its list calls refused), or did not
-    see every related unit: what was published before is then left as it is rather than
-    replaced by a guess.
+    None, leaving what was published, when the pass did not read GARM or did not see
+    every related unit (ADR 0002): a guess would replace it.
     """
     if outcome.unreachable is not None or any(e.action is None for e in outcome.errors):
         return None
-    # A partial view (units not joined here yet, a relation being suspended) would list
-    # fewer units than there are: what was published before stands (ADR 0002).
     if not state.desired.complete:
         return None
     states = unit_states(state, outcome, current)
@@ -114,11 +94,7 @@ def unit_states(
 
 
 def _changing(name: str, progress: Progress, current: str | None) -> ScalesetState:
-    """A logical scaleset whose changeover is under way.
-
-    ``Progress.scaleset`` is the generation being created, or else the one being
-    replaced; ``current`` is the one that serves or is to serve.
-    """
+    """A changeover under way: ``Progress.scaleset`` is the generation made or replaced."""
     message = f"stuck: {progress.blocked}" if progress.blocked else None
     if progress.phase is Phase.REFRESHING:
         return ScalesetState(SERVING, name, progress.scaleset, message=progress.describe())
@@ -135,11 +111,7 @@ def _changing(name: str, progress: Progress, current: str | None) -> ScalesetSta
 
 
 def write(databag: MutableMapping[str, str], wanted: Mapping[str, str]) -> bool:
-    """Set the keys of ``wanted`` that differ in ``databag``; whether any did.
-
-    Only a real change is written, so a pass that changes nothing wakes no configurator
-    unit (each write is a relation-changed hook on every one of them).
-    """
+    """Set the keys of ``wanted`` that differ; whether any did (each wakes every unit)."""
     changed = False
     for key, value in wanted.items():
         if databag.get(key) != value:

@@ -1,8 +1,6 @@
-"""Typed charm state: desired scaleset specs and GARM's inputs from relation data.
+"""Desired scaleset specs and GARM's inputs from the configurator units' databags.
 
-Pure: the charm hands in plain databags; nothing here talks to Juju (config options are
-read in ``config``). One unit's bad data is recorded against that unit and never
-stops the others.
+Pure. One unit's bad data is held against that unit and never stops the others.
 """
 
 from __future__ import annotations
@@ -33,11 +31,9 @@ _NO_IMAGE = "image_id not published yet"
 class RelationState:
     """What the garm-configurator relations ask for.
 
-    ``silent`` lists units related but with no scaleset published yet: nothing of theirs
-    can exist in GARM, so they hold nothing back, but the operator may want to know.
-    ``units`` keeps every unit whose data parsed, for what GARM itself needs of them.
-    ``unseen`` names what an incomplete view waits for (``desired.complete`` False).
-    ``chosen`` is which of ``org`` and ``repo`` each unit means, to remember.
+    ``silent``: units with no scaleset published yet (nothing of theirs is in GARM).
+    ``units``: every unit whose data parsed. ``unseen``: what an incomplete view waits
+    for. ``chosen``: which of ``org`` and ``repo`` each unit means, to remember.
     """
 
     related: bool
@@ -61,8 +57,8 @@ class UnitProblem:
 class GarmInputs:
     """What GARM itself must hold for the related units: providers, credentials, orgs.
 
-    ``published`` is every (kind, lower-cased name) some unit names, with or without
-    credentials: GARM keeps those entities even when it cannot (re)bind them yet.
+    ``published``: every (kind, lower-cased name) some unit names, credentials or not:
+    GARM keeps those entities even when it cannot (re)bind them yet.
     """
 
     providers: tuple[OpenstackProvider, ...] = ()
@@ -79,18 +75,13 @@ def relation_state(
     runner: RunnerContext = NO_CONTEXT,
     remembered: entities.Memory | None = None,
 ) -> RelationState:
-    """Parse every configurator unit's databag into a spec, a held spec, or nothing yet.
+    """Each configurator unit's databag as a spec, a held spec, or nothing yet.
 
-    ``units`` is (unit name, databag) in a stable order. A unit whose data breaks the
-    contract, or names another unit's provider, is held (blocking) so its live scaleset
-    is left serving; one whose image is not known yet is held (waiting) for the same
-    reason. ``view`` says whether this unit sees every related unit (``lifecycle``);
-    ``runner`` is what every runner is set up with besides its unit's options;
-    ``remembered`` which of ``org`` and ``repo`` each unit meant before (``entities``):
-    a unit publishing both whose choice is not known is held (blocking). So is every
-    unit of applications naming one org or repo with different GitHub Apps
-    (``credential_conflicts``): whichever App it served under, the other application's
-    runners would register with it.
+    Held, so that its live scaleset is left serving: blocking, a unit whose data breaks
+    the contract, names another unit's provider, publishes both ``org`` and ``repo`` with
+    no known choice (``entities``), or names an org or repo another application names
+    with another GitHub App (``credential_conflicts``); waiting, one with no image yet.
+    ``view`` says whether this unit sees every related unit (``lifecycle``).
     """
     specs: list[ScalesetSpec] = []
     held: list[HeldSpec] = []
@@ -113,7 +104,13 @@ def relation_state(
             if unit in choices.unknown:
                 check_either_reading(data)  # only checked values are quoted
                 logger.error("garm-configurator unit %s publishes both org and repo", unit)
-                held.append(HeldSpec(unit, _raw_name(data), _both(unit, choices.unknown[unit])))
+                seen = choices.unknown[unit]
+                why = (
+                    f"publishes both org {seen.org!r} and repo {seen.repo!r} and which is "
+                    f"current is not known: juju run garm/leader choose-entity unit={unit} "
+                    "use=org (or use=repo)"
+                )
+                held.append(HeldSpec(unit, _raw_name(data), why))
                 continue
             parsed = _owned(
                 unit,
@@ -127,10 +124,11 @@ def relation_state(
             held.append(HeldSpec(unit, _raw_name(data), f"invalid {exc}"))
             continue
         parsed_units.append((unit, parsed))
-    conflicted = _conflicted_units(parsed_units)
+    conflicts = credential_conflicts(parsed_units)
     for unit, parsed in parsed_units:
-        if unit in conflicted:
-            held.append(HeldSpec(unit, parsed.name, conflicted[unit].why_held))
+        conflict = conflicts.get(_key(parsed))
+        if conflict is not None and application_of(unit) in conflict.applications:
+            held.append(HeldSpec(unit, parsed.name, conflict.why_held))
             continue
         if parsed.image_id is None:
             group = (application_of(unit), parsed.name.lower())
@@ -166,13 +164,11 @@ def relation_state(
 def failover_address(
     units: int, external_url: str, postgresql_related: bool
 ) -> tuple[UnitProblem, ...]:
-    """With 2+ units, runners need an address that follows the leader: ``external-url``.
+    """With 2+ units on PostgreSQL, runners need an ``external-url`` that follows the leader.
 
-    GARM stamps its callback and metadata URLs on each runner when it creates it, so a
-    runner made while GARM ran on one unit's address cannot finish installing, nor say
-    it is done, once another unit leads. Only an address the operator moves with the
-    leader (a virtual IP, a DNS name, a load balancer in front) survives a failover. On
-    sqlite no other unit may lead (``juju.lifecycle.sqlite_tenancy``): no failover.
+    GARM stamps its callback and metadata URLs on each runner it creates: a runner made
+    on one unit's address cannot finish, nor report, once another unit leads. On sqlite
+    no other unit may lead (``juju.lifecycle.sqlite_tenancy``).
     """
     if external_url or units < 2 or not postgresql_related:
         return ()
@@ -184,21 +180,12 @@ def failover_address(
 
 
 def check_either_reading(data: Mapping[str, str]) -> None:
-    """Raise ``DatabagError`` unless the unit's data keeps the contract read either way.
+    """Raise ``DatabagError`` unless the data keeps the contract read either way.
 
-    For a unit publishing both ``org`` and ``repo`` whose choice is not known: both values
-    are checked before either is quoted (in a status, or an action's answer).
+    Both ``org`` and ``repo`` are checked before either is quoted (status, action).
     """
     for kind in entities.KINDS:
         ConfiguratorUnitData.from_databag(data, kind)
-
-
-def _both(unit: str, seen: entities.Seen) -> str:
-    """Why a unit publishing both ``org`` and ``repo`` is held, and the way out."""
-    return (
-        f"publishes both org {seen.org!r} and repo {seen.repo!r} and which is current "
-        f"is not known: juju run garm/leader choose-entity unit={unit} use=org (or use=repo)"
-    )
 
 
 def own_provider(unit: str) -> str:
@@ -211,13 +198,11 @@ def _owned(
 ) -> ConfiguratorUnitData:
     """The unit's data with its provider named after the unit itself, or a refusal.
 
-    The configurator derives ``provider_name`` from its own unit name, so a provider can
-    only ever be defined by the unit named after it: one unit's OpenStack settings can
-    never replace another's, whose runners would then boot in a foreign project. A
-    cross-model configurator is named here after its offer or alias, so its derived name
-    may differ from the local one in the application part but never in the unit number;
-    for such a unit only, that name is accepted and the provider named after the local
-    unit. ``names`` are the providers the related units own.
+    The configurator derives ``provider_name`` from its unit name, so no unit's OpenStack
+    settings can replace another's (whose runners would boot in a foreign project). A
+    cross-model unit is named here after its offer or alias: its derived name may differ
+    in the application part, never in the unit number, and is renamed to the local one.
+    ``names`` are the providers the related units own.
     """
     own = own_provider(unit)
     published = data.provider_name
@@ -234,12 +219,7 @@ def _owned(
 
 
 def _check_script_names(data: ConfiguratorUnitData) -> None:
-    """Refuse a configurator script that would run before the charm's proxy script.
-
-    GARM's provider runs pre-install scripts in byte order of their names; behind a
-    proxy, one that ran first would find no way out (and the name itself is the
-    charm's).
-    """
+    """Refuse a script that would run before the charm's proxy script (name order)."""
     if not data.runner_http_proxy:
         return
     for name in sorted(data.pre_install_scripts or {}):
@@ -253,14 +233,11 @@ def _check_script_names(data: ConfiguratorUnitData) -> None:
 
 @dataclass(frozen=True)
 class CredentialConflict:
-    """An org or repo that several configurator applications name with different GitHub Apps.
+    """An org or repo that several applications name with different GitHub Apps.
 
-    GARM binds an org or repo to one credential, and every scaleset under it registers
-    its runners with that App: bound to either application's App, the other's runners
-    would act as an App that is not theirs, and the binding would follow whichever unit
-    came first as units come and go. ``option`` is the configurator option naming it
-    (``org`` or ``repo``), ``name`` its value as the first unit spells it, and
-    ``applications`` those applications, sorted.
+    GARM binds an org or repo to one credential, with which every runner under it
+    registers: one application's runners would act as another's App. ``option`` is
+    ``org`` or ``repo``, ``name`` as the first unit spells it.
     """
 
     option: str
@@ -269,7 +246,7 @@ class CredentialConflict:
 
     @property
     def why_held(self) -> str:
-        """Why every unit of these applications naming it is held, and the way out."""
+        """Why its applications' units naming it are held, and the way out."""
         *first, last = self.applications
         return (
             f"{self.option} {self.name!r} is named by {', '.join(first)} and {last} "
@@ -280,25 +257,20 @@ class CredentialConflict:
 def credential_conflicts(
     units: Iterable[tuple[str, ConfiguratorUnitData]],
 ) -> dict[tuple[str, str], CredentialConflict]:
-    """The orgs and repos, as (kind, lower-cased name), named with different GitHub Apps.
+    """The orgs and repos, by ``_key``, named with different GitHub Apps.
 
-    An application's App for an org or repo is the (app id, installation id) published by
-    its first unit (in order) naming it: only a configurator's leader publishes one, and
-    a unit that led before keeps what it published then, so the units of one application
-    never conflict. Applications naming it with one App share its one credential in GARM
-    (``app-<app id>-<installation id>``): no conflict either. The key takes no part:
-    applications of one App may hold different keys while it is rotated. The ids are
-    read from the databag alone, so a conflict is seen before any secret is readable.
+    An application's App is the (app id, installation id) of its first unit naming it
+    (a former configurator leader keeps what it published), so one application never
+    conflicts with itself. The key takes no part (it may be mid-rotation), and the ids
+    are in the databag, so a conflict is seen before any secret is readable.
     """
     apps: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
     spelt: dict[tuple[str, str], str] = {}
     for unit, data in units:
-        kind, name = _entity(data)
-        ids = _app_ids(data)
-        if not name or ids is None:
+        key, ids = _key(data), _app_ids(data)
+        if not key[1] or ids is None:
             continue
-        key = (kind, name.lower())
-        spelt.setdefault(key, name)
+        spelt.setdefault(key, _entity(data)[1])
         apps.setdefault(key, {}).setdefault(application_of(unit), ids)
     return {
         key: CredentialConflict(
@@ -309,20 +281,6 @@ def credential_conflicts(
     }
 
 
-def _conflicted_units(
-    units: list[tuple[str, ConfiguratorUnitData]],
-) -> dict[str, CredentialConflict]:
-    """Each unit of a conflict's applications naming its org or repo, and that conflict."""
-    conflicts = credential_conflicts(units)
-    held: dict[str, CredentialConflict] = {}
-    for unit, data in units:
-        kind, name = _entity(data)
-        conflict = conflicts.get((kind, name.lower()))
-        if conflict is not None and application_of(unit) in conflict.applications:
-            held[unit] = conflict
-    return held
-
-
 def _entity(data: ConfiguratorUnitData) -> tuple[str, str]:
     """The kind of GARM entity a unit's scaleset serves, and its name ("" if none)."""
     if data.org:
@@ -330,12 +288,14 @@ def _entity(data: ConfiguratorUnitData) -> tuple[str, str]:
     return "repository", data.repo or ""
 
 
-def _raw_name(data: Mapping[str, str]) -> str:
-    """The name an invalid unit published, to keep its scaleset untouched by name.
+def _key(data: ConfiguratorUnitData) -> tuple[str, str]:
+    """The unit's entity as (kind, lower-cased name): how GARM tells entities apart."""
+    kind, name = _entity(data)
+    return kind, name.lower()
 
-    Empty when the name itself is unusable: the planner then treats no scaleset as an
-    orphan, since any of them might be this unit's.
-    """
+
+def _raw_name(data: Mapping[str, str]) -> str:
+    """The name an invalid unit published; "" when unusable (then nothing is an orphan)."""
     name = (data.get("name") or "").strip()
     try:
         ConfiguratorUnitData.check_name(name)
@@ -349,13 +309,11 @@ def spec_from_unit(
 ) -> ScalesetSpec:
     """The scaleset a valid, complete unit asks for.
 
-    Pre-install scripts reach GARM's providers as ``extra_specs.pre_install_scripts``,
-    a JSON object of name to base64 script (docs/reference/garm-api.md §2.5), run as
-    root in name order before anything else on the runner. A proxy adds the charm's
-    aproxy script, named to run first, and turns off the OS update at boot
-    (``disable_updates``), which would otherwise run before the proxy is set up. What
-    the runner install template must add is rendered here too, so that the planner can
-    tell from it alone whether the template GARM holds is current.
+    Pre-install scripts go as ``extra_specs.pre_install_scripts`` (name to base64, run
+    as root in name order: docs/reference/garm-api.md §2.5). A proxy adds the charm's
+    aproxy script, named to run first, and turns off the boot-time OS update
+    (``disable_updates``), which would run before it. The template blocks are rendered
+    here so the planner can tell from the spec alone whether GARM's template is current.
     """
     options = runner_options(data)
     scripts = dict(data.pre_install_scripts or {})
@@ -387,13 +345,11 @@ def spec_from_unit(
     )
 
 
-_OPENSTACK_KEYS = (
-    "openstack_username",
-    "openstack_project_name",
-    "openstack_user_domain_name",
-    "openstack_project_domain_name",
-    "openstack_region_name",
-    "openstack_network",
+# The provider's settings a unit must publish, each an ``OpenstackProvider`` field.
+_OPENSTACK_KEYS = tuple(
+    f"openstack_{f.name}"
+    for f in dataclasses.fields(OpenstackProvider)
+    if f.name not in ("name", "auth_url", "password")
 )
 PKCS1_HEADER = "-----BEGIN RSA PRIVATE KEY-----"
 
@@ -404,11 +360,9 @@ def garm_inputs(
 ) -> GarmInputs:
     """Providers, GitHub App credentials and entities from the units' Phase B data.
 
-    ``read_secret`` resolves a Juju secret URI to its ``value`` (None when unreadable).
-    Credentials are de-duplicated per (app id, installation id); each entity is bound to
-    the credential of the first unit (in order) that publishes it. One that applications
-    name with different GitHub Apps (``credential_conflicts``) is asked for with none:
-    GARM keeps it bound as it is, and ``published`` still names it, so it is not removed.
+    ``read_secret`` resolves a secret URI to its ``value`` (None when unreadable). One
+    credential per (app id, installation id); an entity is bound to its first unit's,
+    and to none while in conflict (``credential_conflicts``): GARM keeps its binding.
     """
     units = list(units)
     conflicts = credential_conflicts(units)
@@ -420,7 +374,7 @@ def garm_inputs(
     for unit, data in units:
         kind, name = _entity(data)
         if name:
-            published.add((kind, name.lower()))
+            published.add(_key(data))
         if data.openstack_auth_url is not None:
             provider = _provider(unit, data, read_secret, problems)
             if provider is not None:
@@ -429,10 +383,8 @@ def garm_inputs(
         if credential is None:
             continue
         credentials.setdefault(credential.name, credential)
-        if name and (kind, name.lower()) not in conflicts:
-            entities.setdefault(
-                (kind, name.lower()), EntitySpec(kind, name, credential.name, unit)
-            )
+        if name and _key(data) not in conflicts:
+            entities.setdefault(_key(data), EntitySpec(kind, name, credential.name, unit))
     return GarmInputs(
         tuple(providers),
         tuple(credentials.values()),
@@ -458,16 +410,9 @@ def _provider(
     if password is None:
         problems.append(UnitProblem(unit, "OpenStack password secret not readable yet", False))
         return None
+    settings = {k.removeprefix("openstack_"): getattr(data, k) or "" for k in _OPENSTACK_KEYS}
     return OpenstackProvider(
-        name=data.provider_name,
-        auth_url=data.openstack_auth_url or "",
-        username=data.openstack_username or "",
-        password=password,
-        project_name=data.openstack_project_name or "",
-        user_domain_name=data.openstack_user_domain_name or "",
-        project_domain_name=data.openstack_project_domain_name or "",
-        region_name=data.openstack_region_name or "",
-        network=data.openstack_network or "",
+        data.provider_name, data.openstack_auth_url or "", password=password, **settings
     )
 
 
@@ -502,10 +447,7 @@ def _credential(
 
 
 def _app_ids(data: ConfiguratorUnitData) -> tuple[int, int] | None:
-    """The GitHub App (app id, installation id) a unit publishes, if it publishes one.
-
-    None as well when either id is not a number: no credential can be made of them.
-    """
+    """The GitHub App (app id, installation id) a unit publishes; None if none, or not numbers."""
     app_id, installation_id = data.github_app_id, data.github_installation_id
     if app_id is None or installation_id is None or data.github_private_key_secret_uri is None:
         return None

@@ -1,14 +1,9 @@
 """The charm's own Juju secrets, and reading the ones configurators grant it.
 
-Two application secrets, made once by the leader: GARM's admin login, and what GARM
-keeps its data with (the JWT secret and the database passphrase, which must never
-change). The leader's pass reads them (``read_admin``, ``read_internal``) and asks for
-them to be made (``ensure``) when they are not there yet.
-
-A third, the providers GARM is configured with (``garm.providers``), is written by the
-leader whenever they change (``keep_providers``) and read by the next one
-(``read_providers``), whichever unit that is: every unit of the application can read an
-application secret, and an OpenStack password has no place in relation data.
+Application secrets, made by the leader: GARM's admin login; its JWT secret and
+database passphrase (which must never change); and the providers GARM is configured
+with (``garm.providers``), for the next leader: an OpenStack password has no place in
+relation data.
 """
 
 from __future__ import annotations
@@ -38,11 +33,7 @@ ADMIN_EMAIL = "admin@garm.local"
 
 
 class AdminLoginAction(ops.Object):
-    """The ``get-credentials`` action: GARM's admin login, for ``garm-cli`` or the web UI.
-
-    Only the action's output shows it (Juju keeps action results from other users of the
-    model); it is never logged.
-    """
+    """The ``get-credentials`` action: GARM's admin login, in its output alone (never logged)."""
 
     def __init__(self, charm: ops.CharmBase, view: JujuView):
         super().__init__(charm, "admin-login")
@@ -62,10 +53,9 @@ class AdminLoginAction(ops.Object):
 def ensure(model: ops.Model) -> bool:
     """Create the charm's own secrets if missing; True when any was just created.
 
-    Juju stores a secret only when the hook that adds it succeeds, so a secret made
-    in this hook is not used in it: had the hook failed after GARM took the
-    passphrase or the admin password, the next hook would make different ones that
-    GARM refuses for good.
+    Juju stores a secret only when the hook that adds it succeeds, so one made in this
+    hook is not used in it: had the hook failed after GARM took it, the next would make
+    another that GARM refuses for good.
     """
     created = False
     for label, make in (
@@ -77,8 +67,8 @@ def ensure(model: ops.Model) -> bool:
                 "email": ADMIN_EMAIL,
             },
         ),
-        # GARM wants a zxcvbn-strong JWT secret and a passphrase of exactly 32
-        # characters that must never change (it encrypts what GARM stores).
+        # A zxcvbn-strong JWT secret; a passphrase of exactly 32 characters that must never
+        # change (it encrypts what GARM stores).
         (
             INTERNAL_SECRET_LABEL,
             lambda: {"jwt-secret": strong_secret(64), "db-passphrase": strong_secret(32)},
@@ -121,10 +111,7 @@ def internal(model: ops.Model) -> dict[str, str]:
 
 
 def read_providers(model: ops.Model) -> tuple[Recorded, ...] | None:
-    """The providers a leader last configured GARM with; None before any did.
-
-    A record that does not read is none: the next leader's pass writes it over.
-    """
+    """The providers a leader last configured GARM with; None before any did, or unreadable."""
     try:
         content = model.get_secret(label=PROVIDERS_SECRET_LABEL).get_content(refresh=True)
     except ops.ModelError:  # SecretNotFoundError included: no leader recorded any yet
@@ -138,12 +125,9 @@ def read_providers(model: ops.Model) -> tuple[Recorded, ...] | None:
 def keep_providers(model: ops.Model, record: tuple[Recorded, ...] | None) -> None:
     """Write the record of GARM's providers, a new revision; None leaves it as it is.
 
-    The pass asks only when what GARM is configured with changed, so a settled pass
-    makes no revision. Made in this hook, like any revision, it stands only once the
-    hook succeeds: until then the next leader reads the one before. One Juju refuses
-    (before Juju 3.6.9 a secret holds at most 8 KiB, some twenty providers) is logged
-    rather than failing every hook; a new leader then keeps only the providers of the
-    record before and those it sees.
+    Asked only on a change, so a settled pass makes no revision. One Juju refuses
+    (before Juju 3.6.9 a secret holds at most 8 KiB, some twenty providers) is logged,
+    not failing every hook: a new leader then keeps the record before and what it sees.
     """
     if record is None:
         return
@@ -167,12 +151,7 @@ def configurator_value(model: ops.Model, uri: str) -> str | None:
 
 
 def strong_secret(length: int) -> str:
-    """A random secret with every character class in it.
-
-    GARM refuses weak values (zxcvbn score 4 for the admin password, the JWT secret and
-    the database passphrase); random text of this length with every class passes any
-    such check.
-    """
+    """A random secret with every character class in it: GARM wants zxcvbn score 4."""
     while True:
         value = "".join(secrets.choice(_SECRET_ALPHABET) for _ in range(length))
         if all(any(c in chars for c in value) for chars in _SECRET_CLASSES):

@@ -1,8 +1,4 @@
-"""One status line from a pass: what an operator reads in ``juju status``.
-
-Juju shows a single message per unit, so everything is composed into one line, the
-problem the operator must act on first. Kept pure so every wording can be tested.
-"""
+"""One status line from a pass: Juju shows one message per unit, the most pressing first."""
 
 from __future__ import annotations
 
@@ -24,9 +20,8 @@ BEING_REMOVED = "Being removed: this unit changes no scaleset any more"
 def refuse_action(leads: bool, dying: bool, action: str) -> str:
     """Why an action cannot run on this unit now; "" when it can: every action's guard.
 
-    Every action reads or changes what the leader's GARM is, so each runs on the leader
-    alone, and none on a leader being removed: its GARM serves on until its stop hook,
-    but nothing it starts may outlive it (a new GARM, a record another leader reads).
+    Actions act on the leader's GARM: on the leader alone, and not on one being removed,
+    whose GARM serves until its stop hook but may start nothing that outlives it.
     """
     if not leads:
         return f"Run this on the leader unit: juju run garm/leader {action}"
@@ -52,18 +47,10 @@ def summarise(
 ) -> Summary:
     """Status for a finished pass.
 
-    ``blocked`` only when the operator must act (no configurator related, a unit's data
-    invalid or duplicated, GitHub refusing a create for good, a changeover that will not
-    move on by itself: ``Progress.blocked``); ``waiting`` when the next hook may fix it
-    by itself (GARM unreachable or refusing, a unit still publishing); ``active``
-    otherwise — a
-    changeover in progress included: every label is served while it runs, so nothing
-    that waits for ``active`` should be held up by hours of draining. ``problems`` are
-    those of GARM's own setup (providers, credentials) per unit.
-
-    A generation whose runners keep failing (``describe_failing``) does not change the
-    kind: it is told after the changeovers, or after ``N scalesets in sync``, and beside
-    a problem in the brackets with them.
+    ``blocked`` only when the operator must act; ``waiting`` when a later hook may fix it
+    by itself; else ``active``, a changeover included (every label is served while it
+    drains). ``problems`` are GARM's own setup's, per unit. Runners that keep failing
+    (``describe_failing``) change no kind: they are told after the changeovers.
     """
     progress = _join([describe_progress(p) for p in outcome.progress])
     failing = _join(describe_failing(outcome, state))
@@ -87,23 +74,16 @@ def _parts(*parts: str) -> str:
 
 
 def describe_failing(outcome: Outcome, state: RelationState) -> list[str]:
-    """The logical scalesets whose current generation keeps failing, one item each.
+    """``ci (ci-768c7d): 2 runners failing`` per generation that serves nothing.
 
-    ``ci (ci-768c7d): 2 runners failing``: some of its runners are in error or failed
-    to start and none is idle or running a job (``scalesets.reconciler.Runners.keeps_failing``).
-    Such a generation serves nothing while GARM counts its runners; the status stays
-    ``active`` (GARM keeps trying, and the other scalesets serve) but says so. The
-    logical name is shown as the configurator spelt it.
+    ``scalesets.reconciler.Runners.keeps_failing``; the logical name as spelt.
     """
     spelt = {s.name.lower(): s.name for s in state.desired.specs}
     lines = []
-    for runners in outcome.runners:
-        if runners.keeps_failing:
-            names = shown_name(
-                spelt.get(runners.logical_name, runners.logical_name), runners.scaleset
-            )
-            count = runners.failing
-            lines.append(f"{names}: {count} runner{'' if count == 1 else 's'} failing")
+    for runners in (r for r in outcome.runners if r.keeps_failing):
+        names = shown_name(spelt.get(runners.logical_name, runners.logical_name), runners.scaleset)
+        count = runners.failing
+        lines.append(f"{names}: {count} runner{'' if count == 1 else 's'} failing")
     return lines
 
 
@@ -115,11 +95,8 @@ def _scalesets(*groups: Iterable[HeldSpec | ScalesetSpec | Skipped]) -> set[tupl
 def describe_progress(progress: Progress) -> str:
     """One changeover as the operator reads it, the logical name first, then GARM's.
 
-    ``Creating scaleset ci (ci-768c7d)``, ``Replacing scaleset ci (ci-24ec4a): draining
-    1 runner`` (the GARM name is the generation being replaced), ``Removing scaleset
-    ci-large (ci-9f8e7d): awaiting deletion`` (an orphan; its GARM name alone when the
-    logical name it was made for cannot be told), ``Refreshing scaleset ci (ci-768c7d): 2
-    idle runners made before its last change`` (no changeover: docs/adr/0010).
+    ``Replacing scaleset ci (ci-24ec4a): draining 1 runner`` names the generation being
+    replaced; an orphan is ``Removing``, by its GARM name alone when that is all it has.
     """
     if progress.orphan or progress.logical_name is None:
         return f"Removing scaleset {progress.names}: {progress.describe()}"

@@ -1,9 +1,7 @@
 """What Juju gives this unit besides relations: its config, resources, address, model proxy.
 
-Small readers for the leader's pass: each answers with a plain value, and a thing Juju
-does not have (a resource never attached, no address yet) is None. A hook tool that
-fails (``network-get``) fails the hook, which Juju retries: guessing an address instead
-would hand every runner a URL that reaches no GARM.
+What Juju does not have is None. A failing ``network-get`` fails the hook (Juju retries):
+a guessed address would give every runner a URL that reaches no GARM.
 """
 
 from __future__ import annotations
@@ -18,20 +16,9 @@ from garm.config import Proxy
 from juju.config import CharmConfig, ConfigError
 from juju.status import Summary
 
-_STATUS = {
-    "active": ops.ActiveStatus,
-    "maintenance": ops.MaintenanceStatus,
-    "waiting": ops.WaitingStatus,
-    "blocked": ops.BlockedStatus,
-}
-
 
 def config(charm: ops.CharmBase) -> CharmConfig | ConfigError:
-    """The checked config, or why it cannot be used.
-
-    charmcraft.yaml's defaults are handed in too, so an option Juju leaves out reads as
-    its default rather than failing the hook; Juju's values win.
-    """
+    """The checked config, or why it cannot be used; an option Juju leaves out is its default."""
     defaults: dict[str, Any] = {
         name.replace("-", "_"): option.default for name, option in charm.meta.config.items()
     }
@@ -42,11 +29,7 @@ def config(charm: ops.CharmBase) -> CharmConfig | ConfigError:
 
 
 def leads(unit: ops.Unit) -> bool:
-    """Whether this unit leads; a unit that cannot tell acts as one that does not.
-
-    ``is-leader`` fails when the agent cannot reach the controller: a unit that then
-    went on as leader could run GARM beside the real leader's (``juju.fence``).
-    """
+    """Whether this unit leads; one that cannot tell (no controller) does not (``fence``)."""
     try:
         return unit.is_leader()
     except ops.ModelError:
@@ -55,7 +38,7 @@ def leads(unit: ops.Unit) -> bool:
 
 def status(summary: Summary) -> ops.StatusBase:
     """The unit status a pass's summary says."""
-    return _STATUS[summary.kind](summary.message)
+    return ops.StatusBase.from_name(summary.kind, summary.message)
 
 
 def attached(model: ops.Model, name: str) -> Path | None:
@@ -84,10 +67,9 @@ def model_proxy() -> Proxy:
 
 
 def proxy_url(value: str) -> str:
-    """A model proxy setting as GARM accepts it.
+    """A model proxy setting with a scheme, which Juju may omit and GARM requires.
 
-    GARM refuses to start on a proxy URL without a scheme (``url.ParseRequestURI``),
-    which Juju allows (``10.0.0.1:3128``).
+    GARM refuses to start on a proxy URL without one (``url.ParseRequestURI``).
     """
     value = value.strip()
     return value if not value or "://" in value else f"http://{value}"

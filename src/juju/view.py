@@ -1,10 +1,8 @@
 """A unit's view of Juju: the configurator units it sees, and whether it is leaving.
 
-The one place that reads relation membership and ``goal-state`` and keeps what only one
-hook shows (this unit departing, a relation losing its last unit); ``lifecycle`` judges
-what is read, and the pass takes it as ``Configurators``. Why a view must be whole before
-anything is retired: ``docs/adr/0002``. On the leader it also tells those units what
-became of their scalesets (``tell``).
+The one reader of relation membership and ``goal-state``, keeping what only one hook
+shows (this unit departing, a relation emptied); ``lifecycle`` judges it (why a view
+must be whole: ``docs/adr/0002``). The leader also tells units of their scalesets.
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ class JujuView(ops.Object):
     def __init__(self, charm: ops.CharmBase, endpoint: str):
         super().__init__(charm, endpoint)
         self._endpoint = endpoint
-        self._goal: ops.hookcmds.GoalState | None = None
+        self._goal_state: ops.hookcmds.GoalState | None = None
         self._stored.set_default(dying=False, emptied=[])
 
     @property
@@ -61,22 +59,15 @@ class JujuView(ops.Object):
 
     def dying(self) -> bool:
         """Whether this unit's removal has begun, as a hook here or goal-state says."""
-        goal = self._goal_state()
-        units = {name: g.status for name, g in goal.units.items()} if goal else None
-        return bool(self._stored.dying) or lifecycle.unit_dying(units, self.model.unit.name)
+        return bool(self._stored.dying) or lifecycle.unit_dying(self._goal(), self.model.unit.name)
 
     def alive(self) -> frozenset[str] | None:
         """The units of this unit's application whose removal has not begun, per goal-state."""
-        goal = self._goal_state()
-        if goal is None:
-            return None
-        return frozenset(name for name, g in goal.units.items() if g.status != "dying")
+        goal = self._goal()
+        return None if goal is None else frozenset(n for n, s in goal.items() if s != "dying")
 
     def configurators(self, event: ops.EventBase | None) -> Configurators:
-        """Every configurator unit's databag, in a stable order, minus what is leaving.
-
-        Whether that view is whole is judged against goal-state (``lifecycle.assess``).
-        """
+        """Every configurator unit's databag, in a stable order, minus what is leaving."""
         gone_relation = event.relation.id if isinstance(event, ops.RelationBrokenEvent) else None
         gone_unit = event.departing_unit if isinstance(event, ops.RelationDepartedEvent) else None
         relations = self.model.relations[self._endpoint]
@@ -89,15 +80,8 @@ class JujuView(ops.Object):
             app = relation.app.name if relation.app else ""
             views.append(RelationView(relation.id, app, frozenset(u.name for u in seen)))
             units += [(u.name, dict(relation.data[u])) for u in seen]
-        goal = self._goal_state()
-        view = lifecycle.assess(
-            views,
-            {name: g.status for name, g in goal.relations.get(self._endpoint, {}).items()}
-            if goal
-            else None,
-            self._stored.emptied,
-            gone_unit.name if gone_unit else None,
-        )
+        gone = gone_unit.name if gone_unit else None
+        view = lifecycle.assess(views, self._goal(self._endpoint), self._stored.emptied, gone)
         return Configurators(
             bool(views),
             tuple(units),
@@ -107,12 +91,9 @@ class JujuView(ops.Object):
         )
 
     def _runner_context(self) -> RunnerContext:
-        """What every runner is set up with besides its unit's options: the debug-ssh server.
+        """The debug-ssh server every runner is set up with; bad data holds every template.
 
-        Juju lists no unit in its own ``-departed`` hook and ops no relation in its
-        ``-broken`` hook, so a tmate server that is leaving is not read here. Data no
-        runner may be given holds every runner template as it is. GARM's host is the
-        pass's to fill in: it follows from the config.
+        GARM's host is the pass's to fill in, from the config.
         """
         relation = self.model.get_relation(DEBUG_SSH)
         if relation is None:
@@ -127,11 +108,7 @@ class JujuView(ops.Object):
         return RunnerContext("", server)
 
     def tell(self, wanted: Mapping[int, Mapping[str, str]] | None) -> None:
-        """Publish each configurator unit's scaleset and phase on its relation (leader).
-
-        ``wanted`` is ``publish.published``'s answer: None leaves what was published before.
-        ops lists no relation in its own ``-broken`` hook, so none being broken is written.
-        """
+        """Publish ``publish.published``'s answer on each relation; None leaves them."""
         if wanted is None:
             return
         for relation in self.model.relations[self._endpoint]:
@@ -142,11 +119,17 @@ class JujuView(ops.Object):
             except ops.ModelError as exc:  # e.g. a cross-model relation being suspended
                 logger.warning("scaleset states not published on %s: %s", relation.id, exc)
 
-    def _goal_state(self) -> ops.hookcmds.GoalState | None:
-        """Juju's goal-state, read once per hook; None when the tool fails."""
-        if self._goal is None:
+    def _goal(self, relation: str | None = None) -> dict[str, str] | None:
+        """Goal-state's status of each unit of this application, or of ``relation``.
+
+        Read once per hook; None when the tool fails.
+        """
+        if self._goal_state is None:
             try:
-                self._goal = ops.hookcmds.goal_state()
+                self._goal_state = ops.hookcmds.goal_state()
             except (ops.hookcmds.Error, ValueError, KeyError, TypeError, AttributeError) as exc:
                 logger.warning("goal-state could not be read: %s", exc)
-        return self._goal
+                return None
+        goal = self._goal_state
+        units = goal.units if relation is None else goal.relations.get(relation, {})
+        return {name: g.status for name, g in units.items()}

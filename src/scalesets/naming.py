@@ -1,17 +1,9 @@
 """Generation names: the live scaleset name as a pure function of what it serves.
 
-GitHub scale set labels are immutable, so a label change means a new scaleset (a new
-*generation*) beside the old one. Naming each generation after a hash of what cannot be
-changed in place lets every pass re-derive, from GARM's answers alone, which scaleset is
-current and which are predecessors: nothing about a changeover is stored by the charm.
-Which live scaleset is current is decided here too (``current_generation``), so that the
-name budget, the candidate names and the serving generation meet in one place.
-
-What GARM cannot change on an existing scaleset, and so what a generation is keyed by:
-the labels (no update field), the provider (no update field), the org/repo (a scale set
-lives under one entity) and the OS type (GARM keeps the runner template picked at create
-unless told another, so an in-place OS change would boot runners with the wrong install
-script). Everything else is updated in place.
+GitHub's scale set labels are immutable, so a label change is a new scaleset (a
+*generation*) beside the old. Named after a hash of what GARM cannot change in place
+(labels, provider, org/repo, and the OS type, whose install template GARM keeps), each
+pass re-derives from GARM alone which scaleset is current: nothing is stored.
 """
 
 from __future__ import annotations
@@ -20,7 +12,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from garm.models import ScaleSet
 from scalesets.spec import ScalesetSpec
@@ -35,11 +27,7 @@ _UNSAFE = re.compile(r"[^a-z0-9._-]")
 
 
 def normalise_labels(labels: Iterable[str]) -> tuple[str, ...]:
-    """Labels as GARM compares them: case-insensitive, trimmed, de-duplicated, sorted.
-
-    GARM's tag table is shared and case-insensitive, so it may answer ``Linux`` for
-    ``linux``; comparing raw strings would see a change on every pass.
-    """
+    """Labels as GARM's shared, case-insensitive tag table compares them: trimmed, sorted."""
     return tuple(sorted({label.strip().lower() for label in labels if label.strip()}))
 
 
@@ -56,42 +44,25 @@ class GenerationKey:
 
     def digest(self, index: int) -> str:
         """Short hash naming this key's ``index``-th candidate name."""
-        payload = json.dumps(
-            [
-                self.logical,
-                list(self.labels),
-                self.provider,
-                self.entity_kind,
-                self.entity_name,
-                self.os_type,
-                index,
-            ],
-            separators=(",", ":"),
-        )
+        payload = json.dumps([*astuple(self), index], separators=(",", ":"))
         return hashlib.sha256(payload.encode()).hexdigest()[:HASH_LENGTH]
 
 
 def spec_key(spec: ScalesetSpec) -> GenerationKey:
     """Key of the generation a spec asks for; it carries its logical name as a label."""
+    labels = normalise_labels((*spec.labels, spec.name))
+    entity = spec.entity_name.lower()
     return GenerationKey(
-        logical=spec.name.lower(),
-        labels=normalise_labels((*spec.labels, spec.name)),
-        provider=spec.provider_name,
-        entity_kind=spec.entity_kind,
-        entity_name=spec.entity_name.lower(),
-        os_type=spec.os_type,
+        spec.name.lower(), labels, spec.provider_name, spec.entity_kind, entity, spec.os_type
     )
 
 
 def observed_key(logical: str, scaleset: ScaleSet) -> GenerationKey:
     """Key recomputed from a live scaleset's own fields, as if it belonged to ``logical``."""
+    labels = normalise_labels((*scaleset.labels, logical))
+    kind, entity = scaleset.entity_kind or "", scaleset.entity_name.lower()
     return GenerationKey(
-        logical=logical.lower(),
-        labels=normalise_labels((*scaleset.labels, logical)),
-        provider=scaleset.provider_name,
-        entity_kind=scaleset.entity_kind or "",
-        entity_name=scaleset.entity_name.lower(),
-        os_type=scaleset.os_type,
+        logical.lower(), labels, scaleset.provider_name, kind, entity, scaleset.os_type
     )
 
 
@@ -101,12 +72,7 @@ def _safe_prefix(logical: str) -> str:
 
 
 def generation_name(key: GenerationKey, index: int, budget: int) -> str:
-    """The ``index``-th candidate name of a generation, at most ``budget`` bytes.
-
-    ``<readable prefix>-<hash>``: the prefix is the start of the logical name so an
-    operator can tell scalesets apart in ``garm-cli``; the hash covers every key field,
-    so two logical names sharing a prefix still get different names.
-    """
+    """The ``index``-th candidate name, ``<start of the logical name>-<hash>``, in ``budget``."""
     if budget < MIN_NAME_BUDGET:
         raise ValueError(f"name budget must be at least {MIN_NAME_BUDGET} bytes")
     digest = key.digest(index)
@@ -115,12 +81,10 @@ def generation_name(key: GenerationKey, index: int, budget: int) -> str:
 
 
 def generation_index(logical: str, scaleset: ScaleSet) -> int | None:
-    """Which candidate of its own key a scaleset's name is, if it is a generation of ``logical``.
+    """Which candidate of its own key a scaleset's name is, if a generation of ``logical``.
 
-    Membership is decided by recomputing the hash from the scaleset's observed labels,
-    provider and entity, never by matching a name prefix alone, so one logical name can
-    never claim another's scalesets. Any readable prefix of the logical name is accepted
-    so that changing the name budget does not disown live generations.
+    By the hash of its observed key, never a prefix alone (no logical name claims
+    another's); any prefix of the logical name, so a new budget disowns nothing.
     """
     key = observed_key(logical, scaleset)
     prefix, _, digest = scaleset.name.rpartition("-")
@@ -150,21 +114,11 @@ def current_generation(
 ) -> ScaleSet | None:
     """The live scaleset that already is the generation of ``key``, if any.
 
-    Eligible: a member whose own fields give ``key``, and, for a generation, whose name
-    fits the budget (lowering the budget replaces the others); a legacy scaleset is kept
-    as it is while its labels still match. An existing generation is preferred to a free
-    lower candidate name, so a foreign scaleset going away never renames (and so
-    replaces) a serving generation.
-
-    Of several eligible, the one that serves (enabled: GARM listens for its jobs) is
-    current. The charm makes two generations of one key only when the budget was lowered
-    under the first: the long-named one drains while the short-named one serves, and a
-    budget raised again makes both fit. Picking the drained one would re-enable
-    it and retire the one serving, a changeover nobody asked for; raising the budget
-    replaces nothing. Then a generation before a legacy scaleset, then the oldest by
-    GARM id: with both serving (the budget raised back before the hand-over), the older
-    keeps serving and the younger, never handed over to, is the one retired. The
-    candidate index says only which name was free at create, so it does not rank.
+    Eligible: a member whose own fields give ``key`` and, unless legacy, whose name fits
+    the budget; any candidate index (a foreign scaleset going away renames nothing).
+    Ranked: serving first (two of one key exist only after the budget was lowered and
+    raised again: picking the drained one would be a changeover nobody asked for), then
+    a generation before a legacy one, then the oldest (the younger was never handed to).
     """
     eligible = [
         m

@@ -1,22 +1,16 @@
 """What the charm remembers about a scaleset, kept on the scaleset in GARM.
 
-GARM never writes a scale set's ``extended_state`` itself (docs/reference/garm-api.md
-§2.7), so it is where the charm keeps what a changeover needs to know across passes and
-across leaders: when the drain clock started, when a generation was enabled again, when
-the charm last changed what its new runners get (``docs/adr/0010``), which ``extra_specs``
-the charm last set, and when it first saw each runner that should be on its way out.
-Nothing of it lives on the unit, so a new leader carries on exactly where the old one
-stopped (``docs/adr/0003``). What GARM refused is not noted here but in the one memory
-of refusals (``garm.refusals``), whatever the write.
+GARM never writes a scale set's ``extended_state`` (docs/reference/garm-api.md §2.7), so
+the charm keeps there what a changeover needs across passes and leaders (docs/adr/0003):
+when the drain started, when a generation was enabled again, when new runners' settings
+last changed (docs/adr/0010), the ``extra_specs`` last set, when each outgoing runner
+was first seen. Refusals are kept elsewhere (``garm.refusals``).
 
-The text is ``key=value`` pairs joined by ``;`` in a fixed order, e.g.
-``retired-at=2026-11-30T12:00:00Z;changed-at=2026-11-30T11:00:00Z;specs=1f2e3d4c5b6a``;
-``seen`` holds ``runner@status@time`` entries joined by ``,``. The single ``retired-at=…`` or
-``enabled-at=…`` stamp earlier versions wrote reads the same way, and the refusal counts
-they kept here (``kept``, ``refused``, ``retry-at``) are ignored like any unknown key.
-Unreadable values are left out (each pass logs which, once: ``unread``), and a stamp
-further ahead than the longest back-off is not believed, so a hand-edited value can only
-make the charm re-stamp sooner, never fail or wait forever.
+``key=value`` pairs joined by ``;``, e.g. ``retired-at=2026-11-30T12:00:00Z;specs=1f2e3d``;
+``seen`` holds ``runner@status@time`` entries joined by ``,``. Unknown keys (earlier
+versions' ``kept``, ``refused``, ``retry-at``) and unreadable values are ignored
+(``unread``), and a stamp past the longest back-off is not believed: a hand edit can
+only make the charm re-stamp sooner.
 """
 
 from __future__ import annotations
@@ -34,11 +28,7 @@ from garm.refusals import LONGEST_RETRY
 
 
 def specs_digest(extra_specs: Any) -> str:
-    """A short digest of an ``extra_specs`` document, equal for equal documents.
-
-    Kept in the notes so a pass can tell whether a scaleset holds what the charm last
-    set when GARM's list leaves ``extra_specs`` out (docs/reference/garm-api.md §2.5).
-    """
+    """A short digest of ``extra_specs``, for when GARM's list leaves them out (§2.5)."""
     text = json.dumps(extra_specs or {}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -47,12 +37,9 @@ def specs_digest(extra_specs: Any) -> str:
 class Notes:
     """The charm's notes on one scaleset; every field is optional.
 
-    ``changed_at``: when the charm last wrote a change that new runners are made with
-    (image, flavor, architecture, runner group, ``extra_specs``, template): runners GARM
-    made before it are outdated (``planner``'s refresh). ``seen``: when this charm first
-    saw each of the
-    scaleset's runners in the status it has now, for the statuses that should end; a
-    runner's own ``updated_at`` will not do, for GARM re-stamps it on every retry.
+    ``changed_at``: the last change new runners are made with (``refresh``). ``seen``:
+    when each runner was first seen in a status that should end (GARM re-stamps a
+    runner's ``updated_at`` on every retry).
     """
 
     retired_at: datetime | None = None
@@ -85,12 +72,7 @@ class Notes:
         return ";".join(f"{key}={value}" for key, value in pairs if value)
 
     def believed(self, now: datetime) -> Notes:
-        """The notes without a stamp no pass could have written by ``now``.
-
-        Stamps are written at a pass's ``now``; one further ahead than the longest
-        back-off (a clock that jumped, a hand edit, a value at the calendar's edge) would
-        make a drain or a hand-over wait for it, so it is dropped and stamped afresh.
-        """
+        """The notes without a stamp further ahead than the longest back-off (re-stamped)."""
         latest = now + LONGEST_RETRY
         return replace(
             self,
@@ -101,10 +83,7 @@ class Notes:
         )
 
     def retired(self, at: datetime) -> Notes:
-        """The notes of a scaleset retired at ``at``: a fresh drain, nothing refused yet.
-
-        What its runners are made with is unchanged, and so is when it last changed.
-        """
+        """The notes of a scaleset retired at ``at``: a fresh drain, its settings kept."""
         return Notes(retired_at=at, changed_at=self.changed_at, specs=self.specs)
 
     def enabled(self, at: datetime) -> Notes:
@@ -116,12 +95,7 @@ class Notes:
         return next((s.since for s in self.seen if (s.runner, s.status) == (runner, status)), None)
 
     def seeing(self, runners: Iterable[tuple[str, str]], now: datetime) -> Notes:
-        """The notes with each (runner, status) in ``runners`` noted as seen.
-
-        A runner noted in the same status keeps its first sight; one new, or in another
-        status, is seen ``now``. Runners not in ``runners`` are forgotten, so the notes
-        hold only what is still there.
-        """
+        """The notes seeing just ``runners``: one in the same status keeps its first sight."""
         seen = tuple(
             Seen(runner, status, self.since(runner, status) or now)
             for runner, status in sorted(set(runners))
@@ -144,11 +118,7 @@ _NOTE_WORD = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 def unread(extended_state: str) -> tuple[str, ...]:
-    """The notes in ``extended_state`` whose values ``Notes.read`` leaves out, by key.
-
-    For a log line: such a note is ignored, and written afresh when the pass needs it.
-    Keys this version does not know (an earlier version's) are not counted.
-    """
+    """The known keys in ``extended_state`` whose values ``Notes.read`` leaves out."""
     notes, values = Notes.read(extended_state), _pairs(extended_state)
     entries = [e for e in values.get("seen", "").split(",") if e.strip()]
     read = {

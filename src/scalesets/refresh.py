@@ -1,19 +1,10 @@
 """Idle runners made before a change that new runners get, replaced one at a time.
 
-GARM applies a new image, flavor, runner group, ``extra_specs`` or install template only
-to the runners it makes afterwards, and replaces none it made before: it raises a scale
-set's ``generation`` but never copies it into its runners, and a template edited in place
-changes no generation at all. So the charm tells an outdated runner by time
-(docs/adr/0010): its ``created_at``, which GARM stamps once when it makes the row, is
-before the moment the charm noted when it wrote such a change (``Notes.changed_at``, in
-the same update as the change) plus a margin, or before its template's ``updated_at``,
-which only a write to that template moves.
-
-Pure, like the planner that calls it: ``stamped`` notes a change, ``refresh`` says what a
-generation's refresh comes to now. The planner decides which generations may be
-refreshed at all (the current one, serving alone) and plans the removal through the one
-memory of refusals, which also times the refresh's wait on GARM (``wait_key``): one
-that lasts ``REFRESH_STUCK`` is put to the operator (``stuck``).
+GARM applies a new image, flavor, runner group, ``extra_specs`` or template only to
+runners it makes afterwards, and marks none outdated. So the charm tells them by time
+(docs/adr/0010): ``created_at`` before the change it noted (``Notes.changed_at``) plus
+a margin, or before the template's ``updated_at``. Pure; the planner picks what may
+refresh and times its wait on GARM (``wait_key``) in the memory of refusals.
 """
 
 from __future__ import annotations
@@ -28,24 +19,17 @@ from scalesets.actions import Phase, Progress, RemoveInstance
 from scalesets.notes import Notes
 from scalesets.spec import ScalesetSpec
 
-# What a scaleset update changes for the runners made after it: the fields that raise
-# GARM's generation (docs/reference/garm-api.md §2.4) that the charm writes, and the
-# template, which raises none but is the runner's install script.
+# What an update changes for new runners: the fields that raise GARM's generation
+# (docs/reference/garm-api.md §2.4) the charm writes, and the install template.
 RUNNER_FIELDS = frozenset(
     {"image", "flavor", "os_arch", "runner_group", "extra_specs", "template_id"}
 )
-# The change is noted at the pass's start, and written up to its budget (60 s) and a
-# request's timeout (30 s) later; GARM's provider worker then learns it from its database
-# watcher. A runner made in between may carry the old settings, so runners made up to
-# this long after the note count as outdated too, and the refresh starts only then, so
-# that no replacement it causes is itself taken for outdated.
+# Noted at the pass's start, written up to 90 s later, then learnt by GARM's worker: runners
+# made this long after the note are outdated too, and the refresh waits until then.
 REFRESH_MARGIN = timedelta(minutes=2)
-# How long a refresh may wait on GARM to make its warm capacity up again (a replacement
-# to boot, a removed runner to go) before the operator is asked to act: GARM gives a
-# runner 20 minutes to come online (``runner_bootstrap_timeout``), checked every 5, so
-# past 30 minutes with no removal possible its runners are not coming (a quota, a flavor
-# or an image that fails). A wait on busy runners filling ``max_runners`` is no wait on
-# GARM: it ends when their jobs do.
+# How long a refresh may wait on GARM to make up its warm capacity before the operator is
+# asked: GARM gives a runner 20 minutes to come online, checked every 5. Busy runners
+# filling ``max_runners`` are no wait on GARM.
 REFRESH_STUCK = timedelta(minutes=30)
 # Runner statuses of one on its way in, and of one on its way out.
 _COMING = frozenset({"pending_create", "creating"})
@@ -53,22 +37,17 @@ _GOING = frozenset({"pending_delete", "pending_force_delete", "deleting", "delet
 
 
 def stamped(notes: Notes, fields: Iterable[str], now: datetime) -> Notes:
-    """The notes an update of ``fields`` writes.
-
-    With the change noted at ``now`` when one of the fields is what new runners are made
-    with.
-    """
+    """The notes an update of ``fields`` writes: the change noted if new runners get it."""
     return replace(notes, changed_at=now) if RUNNER_FIELDS.intersection(fields) else notes
 
 
 def outdated_before(
     scaleset: ScaleSet, templates: Iterable[Template], now: datetime
 ) -> datetime | None:
-    """Runners of ``scaleset`` made before this are outdated; None when none can be.
+    """Runners made before this are outdated; None when none can be.
 
-    The later of the noted change plus ``REFRESH_MARGIN`` and its template's last write.
-    A template's ``updated_at`` further ahead than the longest back-off was not written
-    by this clock (a clock that jumped) and is not believed, as a note would not be.
+    The later of the noted change plus the margin and the template's last write (not
+    believed past the longest back-off, as a note would not be).
     """
     moments = []
     changed = Notes.read(scaleset.extended_state).believed(now).changed_at
@@ -85,10 +64,8 @@ def outdated_before(
 class Refresh:
     """What refreshing one generation comes to now.
 
-    ``progress`` tells it (``Phase.REFRESHING``, with the idle runners still outdated).
-    ``removal`` is the runner to remove now; None while it waits: for the margin to end
-    (``due``), for a runner on its way in or out since ``awaited``, or for GARM to make
-    its warm capacity up again. ``waiting``: it waits on GARM (``wait_key``).
+    ``removal``: the runner to remove now; None while it waits for the margin (``due``),
+    a runner moving since ``awaited``, or GARM (``waiting``: ``wait_key``).
     """
 
     progress: Progress
@@ -99,11 +76,7 @@ class Refresh:
 
 
 def wait_key(progress: Progress) -> str:
-    """The refresh's wait on GARM, in the memory of refusals' waits.
-
-    It names how many idle runners are still outdated, so each runner refreshed starts
-    a new wait: only a refresh that stops moving on is timed out, not a long one.
-    """
+    """The refresh's wait on GARM; by the count left, so only a refresh that stalls times out."""
     return f"refresh:{progress.scaleset.lower()}:{progress.runners}"
 
 
@@ -125,14 +98,9 @@ def refresh(
 ) -> Refresh | None:
     """The refresh of ``scaleset``'s idle runners; None when it has nothing to refresh.
 
-    The planner calls it only for the current generation of ``spec``, live, serving
-    alone, in a family neither contested nor partly seen: a changeover's new generation
-    is made as the spec says anyway. One runner at a time, the oldest first: only while
-    none of its runners is on its way in (a replacement booting) or out, and only while
-    it holds at least ``min_idle_runners`` idle runners, so a refresh never takes warm
-    capacity below ``min_idle_runners`` - 1. Never a busy runner, nor one still booting:
-    only one ``running`` and ``idle``. With ``min_idle_runners`` 0 an idle runner is
-    there for a job GitHub is about to hand it: it is left to it.
+    One idle runner at a time, oldest first, while none is on its way in or out and at
+    least ``min_idle_runners`` are idle: warm capacity never drops below one less. With
+    ``min_idle_runners`` 0 an idle runner awaits a job GitHub is handing it: left alone.
     """
     logical, min_idle = spec.name, spec.min_idle_runners
     if min_idle <= 0:
@@ -154,7 +122,9 @@ def refresh(
         return Refresh(progress, due=before)
     moving = [i for i in runners if _coming_or_going(i)]
     if moving:
-        return Refresh(progress, awaited=max(_moving_since(i) for i in moving), waiting=True)
+        # Since it was made, or sent on its way out.
+        since = (i.updated_at if i.status in _GOING else i.created_at for i in moving)
+        return Refresh(progress, awaited=max(since), waiting=True)
     if sum(i.is_idle for i in runners) < min_idle:
         busy = all(i.is_idle or i.runner_status == "active" for i in runners)
         return Refresh(progress, waiting=not (busy and len(runners) >= spec.max_runners))
@@ -167,8 +137,3 @@ def _coming_or_going(instance: Instance) -> bool:
     if instance.status in _COMING or instance.status in _GOING:
         return True
     return instance.runner_status in ("pending", "installing") and instance.status != "error"
-
-
-def _moving_since(instance: Instance) -> datetime:
-    """Since when a runner is on its way: made then, or sent on its way out then."""
-    return instance.updated_at if instance.status in _GOING else instance.created_at

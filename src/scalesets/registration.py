@@ -1,18 +1,12 @@
 """Registration: a spec's provider and org or repo in GARM, a scale set's id on GitHub.
 
-A spec is created only once GARM holds its provider and its org or repo (``missing``):
-GARM's setup registers them in the pass that has what they need, so a spec still
-missing one ``REGISTRATION_STUCK`` after the charm first saw it (timed by the memory of
-refusals, as every wait on GARM is) is put to the operator (``reason``).
+A spec is created once GARM holds its provider and org or repo (``missing``); one still
+missing either ``REGISTRATION_STUCK`` after first seen is put to the operator.
 
-When a scale set GitHub registered late starts to listen: from the pass that saw it.
-
-A scale set GARM holds without its GitHub id (GitHub slow at the create, a worker
-re-creating it on GitHub, docs/reference/garm-api.md §2.8) opens its listener seconds
-after it gets one, however old it is; its ``created_at`` and ``enabled-at`` say nothing
-of that. So the charm marks it, seen unregistered, with an ``enabled-at`` ahead (believed,
-within the longest back-off), and the first pass that sees it registered notes
-``enabled-at`` then: the hand-over counts the listener from that note (``planner``).
+A scale set without its GitHub id (docs/reference/garm-api.md §2.8) starts to listen
+seconds after it gets one, however old: marked with an ``enabled-at`` ahead while
+unregistered, it is noted ``enabled-at`` by the first pass that sees it registered, and
+the hand-over counts from there.
 """
 
 from __future__ import annotations
@@ -27,10 +21,7 @@ from scalesets.actions import UpdateScaleset
 from scalesets.notes import Notes
 from scalesets.spec import ScalesetSpec
 
-# How long a spec may wait for GARM to hold its provider or its org or repo: the charm
-# registers them in the pass that has what they need (GARM restarted with the new
-# provider; the org or repo created with the GitHub App its configurator publishes), so
-# a pass or two is the norm; 15 minutes also gives Juju three update-status periods to
+# A pass or two is the norm; 15 minutes also gives Juju three update-status periods to
 # deliver a configurator's credentials or a secret's grant.
 REGISTRATION_STUCK = timedelta(minutes=15)
 
@@ -38,10 +29,7 @@ REGISTRATION_STUCK = timedelta(minutes=15)
 def missing(
     spec: ScalesetSpec, providers: Collection[str], entities: Collection[tuple[str, str]]
 ) -> tuple[str, str, str] | None:
-    """What GARM lacks for ``spec``: the wait's key, and its kind and name; None: nothing.
-
-    ``entities`` are (kind, lower-cased name) as GARM holds them.
-    """
+    """What GARM lacks for ``spec``: the wait's key, its kind and name; None: nothing."""
     if spec.provider_name not in providers:
         return f"registration:provider:{spec.provider_name}", "provider", spec.provider_name
     kind, name = spec.entity_kind, spec.entity_name

@@ -1,8 +1,4 @@
-"""What the operator asked for: desired scaleset specs and the reconciler's settings.
-
-These are the planner's inputs. Parsing relation data into them (and refusing bad data)
-happens before; by the time a spec is built here its values are already validated.
-"""
+"""The planner's inputs: desired scaleset specs, already checked, and the settings."""
 
 from __future__ import annotations
 
@@ -27,15 +23,10 @@ def unit_order(unit: str) -> tuple[str, int]:
 
 @dataclass(frozen=True)
 class ScalesetSpec:
-    """One logical scaleset as a garm-configurator unit publishes it.
+    """One logical scaleset as a garm-configurator unit (``source``) publishes it.
 
-    ``name`` is the *logical* name the operator configured; the live GARM scaleset gets a
-    generation name derived from it (see ``naming``). ``source`` names where the spec came
-    from (a configurator unit) so problems can be reported against it and duplicates
-    resolved in a stable order.
-    ``template_blocks`` is what the charm adds to GARM's install template for this
-    scaleset's runners (``runners.scripts``); empty when they need nothing added. Neither
-    it nor ``extra_specs`` is part of a generation: both change in place.
+    ``name`` is the logical name; GARM's gets a generation name (``naming``).
+    ``template_blocks`` is what the charm adds to the install template (``runners.scripts``).
     """
 
     source: str
@@ -57,11 +48,9 @@ class ScalesetSpec:
 
 @dataclass(frozen=True)
 class HeldSpec:
-    """A unit whose data cannot be used right now: invalid, or still being published.
+    """A unit whose data cannot be used now; its live scalesets are left as they are.
 
-    Its live scalesets are left exactly as they are: the unit is still related, so its
-    scaleset is not an orphan. ``blocking`` says the operator must act (invalid data), as
-    opposed to waiting for the configurator to finish publishing.
+    ``blocking``: the operator must act, rather than wait for the configurator.
     """
 
     source: str
@@ -74,13 +63,9 @@ class HeldSpec:
 class Desired:
     """Everything the relation currently asks for.
 
-    ``complete`` is False when this unit's view of Juju may be missing related units
-    (units Juju lists that have not joined here yet, a suspended relation): what such a
-    view does not show is not evidence that the operator wants it gone, so no scaleset
-    that no visible unit publishes is retired. ``unsettled`` holds the (lower-cased)
-    names that units of such a partially seen application publish: their scalesets are
-    not retired, drained away or deleted either (ADR 0002). ``template_hold`` says why
-    no runner template may be written now (debug-ssh data that cannot be used).
+    ``complete`` False: this view may miss related units, so nothing unseen is retired;
+    ``unsettled``: names a partly seen application publishes, kept too (ADR 0002).
+    ``template_hold``: why no runner template may be written now (bad debug-ssh data).
     """
 
     specs: tuple[ScalesetSpec, ...] = ()
@@ -94,11 +79,8 @@ class Desired:
 class Settings:
     """Operator-tunable limits of a changeover.
 
-    ``name_budget`` exists because the OpenStack provider tags each VM with
-    ``garm-pool-id=<scaleset name>-<entity UUID>`` and Nova tags are at most 60 bytes.
-    ``drain_deadline`` of zero means a retired scaleset's runners are never force-removed.
-    ``refresh_idle_runners``: idle runners made before a change that new runners get (an
-    image, a flavor, a runner option) are replaced one at a time (docs/adr/0010).
+    ``name_budget``: the OpenStack provider tags each VM ``garm-pool-id=<name>-<entity
+    UUID>``, and Nova tags are at most 60 bytes. ``drain_deadline`` 0: never force-remove.
     """
 
     name_budget: int = 10
