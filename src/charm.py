@@ -61,6 +61,7 @@ class GarmCharm(ops.CharmBase):
         framework.observe(self.on.plan_action, self._on_plan)
         framework.observe(self.on.reconcile_action, self._on_reconcile)
         framework.observe(self.on.adopt_garm_action, self._on_adopt_garm)
+        framework.observe(self.on.show_scalesets_action, self._on_show_scalesets)
 
     def _on_change(self, event: ops.EventBase) -> None:
         self.view.note(event)
@@ -82,7 +83,13 @@ class GarmCharm(ops.CharmBase):
             event.add_status(unit.status(self._summary))
 
     def _on_plan(self, event: ops.ActionEvent) -> None:
-        answer = leader.plan(self._inputs(None))
+        self._answer(event, leader.plan(self._inputs(None)))
+
+    def _on_show_scalesets(self, event: ops.ActionEvent) -> None:
+        self._answer(event, leader.show_scalesets(self._inputs(None)))
+
+    @staticmethod
+    def _answer(event: ops.ActionEvent, answer: leader.ActionAnswer) -> None:
         if answer.failure:
             event.fail(answer.failure)
         else:

@@ -20,21 +20,16 @@ from datetime import datetime, timedelta
 
 from garm import requeue, workload
 from garm.client import GarmApiError, GarmUnreachable
-from garm.identity import Identity, adoption, refusal, to_record
-from garm.recording import SimulatedGarm, told
+from garm.identity import adoption
+from garm.recording import SimulatedGarm
 from garm.setup import (
     NO_ADMIN_YET,
     AdminLogin,
-    ControllerUrls,
     SetupOutcome,
-    apply_setup,
-    ensure_controller,
-    plan_setup,
     read_controller,
 )
-from garm.setup import logger as setup_logger
 from garm.tls import ServingTls
-from juju import fence, machine, owners, status
+from juju import fence, garm_setup, machine, owners, status
 from juju.config import CharmConfig, ConfigError
 from juju.lifecycle import SQLITE_MULTI_UNIT
 from juju.publish import published
@@ -48,8 +43,8 @@ from juju.relation import (
 from juju.status import BEING_REMOVED, Summary, describe_progress, summarise
 from observe import endpoint
 from observe.token import LeaderGarm
-from scalesets.actions import Observed
-from scalesets.reconciler import Garm, Outcome, observe, reconcile
+from scalesets import fleet, planner
+from scalesets.reconciler import Outcome, observe, reconcile
 
 logger = logging.getLogger(__name__)
 
@@ -109,19 +104,59 @@ def _serve_until_stopped(
     )
 
 
-def plan(inputs: Inputs) -> ActionAnswer:
-    """The ``plan`` action: every write the next pass would make, made by none."""
-    refused = refuse_action(inputs, "plan")
+@dataclass(frozen=True)
+class _Asked:
+    """What every action that reads GARM needs: the leader's reads, usable."""
+
+    leader: LeaderInputs
+    config: CharmConfig
+    admin: AdminLogin
+
+
+def _asked(inputs: Inputs, action: str) -> _Asked | ActionAnswer:
+    """The leader's reads for ``action``, or why it cannot run (as its failure)."""
+    refused = refuse_action(inputs, action)
     if refused or inputs.leader is None:
         return ActionAnswer(failure=refused)
     leader = inputs.leader
-    config = leader.config
+    config, admin = leader.config, leader.admin
     if isinstance(config, ConfigError):
         return ActionAnswer(failure=f"Invalid config: {config}")
-    state = machine.relation_state(leader, config)
-    admin = leader.admin
     if admin is None:
         return ActionAnswer(failure=NO_ADMIN_YET)
+    return _Asked(leader, config, admin)
+
+
+def show_scalesets(inputs: Inputs) -> ActionAnswer:
+    """The ``show-scalesets`` action: GARM's scalesets by generation (``scalesets.fleet``).
+
+    One read of GARM, planned as the next pass would plan it (writing nothing), so each
+    phase shown is the one the pass acts on.
+    """
+    asked = _asked(inputs, "show-scalesets")
+    if isinstance(asked, ActionAnswer):
+        return asked
+    now, memory = inputs.now(), asked.leader.peers.memory
+    try:
+        with machine.client(inputs, asked.config, asked.admin) as client:
+            seen = observe(client)
+    except GarmUnreachable as exc:
+        return ActionAnswer(failure=f"Could not read GARM: {exc}")
+    except GarmApiError as exc:
+        return ActionAnswer(failure=f"Could not read GARM: {exc.cause}")
+    seen = dataclasses.replace(seen, refusals=memory, taken=memory.taken_now(now))
+    desired = machine.relation_state(asked.leader, asked.config).desired
+    planned = planner.plan(desired, seen, now, asked.config.settings)
+    return ActionAnswer(fleet.results(fleet.generations(seen, planned), planned.held, now))
+
+
+def plan(inputs: Inputs) -> ActionAnswer:
+    """The ``plan`` action: every write the next pass would make, made by none."""
+    asked = _asked(inputs, "plan")
+    if isinstance(asked, ActionAnswer):
+        return asked
+    leader, config, admin = asked.leader, asked.config, asked.admin
+    state = machine.relation_state(leader, config)
     now, wanted = inputs.now(), garm_inputs(state.units, leader.read_secret)
     ready = machine.serving(inputs, leader, config)
     if ready.stop:
@@ -131,7 +166,7 @@ def plan(inputs: Inputs) -> ActionAnswer:
             # The pass's own steps over a GARM that is read, never written: its setup,
             # then its scalesets from what the setup would leave.
             garm = SimulatedGarm(client, now)
-            setup = _ensure_setup(
+            setup = garm_setup.ensure(
                 garm,
                 admin,
                 machine.controller_urls(config, leader, ready.tls),
@@ -201,17 +236,12 @@ def adopt(inputs: Inputs, asked: str) -> tuple[ActionAnswer, IdentityChange]:
     taken, and ``new`` only while it is empty. Nothing is written to GARM: the next pass
     sets it up. What to record goes back with the answer, for the charm to write.
     """
-    refused = refuse_action(inputs, "adopt-garm")
-    if refused or inputs.leader is None:
-        return ActionAnswer(failure=refused), None
-    leader = inputs.leader
-    config, admin = leader.config, leader.admin
-    if isinstance(config, ConfigError):
-        return ActionAnswer(failure=f"Invalid config: {config}"), None
-    if admin is None:
-        return ActionAnswer(failure=NO_ADMIN_YET), None
+    reads = _asked(inputs, "adopt-garm")
+    if isinstance(reads, ActionAnswer):
+        return reads, None
+    leader = reads.leader
     try:
-        with machine.client(inputs, config, admin) as client:
+        with machine.client(inputs, reads.config, reads.admin) as client:
             have = read_controller(client)
     except GarmUnreachable as exc:
         return ActionAnswer(failure=f"Could not read GARM: {exc}"), None
@@ -326,10 +356,10 @@ def _garm(
     state: RelationState,
     tls: ServingTls | None,
     now: datetime,
-) -> tuple[_Setup, Outcome | Summary]:
+) -> tuple[garm_setup.Setup, Outcome | Summary]:
     """GARM's setup, then its scalesets, through one client: or why the setup stopped."""
     with machine.client(inputs, config, admin) as client:
-        setup = _ensure_setup(
+        setup = garm_setup.ensure(
             client,
             admin,
             machine.controller_urls(config, leader, tls),
@@ -352,91 +382,3 @@ def _garm(
             memory=setup.outcome.memory,
         )
     return setup, outcome
-
-
-# --- GARM's setup ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Setup:
-    """GARM's setup as this pass left it.
-
-    ``stopped`` is the status when the pass cannot go on (GARM unreachable, a read
-    refused, no admin or URLs yet); otherwise ``observed`` is GARM as it then stands,
-    which the scaleset pass reuses so a pass reads each list once. ``outcome`` holds the
-    memory of refusals and the writes held back, told with the scalesets' own.
-    ``identity`` is the GARM to record as the charm's, stopped or not (None: as it is).
-    """
-
-    outcome: SetupOutcome
-    observed: Observed | None = None
-    stopped: Summary | None = None
-    identity: Identity | None = None
-
-
-def _ensure_setup(
-    client: Garm,
-    admin: AdminLogin,
-    urls: ControllerUrls,
-    wanted: GarmInputs,
-    state: RelationState,
-    so_far: SetupOutcome,
-    now: datetime,
-    recorded: Identity | None,
-    here: str,
-) -> _Setup:
-    """Admin, controller URLs, credentials and orgs/repos, each write through the memory.
-
-    Only on the GARM the charm set up (``recorded``; ``here`` is where GARM's database is
-    now): another one, or an empty one where one was recorded, gets no write at all, its
-    first run included, until the operator adopts it (``garm.identity``).
-    """
-    found: Identity | None = None
-    log = told(client, setup_logger)
-    try:
-        have = read_controller(client)
-        refused = refusal(recorded, have.controller_id if have else None, here)
-        if refused:
-            log.warning("%s", refused)
-            return _Setup(so_far, stopped=Summary("blocked", refused))
-        so_far, have = ensure_controller(client, have, admin, urls, so_far, now)
-        found = to_record(recorded, have.controller_id, here) if have else None
-        if so_far.unreachable is not None or not so_far.ready:
-            return _Setup(so_far, stopped=_setup_stopped(so_far, state), identity=found)
-        observed = observe(client)
-        actions = plan_setup(
-            wanted.credentials,
-            wanted.entities,
-            wanted.published,
-            client.list_credentials(),
-            observed.entities,
-            observed.scalesets,
-            complete=state.desired.complete,
-        )
-        before = len(so_far.done)
-        so_far = apply_setup(client, actions, so_far, now)
-        if so_far.unreachable is not None:
-            return _Setup(so_far, stopped=_setup_stopped(so_far, state), identity=found)
-        if len(so_far.done) > before:
-            observed = dataclasses.replace(
-                observed,
-                entities=(*client.list_organizations(), *client.list_repositories()),
-            )
-    except GarmUnreachable as exc:
-        summary = Summary("waiting", f"GARM unreachable, will retry: {exc}")
-        return _Setup(so_far, stopped=summary, identity=found)
-    except GarmApiError as exc:
-        if exc.status == 401:
-            summary = Summary("blocked", "GARM refused the admin login kept by the charm")
-            return _Setup(so_far, stopped=summary, identity=found)
-        log.error("GARM setup failed: %s", exc)
-        summary = Summary("waiting", f"GARM setup failed, will retry: {exc.cause}")
-        return _Setup(so_far, stopped=summary, identity=found)
-    return _Setup(so_far, observed, identity=found)
-
-
-def _setup_stopped(setup: SetupOutcome, state: RelationState) -> Summary:
-    """The status of a pass its setup ended: GARM gone, or a write it needs held back."""
-    if setup.unreachable is not None:
-        return Summary("waiting", f"GARM unreachable, will retry: {setup.unreachable}")
-    return summarise(Outcome(held=setup.held), state)

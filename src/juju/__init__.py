@@ -9,7 +9,8 @@ from a tls-certificates provider), ``events`` (what the charm runs its pass on) 
 ops, what they hand the leader's pass and what it hands back (``records``), the rules
 that judge what is read (``config``, ``lifecycle``, ``relation``: databags into specs;
 ``owners``: the relation each provider came from), GARM on this machine as those rules
-allow it (``machine``, acting on the rules of ``fence``), and what goes
+allow it (``machine``, acting on the rules of ``fence``), GARM's setup on the GARM the
+charm set up and no other (``garm_setup``), and what goes
 back (``status``: the one status line; ``publish``: what each configurator is told of
 its scalesets).
 

@@ -275,7 +275,7 @@ class PassResult:
 
 @dataclass(frozen=True)
 class ActionAnswer:
-    """An action's results, or why it failed."""
+    """An action's results (nested as Juju nests them), or why it failed."""
 
-    results: Mapping[str, str] = field(default_factory=dict)
+    results: Mapping[str, object] = field(default_factory=dict)
     failure: str = ""

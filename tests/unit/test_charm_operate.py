@@ -74,7 +74,7 @@ def test_no_port_is_opened_before_garm_runs(ctx, world, resources):
     assert state.opened_ports == frozenset()
 
 
-@pytest.mark.parametrize("action", ["reconcile", "plan", "get-credentials"])
+@pytest.mark.parametrize("action", ["reconcile", "plan", "get-credentials", "show-scalesets"])
 def test_actions_on_a_non_leader_fail_saying_where_to_run_them(ctx, world, resources, action):
     state = make_state(world, resources, configurator(SOLE_UNIT), leader=False)
     with pytest.raises(testing.ActionFailed) as failed:
@@ -83,7 +83,7 @@ def test_actions_on_a_non_leader_fail_saying_where_to_run_them(ctx, world, resou
     assert world.requests == []
 
 
-@pytest.mark.parametrize("action", ["plan", "get-credentials"])
+@pytest.mark.parametrize("action", ["plan", "get-credentials", "show-scalesets"])
 def test_actions_before_the_admin_login_exists_fail_without_a_traceback(
     ctx, world, resources, action
 ):
@@ -240,6 +240,39 @@ def test_a_new_leader_that_has_not_seen_the_units_join_keeps_what_was_published(
     state = ctx.run(ctx.on.leader_elected(), dataclasses.replace(state, relations=[unseen]))
     assert state.unit_status.name == "waiting"
     assert dict(state.get_relation(relation.id).local_app_data) == published  # type: ignore[union-attr]
+
+
+def test_show_scalesets_shows_both_generations_of_a_label_change_and_writes_nothing(
+    ctx, world, resources, later
+):
+    relation = configurator(SOLE_UNIT)
+    state = ctx.run(ctx.on.install(), make_state(world, resources, relation))
+    (old,) = world.scalesets()
+    world.add_runner(old["id"], runner_status="active")
+    later()
+    relabelled = dataclasses.replace(
+        state.get_relation(relation.id),  # type: ignore[arg-type]
+        remote_units_data={0: {**SOLE_UNIT, "labels": "linux,arm64"}},
+    )
+    state = dataclasses.replace(state, relations=[relabelled])
+    state = ctx.run(ctx.on.relation_changed(relabelled, remote_unit=0), state)
+    for _ in range(3):  # the new generation made, live, the old one retired: it drains
+        later()
+        state = ctx.run(reconcile_tick(), state)
+    (new,) = [s for s in world.scalesets() if s["id"] != old["id"]]
+    writes = len(world.writes())
+    ctx.run(ctx.on.action("show-scalesets"), state)
+    assert len(world.writes()) == writes
+    results = ctx.action_results
+    assert results is not None
+    draining, serving = results[f"scaleset-{old['id']}"], results[f"scaleset-{new['id']}"]
+    assert (serving["current"], serving["phase"]) == ("yes", "serving")
+    assert set(serving["labels"].split(",")) == {t["name"] for t in new["tags"]} >= {"arm64"}
+    assert (draining["current"], draining["phase"], draining["busy"]) == ("no", "draining", "1")
+    assert draining["runners"] == {"running": "1"}
+    lines = results["table"].splitlines()
+    assert lines[0].startswith("SCALESET") and len(lines) == 3
+    assert world.username not in str(results) and world.password not in str(results)
 
 
 def test_plan_says_what_the_pass_could_not_do(ctx, world, resources):

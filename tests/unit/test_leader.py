@@ -338,7 +338,7 @@ def test_plan_tells_the_writes_and_makes_none(make, world):
     answer = leader.plan(make())
     assert answer.failure == ""
     assert answer.results["writes"] == "1"  # the unit's scaleset (it asks for no template)
-    assert "create scaleset" in answer.results["actions"]
+    assert "create scaleset" in str(answer.results["actions"])
     assert len(world.writes()) == before
 
 
