@@ -51,6 +51,8 @@ logger = logging.getLogger(__name__)
 # A whole pass stops starting writes after this long; update-status picks up the rest.
 PASS_BUDGET_SECONDS = 60.0
 STANDING_BY = "Standing by: the leader unit runs GARM"
+# The wait the memory of refusals times while ``paused`` (ADR 0014): since when.
+PAUSED = "paused"
 
 
 def run(inputs: Inputs) -> PassResult:
@@ -210,6 +212,8 @@ def plan(inputs: Inputs) -> ActionAnswer:
             # budget spent (the next pass goes on from there).
             "errors": "\n".join(e.error for e in planned.errors) or "none",
             "cut-short": "yes" if planned.cut_short else "no",
+            # While paused, these are what the resume would do (ADR 0014).
+            "paused": "yes" if config.paused else "no",
             "next-pass": _next_pass(
                 requeue.wake(held, planned.wake, now if planned.cut_short else None), now, config
             ),
@@ -311,7 +315,13 @@ def _lead(
     on = machine.run(inputs, leader, config, admin, internal, wanted)
     state, reused = owners.left_out(state, on.kept, leader.configurators)
     summary, setup, outcome, memory, wake = on.stopped, None, None, None, None
-    if summary is None:
+    if summary is None and config.paused:
+        # Nothing is written to GARM (ADR 0014); GARM runs on, and so does its lease. The
+        # waits on GARM stop with the charm: each is timed afresh from the resume.
+        now = inputs.now()
+        memory = leader.peers.memory.waiting((PAUSED,), now)
+        summary = status.paused(memory.since(PAUSED, now), inputs.unit)
+    elif summary is None:
         # GARM runs here now: so does the timer that reconciles it, and its API port is
         # open (``juju expose`` lets runners reach it).
         now = inputs.now()
@@ -365,7 +375,7 @@ def _garm(
             machine.controller_urls(config, leader, tls),
             wanted,
             state,
-            SetupOutcome(leader.peers.memory),
+            SetupOutcome(leader.peers.memory.without_wait(PAUSED)),
             now,
             leader.peers.identity,
             machine.where(inputs),

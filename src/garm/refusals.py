@@ -200,6 +200,12 @@ class Refusals:
         waits = kept | {key: self.since(key, now) for key in keys}
         return self if waits == self.waits else replace(self, waits=waits)
 
+    def without_wait(self, key: str) -> Refusals:
+        """The memory with the wait ``key`` over: seen again, it starts afresh."""
+        if key not in self.waits:
+            return self
+        return replace(self, waits={k: at for k, at in self.waits.items() if k != key})
+
     def since(self, key: str, now: datetime) -> datetime:
         """When the charm first saw the wait ``key``; ``now`` when it has not noted it.
 

@@ -50,7 +50,8 @@ class CharmConfig:
 
     Made by ops' ``load_config`` with charmcraft.yaml's defaults, the one table of them.
     Once checked: ``external_url`` is "" when unset and never ends in ``/``;
-    ``reconcile_interval`` is in seconds, 0 meaning no timer.
+    ``reconcile_interval`` is in seconds, 0 meaning no timer. ``paused``: the charm
+    writes nothing to GARM (docs/adr/0014).
     """
 
     scaleset_name_budget: int
@@ -60,6 +61,7 @@ class CharmConfig:
     external_url: str
     reconcile_interval: int
     refresh_idle_runners: bool
+    paused: bool = False
 
     def __post_init__(self) -> None:
         """Check every option, or raise a ConfigError naming each bad one at once."""
@@ -145,4 +147,5 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "external_url": _base_url,
     "reconcile_interval": _whole(MIN_RECONCILE_SECONDS, MAX_RECONCILE_SECONDS, off=True),
     "refresh_idle_runners": _boolean,
+    "paused": _boolean,
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from juju.relation import RelationState, UnitProblem
@@ -34,6 +35,14 @@ class Summary:
 
     kind: StatusKind
     message: str
+
+
+def paused(since: datetime, unit: str) -> Summary:
+    """A leader that writes nothing to GARM, since when, and how to resume (ADR 0014)."""
+    app = unit.partition("/")[0]
+    when = f"{since:%Y-%m-%d %H:%M} UTC"
+    message = f"Paused since {when}: nothing is written to GARM; juju config {app} paused=false"
+    return Summary("maintenance", message)
 
 
 def _join(items: list[str]) -> str:

@@ -41,6 +41,8 @@ GOOD: list[tuple[str, object, Any]] = [
     ("reconcile-interval", 3600, lambda c: c.reconcile_interval == 3600),
     ("refresh-idle-runners", True, lambda c: c.settings.refresh_idle_runners is True),
     ("refresh-idle-runners", False, lambda c: c.settings.refresh_idle_runners is False),
+    ("paused", True, lambda c: c.paused is True),
+    ("paused", False, lambda c: c.paused is False),
 ]
 
 # (option, value, why it is refused)
@@ -102,6 +104,8 @@ BAD: list[tuple[str, object, str]] = [
     ("refresh-idle-runners", 1, "must be true or false"),
     ("refresh-idle-runners", "true", "must be true or false"),
     ("refresh-idle-runners", None, "must be true or false"),
+    ("paused", "yes", "must be true or false"),
+    ("paused", 1, "must be true or false"),
 ]
 
 
