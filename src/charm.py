@@ -65,7 +65,6 @@ class GarmCharm(ops.CharmBase):
 
     def _on_change(self, event: ops.EventBase) -> None:
         self.view.note(event)
-        self.peers.note_data()
         self._run(self._inputs(event))
 
     def _on_stop(self, event: ops.StopEvent) -> None:
@@ -138,6 +137,9 @@ class GarmCharm(ops.CharmBase):
         if result.ports is not None:
             self.unit.set_ports(*result.ports)
         self.peers.keep(result.sqlite_home, result.memory, result.chosen)
+        # After the pass: GARM's configuration, which the pass placed (``leader``'s
+        # ``_place_data``), says whether this machine's sqlite file is GARM's data.
+        self.peers.note_data()
         secrets.keep_providers(self.model, result.provider_record)
         self.peers.record(result.garm_record)
         self.peers.keep_identity(result.garm_identity)

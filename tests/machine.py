@@ -13,9 +13,11 @@ import json
 import subprocess
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from garm import lease, requeue, timer, workload
+from garm.config import SqliteDatabase
 
 SINCE = "2026-01-01T00:00:00Z"
 # systemd's defaults for what a unit does not set (systemd.service(5), systemd.unit(5)).
@@ -232,6 +234,15 @@ class FakeSystemctl:
         elif self.garm is not None:
             self.garm.start()
         self.active = True
+        self._open_database()
+
+    def _open_database(self) -> None:
+        """GARM started on sqlite has its file: it opens ``[database.sqlite3] db_file`` as
+        it starts, creating it if need be (so does the machine tier's simulator)."""
+        config = self.paths.config_file if self.paths is not None else None
+        database = workload.configured_database(config) if config is not None else None
+        if isinstance(database, SqliteDatabase):
+            Path(database.path).touch()
 
     def _exited(self) -> None:
         if self.active and self.garm is not None and self.garm.running:

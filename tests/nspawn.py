@@ -34,8 +34,23 @@ CACHE = REPO / ".tox" / "machine-rootfs"
 SUITE = "bookworm"
 MIRROR = os.environ.get("GARM_MACHINE_MIRROR", "http://deb.debian.org/debian")
 # What the charm's machine needs: systemd and its bus, util-linux (the resource check's
-# unshare and setpriv), Python for the charm. minbase has coreutils, mount, passwd.
-PACKAGES = ("systemd", "systemd-sysv", "dbus", "util-linux", "python3", "curl", "ca-certificates")
+# unshare and setpriv), Python for the charm. minbase has coreutils, mount, passwd. And
+# the tier's database: PostgreSQL (run in a container of its own,
+# ``tests.machine_tier.database``) and the client the GARM simulator keeps its data with.
+PACKAGES = (
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "util-linux",
+    "python3",
+    "curl",
+    "ca-certificates",
+    "postgresql",
+    "python3-psycopg2",
+)
+# How the tree is made beyond its packages (``rootfs``): a change there bumps it, so that
+# a tree cached by an earlier way of making it is made anew.
+BUILD = 2
 # The host's tools, and the Debian package each comes in.
 TOOLS = {
     "debootstrap": "debootstrap",
@@ -80,11 +95,12 @@ def _apt_install(packages: Sequence[str]) -> None:
 def rootfs() -> Path:
     """The container's root filesystem, made by ``debootstrap`` unless already cached.
 
-    The package list is kept beside the tree: a tree made from another list is made anew.
-    It is built aside and renamed into place, so an interrupted build leaves no tree.
+    The package list and ``BUILD`` are kept beside the tree: a tree made from another
+    list, or another way, is made anew. It is built aside and renamed into place, so an
+    interrupted build leaves no tree.
     """
     tree, stamp = CACHE / SUITE, CACHE / f"{SUITE}.packages"
-    wanted = " ".join(PACKAGES) + "\n"
+    wanted = f"{' '.join(PACKAGES)}\nbuild {BUILD}\n"
     if tree.is_dir() and stamp.is_file() and stamp.read_text() == wanted:
         return tree
     shutil.rmtree(CACHE, ignore_errors=True)
@@ -98,6 +114,9 @@ def rootfs() -> Path:
         raise RuntimeError(f"debootstrap failed ({done.returncode}):\n{done.stdout[-3000:]}")
     # A container has no console to log in on; its getty would only wait.
     (building / "etc/systemd/system/console-getty.service").symlink_to("/dev/null")
+    # PostgreSQL runs only where the tier starts it (its own container), not at every boot.
+    wants = building / "etc/systemd/system/multi-user.target.wants"
+    (wants / "postgresql.service").unlink(missing_ok=True)
     building.rename(tree)
     stamp.write_text(wanted)
     return tree

@@ -60,7 +60,10 @@ class Peers(ops.Object):
         """Say in this unit's peer data whether its machine holds GARM's sqlite data.
 
         GARM's configuration says where its data is: a sqlite file left behind after a
-        move to PostgreSQL is no data.
+        move to PostgreSQL is no data. That configuration is the pass's to write (it
+        places GARM's data), so this is read once the pass is done: read before it, a
+        hook that moved GARM to PostgreSQL would leave the record of the sqlite it left,
+        and a leader elected before this unit's next hook would refuse to run GARM.
         """
         relation = self.model.get_relation(PEERS)
         if relation is None:

@@ -4,9 +4,12 @@ Each test gets a container of its own (``tests.nspawn``), booted from the cached
 tree, with what the Juju agent gives a unit's machine: ``juju-exec``
 (``tests.machine_tier.juju_exec``), the charm's ``dispatch`` and ``goal-state``, which
 lists the application's units: this one alone (``machine``), or two machines sharing
-one database (``pair``). Each container is powered off at the end, failed or not; with
-``GARM_MACHINE_KEEP`` set a failed test's container is left running and the test's
-output says how to enter it (CONTRIBUTING.md). ``GARM_MACHINE_RELEASE`` names a GARM
+one database (``pair``). A test marked ``postgresql`` (and ``pair``) has the tier's one
+PostgreSQL server (``tests.machine_tier.database``, booted once, in a container of its
+own) reachable from its machines, a fresh database on it for the test. Each container
+is powered off at the end, failed or not; with ``GARM_MACHINE_KEEP`` set a failed test's
+containers are left running and the test's output says how to enter them
+(CONTRIBUTING.md). ``GARM_MACHINE_RELEASE`` names a GARM
 release archive to attach as the ``garm`` resource instead of the simulator.
 
 Where no container can be booted (not root, no systemd-nspawn or debootstrap and no way
@@ -29,7 +32,7 @@ import pytest
 
 from tests import nspawn
 from tests.machine_tier import HOME, UNIT_FILE, charm_dir
-from tests.machine_tier.garm_server import DATABASES
+from tests.machine_tier import database as postgresql
 from tests.machine_tier.hook import ATTACHED
 from tests.nspawn import PYTHONPATH, Machine
 
@@ -80,15 +83,19 @@ def booted(
     directory: Path,
     unit: str = "garm/0",
     units: Sequence[str] = ("garm/0",),
-    binds: Sequence[tuple[Path, str]] = (),
+    sockets: Path | None = None,
 ) -> Iterator[Machine]:
-    """A container for ``unit``, with Juju's stand-ins in it; off at the end unless the
-    test failed and ``GARM_MACHINE_KEEP`` asks to keep it."""
+    """A container for ``unit``, with Juju's stand-ins in it, and the database server's
+    ``sockets`` reachable if given; off at the end unless the test failed and
+    ``GARM_MACHINE_KEEP`` asks to keep it."""
     name = f"garm-tier-{os.getpid()}-{next(_NAMES)}"
     started = time.monotonic()
+    binds = [] if sockets is None else [(sockets, postgresql.SOCKETS)]
     machine = Machine.boot(tree, name, directory / f"{name}.console", binds)
     print(f"container {name} ({unit}) booted in {time.monotonic() - started:.1f} s")
     try:
+        if sockets is not None:
+            postgresql.reach(machine)
         for path, command in stubs(unit, units).items():
             _write(machine.path(path), f"#!/bin/sh\nPYTHONPATH={PYTHONPATH} exec {command}\n")
         machine.path(str(HOME)).mkdir(mode=0o700)
@@ -102,37 +109,78 @@ def booted(
     finally:
         failed = any(report.failed for report in request.node.stash.get(_REPORTS, []))
         if failed and os.environ.get("GARM_MACHINE_KEEP"):
-            print(
-                f"container {name} kept running (console: {machine.console}). Enter it with\n"
-                f"    sudo nsenter --target {machine.leader} --all /bin/bash\n"
-                f"and power it off with\n    sudo kill -s RTMIN+4 {machine.leader}"
-            )
+            _kept(machine, unit)
+        else:
+            machine.stop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "postgresql: the machine reaches the tier's PostgreSQL")
+
+
+@pytest.fixture(scope="session")
+def server(
+    tree: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[postgresql.Server]:
+    """The tier's PostgreSQL server, in a container of its own, booted at the first test
+    that asks for it; its socket's directory is bound into the machines that use it.
+    Kept running, as a failed test's machines are, when a test failed and
+    ``GARM_MACHINE_KEEP`` asks for it."""
+    directory = tmp_path_factory.mktemp("postgresql")
+    sockets = directory / "sockets"
+    sockets.mkdir()
+    name = f"garm-tier-{os.getpid()}-postgresql"
+    started = time.monotonic()
+    machine = Machine.boot(
+        tree, name, directory / f"{name}.console", [(sockets, postgresql.SOCKETS)]
+    )
+    try:
+        postgresql.serve(machine)
+        print(f"\nPostgreSQL ({name}) serving in {time.monotonic() - started:.1f} s")
+        yield postgresql.Server(machine, sockets)
+    finally:
+        if request.session.testsfailed and os.environ.get("GARM_MACHINE_KEEP"):
+            _kept(machine, "PostgreSQL")
         else:
             machine.stop()
 
 
 @pytest.fixture
+def sockets(server: postgresql.Server) -> Path:
+    """A fresh database on the tier's server, for this test; its socket's directory."""
+    postgresql.fresh(server.machine)
+    return server.sockets
+
+
+@pytest.fixture
 def machine(tree: Path, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Machine]:
-    """A booted container of this test's own: garm/0, its application's only unit."""
-    with booted(tree, request, tmp_path) as machine:
+    """A booted container of this test's own: garm/0, its application's only unit; with
+    the tier's PostgreSQL reachable when the test is marked ``postgresql``."""
+    marked = request.node.get_closest_marker("postgresql") is not None
+    sockets = request.getfixturevalue("sockets") if marked else None
+    with booted(tree, request, tmp_path, sockets=sockets) as machine:
         yield machine
 
 
 @pytest.fixture
 def pair(
-    tree: Path, request: pytest.FixtureRequest, tmp_path: Path
+    tree: Path, request: pytest.FixtureRequest, tmp_path: Path, sockets: Path
 ) -> Iterator[tuple[Machine, Machine]]:
-    """Two units' containers, garm/0 and garm/1, and the one database server they share
-    (a host directory bound into both: ``tests.machine_tier.garm_server.DATABASES``)."""
-    server = tmp_path / "postgresql"
-    server.mkdir()
-    binds = [(server, str(DATABASES))]
+    """Two units' containers, garm/0 and garm/1, both reaching the tier's PostgreSQL."""
     units = ("garm/0", "garm/1")
     with (
-        booted(tree, request, tmp_path, "garm/0", units, binds) as first,
-        booted(tree, request, tmp_path, "garm/1", units, binds) as second,
+        booted(tree, request, tmp_path, "garm/0", units, sockets) as first,
+        booted(tree, request, tmp_path, "garm/1", units, sockets) as second,
     ):
         yield first, second
+
+
+def _kept(machine: Machine, what: str) -> None:
+    print(
+        f"container {machine.name} ({what}) kept running (console: {machine.console}). "
+        f"Enter it with\n    sudo nsenter --target {machine.leader} --all /bin/bash\n"
+        f"and power it off with\n    sudo kill -s RTMIN+4 {machine.leader}"
+    )
 
 
 def _write(path: Path, text: str) -> None:

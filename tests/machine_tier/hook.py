@@ -28,9 +28,16 @@ from charm import GarmCharm
 from juju.peers import PEERS
 from juju.secrets import ADMIN_SECRET_LABEL
 from tests.binaries import fake_garm, fake_provider
-from tests.charm_states import INTERNAL_SECRET, relate_postgresql
+from tests.charm_states import (
+    CONFIGURATOR_SECRETS,
+    INTERNAL_SECRET,
+    configurator,
+    relate_postgresql,
+)
+from tests.databags import EXAMPLE_UNIT
 from tests.juju_events import leader_settings_changed, reconcile_tick
 from tests.machine_tier import HOME, unit, units
+from tests.machine_tier.database import ENDPOINT
 from tests.nspawn import PYTHONPATH
 
 STATE = HOME / "state.pickle"
@@ -53,10 +60,22 @@ EVENTS: dict[str, Event] = {
     "leader-settings-changed": lambda ctx, state: ctx.run(leader_settings_changed(), state),  # type: ignore[arg-type]
     "update-status": lambda ctx, state: ctx.run(ctx.on.update_status(), state),
     "reconcile-tick": lambda ctx, state: ctx.run(reconcile_tick(), state),  # type: ignore[arg-type]
-    "relate-postgresql": lambda ctx, state: relate_postgresql(ctx, state)[0],
+    "relate-postgresql": lambda ctx, state: relate_postgresql(ctx, state, ENDPOINT)[0],
+    "relate-configurator": lambda ctx, state: relate_configurator(ctx, state),
     "stop": lambda ctx, state: ctx.run(ctx.on.stop(), state),
     "remove": lambda ctx, state: ctx.run(ctx.on.remove(), state),
 }
+
+
+def relate_configurator(ctx: testing.Context, state: testing.State) -> testing.State:
+    """A garm-configurator integrated, its one unit publishing one scaleset, with its
+    OpenStack and GitHub App credentials."""
+    relation = configurator(EXAMPLE_UNIT)
+    secrets = {s.id: s for s in [*state.secrets, *CONFIGURATOR_SECRETS]}
+    state = dataclasses.replace(
+        state, relations=[*state.relations, relation], secrets=list(secrets.values())
+    )
+    return ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
 
 
 def first_state() -> testing.State:

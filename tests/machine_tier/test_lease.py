@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from garm import lease
 from garm.config import RESTART_SECONDS, START_LIMIT_BURST
 from tests.machine_tier.juju_exec import AGENT_DOWN
 from tests.machine_tier.tier import hook, show
 from tests.nspawn import Machine
+
+pytestmark = pytest.mark.postgresql  # the tier's one server, a database of its own
 
 REFUSAL = "GARM's lease has lapsed: GARM may not start here"
 # The timer's period, its accuracy, and a second for each timestamp's rounding.

@@ -7,8 +7,12 @@ other path its table names goes, with the units systemd had loaded from them.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.machine_tier.tier import documented, hook
 from tests.nspawn import Machine
+
+pytestmark = pytest.mark.postgresql  # the tier's one server, a database of its own
 
 
 def present(machine: Machine, paths: list[str]) -> list[str]:

@@ -29,7 +29,7 @@ from charm import GarmCharm
 from garm import lease, workload
 from garm.config import START_LIMIT_BURST
 from juju import fence
-from juju.peers import PEERS
+from juju.peers import DATA_KEY, PEERS
 from leader import BEING_REMOVED
 from tests.charm_states import configurator, make_state, relate_postgresql
 from tests.clock import FakeClock
@@ -37,6 +37,7 @@ from tests.databags import SOLE_UNIT
 from tests.garm_double import CONSOLIDATION_INTERVAL, GarmDouble
 from tests.juju_events import leader_settings_changed, reconcile_tick
 from tests.machine import LeasedSystemd, goal
+from tests.postgresql import REL_ID
 
 PEER_ID = 99
 LEASE = fence.lease_seconds(30)  # the default reconcile-interval's
@@ -113,25 +114,8 @@ def units(
     monkeypatch: pytest.MonkeyPatch,
 ) -> tuple[Unit, Unit]:
     """garm/0 leading and serving one scaleset on PostgreSQL; garm/1 standing by."""
-    router = _Router()
-    monkeypatch.setattr(subprocess, "run", router)
-    monkeypatch.setattr(GarmCharm, "now", staticmethod(clock))
-    monkeypatch.setattr(GarmCharm, "service_user", _me())
-    monkeypatch.setattr("charmlibs.passwd.add_user", lambda name, **_: None)
-    first = Unit(0, tmp_path, clock, router, world.process())
-    second = Unit(1, tmp_path, clock, router, world.add_process("garm/1", start=False))
-    for unit in (first, second):
-        peer = testing.PeerRelation(PEERS, id=PEER_ID, peers_data={1 - unit.number: {}})
-        config = {"api-port": unit.garm.port, "external-url": "http://garm.example:9997"}
-        unit.state = make_state(world, resources, peer, leader=unit.number == 0, config=config)
-    # On sqlite first (no lease: its data cannot be shared), then on PostgreSQL, the
-    # configurator integrated once GARM is there.
-    first.run(first.ctx.on.install(), monkeypatch)
-    assert first.record is None and not first.paths.lease_file.exists()
-    monkeypatch.setattr(GarmCharm, "paths", first.paths)
-    router.current = first.systemd
-    first.state, database = relate_postgresql(first.ctx, first.state)
-    assert first.record == str(LEASE)
+    first, second = moved_to_postgresql(tmp_path, clock, world, resources, monkeypatch)
+    database = first.state.get_relation(REL_ID)
     relation = configurator(SOLE_UNIT)
     first.state = dataclasses.replace(first.state, relations=[*first.state.relations, relation])
     first.run(first.ctx.on.relation_changed(relation, remote_unit=0), monkeypatch)
@@ -148,6 +132,37 @@ def units(
     assert second.record is None
     share(first, second)
     share(second, first)
+    return first, second
+
+
+def moved_to_postgresql(
+    root: Path,
+    clock: FakeClock,
+    world: GarmDouble,
+    resources: frozenset[testing.Resource],
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[Unit, Unit]:
+    """garm/0 leading, its GARM on sqlite first (no lease: its data cannot be shared), then
+    moved to PostgreSQL by the hook that brought the provider's answer; garm/1 not yet
+    installed."""
+    router = _Router()
+    monkeypatch.setattr(subprocess, "run", router)
+    monkeypatch.setattr(GarmCharm, "now", staticmethod(clock))
+    monkeypatch.setattr(GarmCharm, "service_user", _me())
+    monkeypatch.setattr("charmlibs.passwd.add_user", lambda name, **_: None)
+    first = Unit(0, root, clock, router, world.process())
+    second = Unit(1, root, clock, router, world.add_process("garm/1", start=False))
+    for unit in (first, second):
+        peer = testing.PeerRelation(PEERS, id=PEER_ID, peers_data={1 - unit.number: {}})
+        config = {"api-port": unit.garm.port, "external-url": "http://garm.example:9997"}
+        unit.state = make_state(world, resources, peer, leader=unit.number == 0, config=config)
+    first.run(first.ctx.on.install(), monkeypatch)
+    assert first.record is None and not first.paths.lease_file.exists()
+    assert first.paths.sqlite_file.exists()  # GARM ran on sqlite here
+    monkeypatch.setattr(GarmCharm, "paths", first.paths)
+    router.current = first.systemd
+    first.state, _ = relate_postgresql(first.ctx, first.state)
+    assert first.record == str(LEASE)
     return first, second
 
 
@@ -231,6 +246,34 @@ def test_a_cut_off_leaders_garm_stops_by_its_lease_before_the_new_one_starts(
     assert ["garm/0"] in seen and ["garm/1"] in seen
     assert old.systemd.stopped_by == "lease"
     assert new.status == ops.ActiveStatus("1 scaleset in sync")
+
+
+def test_a_leader_cut_off_in_the_hook_that_moved_garm_to_postgresql_blocks_no_new_leader(
+    tmp_path: Path,
+    clock: FakeClock,
+    world: GarmDouble,
+    resources: frozenset[testing.Resource],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    old, new = moved_to_postgresql(tmp_path, clock, world, resources, monkeypatch)
+    # That hook's peer data is the last Juju has of garm/0: its agent is cut off now.
+    assert old.paths.sqlite_file.exists()  # left behind: GARM's data is in PostgreSQL
+    assert DATA_KEY not in old.peer().local_unit_data
+    new.state = dataclasses.replace(
+        new.state,
+        relations=[*new.state.relations, old.state.get_relation(REL_ID)],
+        secrets=[*new.state.secrets, *old.state.secrets],
+    )
+    new.run(new.ctx.on.install(), monkeypatch)
+    share(old, new)
+    share(new, old)
+    elect(new, old)
+    new.run(new.ctx.on.leader_elected(), monkeypatch)
+    ticks(new, old, FENCE + timedelta(seconds=30), clock, monkeypatch, every=10)
+    assert running(old, new) == ["garm/1"], new.status
+    assert new.status == ops.BlockedStatus(
+        "Integrate with garm-configurator: juju integrate garm garm-configurator"
+    )
 
 
 def test_the_new_leader_waits_out_the_whole_lease_of_a_silent_unit(

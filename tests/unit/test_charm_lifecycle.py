@@ -362,7 +362,7 @@ def test_the_first_sqlite_leader_records_itself_as_the_datas_home(ctx, world, re
     # With the GARM it set up (garm.identity), which names this unit's sqlite too.
     assert written.local_app_data.keys() == {SQLITE_HOME_KEY, IDENTITY_KEY}
     assert written.local_app_data[SQLITE_HOME_KEY] == "garm/0"
-    assert DATA_KEY not in written.local_unit_data  # GARM (the double) wrote no file here
+    assert written.local_unit_data[DATA_KEY] == "true"  # GARM made its sqlite file here
 
 
 def test_a_unit_whose_machine_holds_the_sqlite_file_says_so(ctx, world, resources, machine):
