@@ -615,3 +615,24 @@ def test_lowering_the_interval_on_a_pass_that_stops_early_paces_the_timer_to_its
             leader.systemd.check_lease()
             assert running(leader) == ["garm/0"], f"GARM stopped by its lease at {clock.now}"
         leader.run(reconcile_tick(), monkeypatch)
+
+
+def test_a_paused_leader_writes_nothing_and_its_garm_serves_on_with_its_lease_renewed(
+    units: tuple[Unit, Unit], monkeypatch: pytest.MonkeyPatch, clock: FakeClock, world
+) -> None:
+    """``paused`` holds the charm, not GARM (ADR 0014): the timer goes on renewing the
+    lease, so GARM keeps serving for as long as the pause lasts, and nothing is written."""
+    leader, _ = units
+    config = {**leader.state.config, "paused": True}
+    leader.state = dataclasses.replace(leader.state, config=config)
+    leader.run(leader.ctx.on.config_changed(), monkeypatch)
+    assert leader.status.name == "maintenance" and "Paused since" in leader.status.message
+    writes = [r for r in world.requests if r.method != "GET"]
+    end = clock.now + timedelta(minutes=30)
+    while clock.now < end:
+        for _ in range(timer_interval(leader) // timedelta(seconds=fence.CHECK_SECONDS)):
+            clock.advance(timedelta(seconds=fence.CHECK_SECONDS))
+            leader.systemd.check_lease()
+            assert running(leader) == ["garm/0"], f"GARM stopped by its lease at {clock.now}"
+        leader.run(reconcile_tick(), monkeypatch)
+    assert [r for r in world.requests if r.method != "GET"] == writes
