@@ -137,8 +137,8 @@ class GarmCharm(ops.CharmBase):
         if result.ports is not None:
             self.unit.set_ports(*result.ports)
         self.peers.keep(result.sqlite_home, result.memory, result.chosen)
-        # After the pass: GARM's configuration, which the pass placed (``leader``'s
-        # ``_place_data``), says whether this machine's sqlite file is GARM's data.
+        # After the pass: GARM's configuration, which the pass placed (``juju.machine``),
+        # says whether this machine's sqlite file is GARM's data.
         self.peers.note_data()
         secrets.keep_providers(self.model, result.provider_record)
         self.peers.record(result.garm_record)

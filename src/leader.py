@@ -3,8 +3,9 @@
 A unit being removed stands down: it changes no scaleset any more (ADR 0002). One that
 does not lead stands by: GARM runs on the leader alone. The leader leads (``run``,
 ``_lead``): the fence (may it run GARM now), its config checked once and its secrets,
-GARM on this machine (``juju.machine``), GARM's setup (``_ensure_setup``), the scalesets
-(``reconcile``), and what it all comes to, told once in the ``PassResult``.
+GARM on this machine (``juju.machine``), GARM's setup (``juju.garm_setup``), the
+scalesets (``reconcile``; only read while ``paused``: ADR 0014), and what it all comes
+to, told once in the ``PassResult``.
 
 There is no ops here: the charm reads Juju into ``Inputs`` and writes the result back.
 A step that cannot go on says why, and the pass stops there with what it has done.
@@ -149,7 +150,8 @@ def show_scalesets(inputs: Inputs) -> ActionAnswer:
     seen = dataclasses.replace(seen, refusals=memory, taken=memory.taken_now(now))
     desired = machine.relation_state(asked.leader, asked.config).desired
     planned = planner.plan(desired, seen, now, asked.config.settings)
-    return ActionAnswer(fleet.results(fleet.generations(seen, planned), planned.held, now))
+    rows = fleet.generations(seen, planned, (s.name for s in desired.specs))
+    return ActionAnswer(fleet.results(rows, planned.held, now))
 
 
 def plan(inputs: Inputs) -> ActionAnswer:
@@ -224,8 +226,11 @@ def plan(inputs: Inputs) -> ActionAnswer:
 def _next_pass(at: datetime | None, now: datetime, config: CharmConfig) -> str:
     """When the pass after the next would come: early (``garm.requeue``), or as it comes.
 
-    As ``run`` decides it: early only when that comes before the reconcile timer's run.
+    As ``run`` decides it: early only when that comes before the reconcile timer's run;
+    while paused, none writes before the resume.
     """
+    if config.paused:
+        return "after the resume (paused)"
     interval = config.reconcile_interval
     seconds = requeue.delay(at, now, now + timedelta(seconds=interval) if interval else None)
     if seconds is not None:
@@ -316,11 +321,16 @@ def _lead(
     state, reused = owners.left_out(state, on.kept, leader.configurators)
     summary, setup, outcome, memory, wake = on.stopped, None, None, None, None
     if summary is None and config.paused:
-        # Nothing is written to GARM (ADR 0014); GARM runs on, and so does its lease. The
-        # waits on GARM stop with the charm: each is timed afresh from the resume.
+        # Nothing is written to GARM (ADR 0014); GARM runs on, and so does its lease. It
+        # is read, so that the metrics go on telling the fleet. The waits on GARM stop
+        # with the charm: each is timed afresh from the resume.
         now = inputs.now()
         memory = leader.peers.memory.waiting((PAUSED,), now)
         summary = status.paused(memory.since(PAUSED, now), inputs.unit)
+        with machine.client(inputs, config, admin) as client:
+            outcome = reconcile(
+                client, state.desired, now, config.settings, memory=memory, writing=False
+            )
     elif summary is None:
         # GARM runs here now: so does the timer that reconciles it, and its API port is
         # open (``juju expose`` lets runners reach it).
@@ -345,7 +355,9 @@ def _lead(
         outcome,
         ports=None if on.stopped else (config.api_port,),
         workload_version=on.version,
-        publish_back=outcome and published(state, outcome, dict(outcome.current), apps),
+        publish_back=None
+        if outcome is None or config.paused
+        else published(state, outcome, dict(outcome.current), apps),
         sqlite_home=on.sqlite_home,
         memory=None if memory is None else leader.peers.memory_to_write(memory),
         chosen=leader.peers.entities_to_write(state.chosen),

@@ -113,9 +113,16 @@ class Writes:
     absent: set[str] = field(default_factory=set)
     # What a write read once for the pass (a base template's body), by what it is.
     reads: dict[object, Any] = field(default_factory=dict)
+    # What GARM answered so far in ``run``: kept when GARM goes away in the middle.
+    seen: Any = None
 
     def run(self, garm: Any, writes: Iterable[Write], seen: Seen) -> Seen:
-        """Send each write the memory lets through, in order; ``GarmUnreachable`` ends them."""
+        """Send each write the memory lets through, in order; ``GarmUnreachable`` ends them.
+
+        Each answer is kept as it comes (``seen``), so that what GARM took before it went
+        away is what the pass last saw.
+        """
+        self.seen = seen
         for write in writes:
             refusal = self.holding(write)
             if refusal is not None:
@@ -128,7 +135,7 @@ class Writes:
                 self.log.warning("pass budget of %ss spent; the next hook continues", self.budget)
                 self.spent = True
                 return seen
-            seen = self.send(garm, write, seen)
+            seen = self.seen = self.send(garm, write, seen)
         return seen
 
     def holding(self, write: Write) -> Refusal | None:

@@ -15,6 +15,8 @@ from scalesets.spec import HeldSpec, ScalesetSpec, application_of
 StatusKind = Literal["active", "maintenance", "waiting", "blocked"]
 # Past this many named problems the rest are counted, to keep the line readable.
 MAX_NAMED = 2
+# What `juju status` shows of a message without wrapping it in its table.
+MAX_STATUS = 120
 BEING_REMOVED = "Being removed: this unit changes no scaleset any more"
 
 
@@ -39,10 +41,9 @@ class Summary:
 
 def paused(since: datetime, unit: str) -> Summary:
     """A leader that writes nothing to GARM, since when, and how to resume (ADR 0014)."""
-    app = unit.partition("/")[0]
-    when = f"{since:%Y-%m-%d %H:%M} UTC"
-    message = f"Paused since {when}: nothing is written to GARM; juju config {app} paused=false"
-    return Summary("maintenance", message)
+    message = f"Paused since {since:%Y-%m-%d %H:%M} UTC"
+    resume = f"{message}: juju config {unit.partition('/')[0]} paused=false resumes"
+    return Summary("maintenance", resume if len(resume) <= MAX_STATUS else message)
 
 
 def _join(items: list[str]) -> str:

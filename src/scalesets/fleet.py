@@ -7,8 +7,9 @@ reads (``Observed``) and what its planner makes of it (``Plan``), with nothing w
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -45,9 +46,16 @@ class Generation:
     stuck: str = ""
 
 
-def generations(observed: Observed, plan: Plan) -> tuple[Generation, ...]:
-    """Every scaleset in ``observed``, grouped by the logical scaleset it serves."""
-    current = {name: logical for logical, name in plan.current}
+def generations(
+    observed: Observed, plan: Plan, spelt: Iterable[str] = ()
+) -> tuple[Generation, ...]:
+    """Every scaleset in ``observed``, grouped by the logical scaleset it serves.
+
+    ``spelt``: the specs' names as their configurators spell them (the plan keys them
+    lower-cased).
+    """
+    spelling = {name.lower(): name for name in spelt}
+    current = {name: spelling.get(logical, logical) for logical, name in plan.current}
     refreshing = {p.scaleset for p in plan.progress if p.phase is Phase.REFRESHING}
     by_scaleset: dict[int, list[Instance]] = {}
     for instance in observed.instances:
@@ -146,11 +154,23 @@ def results(rows: tuple[Generation, ...], held: tuple[Held, ...], now: datetime)
             "enabled": "yes" if g.enabled else "no",
             "min-idle-runners": str(g.min_idle),
             "max-runners": str(g.max_runners),
-            "runners": {s.replace("_", "-"): str(n) for s, n in g.runners.items()} or "none",
+            "runners": {k: str(n) for k, n in _by_key(g.runners).items()} or "none",
             "busy": str(g.busy),
             **({"stuck": g.stuck} if g.stuck else {}),
         }
     return answer
+
+
+def _by_key(runners: Mapping[str, int]) -> dict[str, int]:
+    """Counts by GARM's runner status, keyed as Juju takes keys: ``[a-z0-9-]``.
+
+    GARM's statuses are free text on the wire (``pending_delete``): whatever they are,
+    the action answers rather than fails.
+    """
+    counts: Counter[str] = Counter()
+    for status, count in runners.items():
+        counts[re.sub(r"[^a-z0-9]+", "-", status.lower()).strip("-") or "unknown"] += count
+    return dict(counts)
 
 
 def _retried(held: Held, now: datetime) -> str:

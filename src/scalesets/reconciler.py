@@ -133,8 +133,12 @@ def reconcile(
     budget: float | None = None,
     observed: Observed | None = None,
     memory: Refusals | None = None,
+    writing: bool = True,
 ) -> Outcome:
     """Run one pass towards ``desired`` and return its outcome; never raises for GARM.
+
+    ``writing`` False: GARM is read and the pass planned, and nothing is sent (a paused
+    charm, ADR 0014): the outcome tells what GARM holds, with nothing done.
 
     ``budget`` bounds the pass in seconds so a hook never hangs on a slow GARM: past it
     no further write is started, and the next hook carries on from what it observes.
@@ -161,7 +165,7 @@ def reconcile(
     _log_refused(desired, current, frozenset(kept.refusals), writes.log)
     unreachable = None
     try:
-        for _ in range(MAX_ROUNDS):
+        for _ in range(MAX_ROUNDS if writing else 0):
             todo = [a for a in current.actions if a.target() not in writes.closed]
             if not todo:
                 break
@@ -173,7 +177,7 @@ def reconcile(
     except GarmUnreachable as exc:
         # What GARM refused before it went away is remembered, and told, all the same.
         unreachable = str(exc)
-        observed = _folded(observed, writes)
+        observed = _folded(writes.seen or observed, writes)
         current = plan(desired, observed, now, settings)
     return _outcome(writes, current, observed, unreachable)
 

@@ -15,11 +15,14 @@ import pytest
 from ops import testing
 
 from garm.refusals import Refusals
+from juju import status
 from juju.peers import MEMORY_KEY, PEERS
 from leader import PAUSED
+from observe.endpoint import Files
 from tests.charm_states import configurator, make_state, publish
 from tests.databags import SOLE_UNIT
 from tests.juju_events import reconcile_tick
+from tests.metrics_text import parse
 
 pytestmark = pytest.mark.usefixtures("machine")
 
@@ -61,10 +64,7 @@ def test_paused_a_label_change_writes_nothing_and_garm_serves_on(
         later(timedelta(minutes=5))
         state = ctx.run(reconcile_tick(), state)
     assert len(writes(world)) == before
-    message = (
-        f"Paused since {since:%Y-%m-%d %H:%M} UTC: nothing is written to GARM; "
-        "juju config garm paused=false"
-    )
+    message = f"Paused since {since:%Y-%m-%d %H:%M} UTC: juju config garm paused=false resumes"
     assert state.unit_status == ops.MaintenanceStatus(message)
     # GARM runs on, reachable, its timer kept: only the charm's writes stop.
     assert state.opened_ports == frozenset({testing.TCPPort(int(state.config["api-port"]))})
@@ -120,3 +120,23 @@ def test_the_pause_keeps_its_first_moment_and_a_later_pause_starts_afresh(
     later(timedelta(hours=1))
     state = ctx.run(ctx.on.config_changed(), paused(state))
     assert f"Paused since {clock.now:%Y-%m-%d %H:%M} UTC" in state.unit_status.message
+
+
+def test_paused_the_metrics_go_on_telling_the_fleet_and_no_pass_failed(
+    ctx, world, serving, machine
+):
+    # A pause is no failing pass (GarmPassesFailing), and the dashboards keep the fleet.
+    state = ctx.run(ctx.on.config_changed(), paused(serving))
+    state, relation = publish(state, 1, 0, RELABELLED)
+    ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    families = parse(Files(machine.paths.root).metrics.read_text())
+    assert families["garm_charm_last_pass_ok"].value() == 1
+    assert families["garm_charm_scalesets"].by("phase")["creating"] == 1  # what it waits on
+
+
+def test_the_paused_line_names_the_application_as_deployed_within_120_characters(clock):
+    assert status.paused(clock.now, "ci-garm/3").message.endswith(
+        "juju config ci-garm paused=false resumes"
+    )
+    long = status.paused(clock.now, "a" * 60 + "/0").message
+    assert long == f"Paused since {clock.now:%Y-%m-%d %H:%M} UTC"

@@ -128,3 +128,25 @@ def test_an_empty_garm_says_so():
     assert results(generations(seen, run(observed=seen)), (), NOW)["table"] == (
         "GARM holds no scaleset"
     )
+
+
+def test_any_runner_status_garm_sends_is_a_key_juju_takes():
+    old = generation(OLD_SPEC, 1)
+    odd = [
+        runner(f"garm-{i}", old, status=status)
+        for i, status in enumerate(["Pending_Create", "_weird_", "", "pending-create"])
+    ]
+    seen, plan, old, _ = _changeover(*odd)
+    answer = results(generations(seen, plan), (), NOW)
+    assert answer[f"scaleset-{old.id}"]["runners"] == {
+        "pending-create": "2",
+        "weird": "1",
+        "unknown": "1",
+    }
+
+
+def test_the_logical_name_is_shown_as_its_configurator_spells_it():
+    spec = make_spec(name="CI")
+    seen = observe(generation(spec, 1))
+    (row,) = generations(seen, run(spec, observed=seen), [spec.name])
+    assert row.logical == "CI"

@@ -515,6 +515,25 @@ def test_a_pass_cut_short_by_garm_going_away_keeps_what_it_saw(passes, garm):
     assert outcome.observed is not None and len(outcome.observed.scalesets) == 2
 
 
+def test_what_garm_took_before_it_went_away_is_what_the_pass_last_saw(passes, garm):
+    # Two scalesets raised in one round; GARM takes the first PUT, then is gone.
+    first, second = make_spec(name="a", source="u/0"), make_spec(name="b", source="u/1")
+    passes.run(first, second)
+    (b_id,) = [s["id"] for s in garm.scalesets() if s["name"].startswith("b")]
+    garm.inject("PUT", rf"/scalesets/{b_id}", drop=True)
+    raised = [dataclasses.replace(s, max_runners=9) for s in (first, second)]
+
+    outcome = passes.run(*raised)
+
+    assert outcome.unreachable is not None
+    assert [w.name for w in outcome.done if isinstance(w, UpdateScaleset)] == [
+        n for n in (s["name"] for s in garm.scalesets()) if n.startswith("a")
+    ]
+    assert outcome.observed is not None
+    seen = {s.name[0]: s.max_runners for s in outcome.observed.scalesets}
+    assert seen == {"a": 9, "b": 5}
+
+
 def test_runners_are_those_of_each_current_generation(passes, garm):
     _, busy, new_spec = retired_with_a_busy_runner(passes, garm)
     current = dict(passes.outcome.current)["ci"]
