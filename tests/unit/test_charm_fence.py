@@ -201,6 +201,22 @@ def ticks(
     return seen
 
 
+def serves_on_writing_nothing(
+    leader: Unit, span: timedelta, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, world
+) -> None:
+    """For ``span``, the lease's checker runs between the leader's timer passes: GARM is
+    never stopped by it, and nothing is written to GARM meanwhile."""
+    writes = [r for r in world.requests if r.method != "GET"]
+    end = clock.now + span
+    while clock.now < end:
+        for _ in range(timer_interval(leader) // timedelta(seconds=fence.CHECK_SECONDS)):
+            clock.advance(timedelta(seconds=fence.CHECK_SECONDS))
+            leader.systemd.check_lease()
+            assert running(leader) == ["garm/0"], f"GARM stopped by its lease at {clock.now}"
+        leader.run(reconcile_tick(), monkeypatch)
+    assert [r for r in world.requests if r.method != "GET"] == writes
+
+
 def running(*units: Unit) -> list[str]:
     return [u.name for u in units if u.systemd.running]
 
@@ -541,15 +557,7 @@ def test_a_dying_leader_serves_on_with_its_lease_renewed_until_its_stop_hook(
     leader.run(reconcile_tick(), monkeypatch)
     assert leader.status == ops.MaintenanceStatus(BEING_REMOVED)
     assert leader.paths.timer_file.exists()
-    writes = [r for r in world.requests if r.method != "GET"]
-    end = clock.now + timedelta(minutes=30)
-    while clock.now < end:
-        for _ in range(timer_interval(leader) // timedelta(seconds=fence.CHECK_SECONDS)):
-            clock.advance(timedelta(seconds=fence.CHECK_SECONDS))
-            leader.systemd.check_lease()
-            assert running(leader) == ["garm/0"], f"GARM stopped by its lease at {clock.now}"
-        leader.run(reconcile_tick(), monkeypatch)
-    assert [r for r in world.requests if r.method != "GET"] == writes  # no write meanwhile
+    serves_on_writing_nothing(leader, timedelta(minutes=30), clock, monkeypatch, world)
 
     # Its stop hook stops GARM and takes the timer and the record away.
     leader.run(leader.ctx.on.stop(), monkeypatch)
@@ -627,12 +635,4 @@ def test_a_paused_leader_writes_nothing_and_its_garm_serves_on_with_its_lease_re
     leader.state = dataclasses.replace(leader.state, config=config)
     leader.run(leader.ctx.on.config_changed(), monkeypatch)
     assert leader.status.name == "maintenance" and "Paused since" in leader.status.message
-    writes = [r for r in world.requests if r.method != "GET"]
-    end = clock.now + timedelta(minutes=30)
-    while clock.now < end:
-        for _ in range(timer_interval(leader) // timedelta(seconds=fence.CHECK_SECONDS)):
-            clock.advance(timedelta(seconds=fence.CHECK_SECONDS))
-            leader.systemd.check_lease()
-            assert running(leader) == ["garm/0"], f"GARM stopped by its lease at {clock.now}"
-        leader.run(reconcile_tick(), monkeypatch)
-    assert [r for r in world.requests if r.method != "GET"] == writes
+    serves_on_writing_nothing(leader, timedelta(minutes=30), clock, monkeypatch, world)

@@ -164,6 +164,16 @@ def told(state: testing.State, relation_id: int = 1) -> GarmAppData:
     return GarmAppData.from_databag(relation.local_app_data)
 
 
+def relabel(ctx, state: testing.State, relation: testing.Relation) -> testing.State:
+    """The configurator's unit asks for other labels: a label change begins."""
+    relabelled = dataclasses.replace(
+        state.get_relation(relation.id),  # type: ignore[arg-type]
+        remote_units_data={0: {**SOLE_UNIT, "labels": "linux,arm64"}},
+    )
+    state = dataclasses.replace(state, relations=[relabelled])
+    return ctx.run(ctx.on.relation_changed(relabelled, remote_unit=0), state)
+
+
 def test_the_leader_tells_each_unit_its_scaleset_and_phase(ctx, world, resources, later):
     relation = configurator(SOLE_UNIT)
     state = ctx.run(ctx.on.install(), make_state(world, resources, relation))
@@ -175,12 +185,7 @@ def test_the_leader_tells_each_unit_its_scaleset_and_phase(ctx, world, resources
     # A label change: while the old generation drains, the unit hears it is replaced.
     world.add_runner(serving["id"], runner_status="active")
     later()
-    relabelled = dataclasses.replace(
-        state.get_relation(relation.id),  # type: ignore[arg-type]
-        remote_units_data={0: {**SOLE_UNIT, "labels": "linux,arm64"}},
-    )
-    state = dataclasses.replace(state, relations=[relabelled])
-    state = ctx.run(ctx.on.relation_changed(relabelled, remote_unit=0), state)
+    state = relabel(ctx, state, relation)
     said = told(state).for_unit("garm-configurator/0")
     assert said is not None
     assert (said.phase, said.replaced) == ("replacing", serving["name"])
@@ -250,12 +255,7 @@ def test_show_scalesets_shows_both_generations_of_a_label_change_and_writes_noth
     (old,) = world.scalesets()
     world.add_runner(old["id"], runner_status="active")
     later()
-    relabelled = dataclasses.replace(
-        state.get_relation(relation.id),  # type: ignore[arg-type]
-        remote_units_data={0: {**SOLE_UNIT, "labels": "linux,arm64"}},
-    )
-    state = dataclasses.replace(state, relations=[relabelled])
-    state = ctx.run(ctx.on.relation_changed(relabelled, remote_unit=0), state)
+    state = relabel(ctx, state, relation)
     for _ in range(3):  # the new generation made, live, the old one retired: it drains
         later()
         state = ctx.run(reconcile_tick(), state)
