@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import pwd
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import scenario._runtime
+import yaml
 from charmlibs import passwd
 from ops import testing
 
@@ -22,6 +24,29 @@ from tests.clock import FakeClock
 from tests.garm_double import GarmDouble
 from tests.machine import FakeSystemctl, Machine
 from tests.passes import PROVIDER, Passes
+
+
+class _CharmFilesYaml:
+    """``yaml`` as ops.testing writes the charm's metadata, config and actions for each run:
+    by libyaml's emitter where PyYAML has it.
+
+    ops.testing dumps the three files with PyYAML's emitter in Python before every hook
+    (``scenario._runtime``): a third of a charm story's time (cProfile). ops reads them
+    back with libyaml already; only the test harness's writing changes, not the charm's.
+    """
+
+    Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+    @classmethod
+    def safe_dump(cls, data: object) -> str:
+        return yaml.dump(data, Dumper=cls.Dumper)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_charm_files() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(scenario._runtime, "yaml", _CharmFilesYaml)
+        yield
 
 
 @pytest.fixture
