@@ -8,9 +8,11 @@ import subprocess
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
 import scenario._runtime
+import scenario.state
 import yaml
 from charmlibs import passwd
 from ops import testing
@@ -50,26 +52,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = paired + long[len(paired) // 2 :] + short[len(paired) // 2 :]
 
 
-class _CharmFilesYaml:
-    """``yaml`` as ops.testing writes the charm's metadata, config and actions for each run:
-    by libyaml's emitter where PyYAML has it.
+class _HarnessYaml:
+    """``yaml`` as ops.testing reads charmcraft.yaml and writes the charm's metadata: by
+    libyaml where PyYAML has it.
 
-    ops.testing dumps the three files with PyYAML's emitter in Python before every hook
-    (``scenario._runtime``): a third of a charm story's time (cProfile). ops reads them
-    back with libyaml already; only the test harness's writing changes, not the charm's.
+    ops.testing reads charmcraft.yaml for every Context (``scenario.state``) and writes
+    metadata.yaml, config.yaml and actions.yaml before every hook (``scenario._runtime``),
+    both with PyYAML in Python: a third of a charm story's time (cProfile). ops reads the
+    files back with libyaml already; only the harness's YAML changes, not the charm's.
     """
 
     Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
     @classmethod
     def safe_dump(cls, data: object) -> str:
         return yaml.dump(data, Dumper=cls.Dumper)
 
+    @classmethod
+    def safe_load(cls, stream: str | IO[str]) -> Any:
+        return yaml.load(stream, Loader=cls.Loader)  # noqa: S506 (libyaml's safe loader)
+
 
 @pytest.fixture(scope="session", autouse=True)
-def _fast_charm_files() -> Iterator[None]:
+def _fast_harness_yaml() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(scenario._runtime, "yaml", _CharmFilesYaml)
+        patch.setattr(scenario._runtime, "yaml", _HarnessYaml)
+        patch.setattr(scenario.state, "yaml", _HarnessYaml)
         yield
 
 
