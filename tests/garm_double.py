@@ -393,8 +393,13 @@ _SEMVER_RE = re.compile(
 # --------------------------------------------------------------------------- Go JSON
 
 
-class _RawJSON(str):
+class _RawJSON:
     """JSON text emitted verbatim, as Go emits a (compacted) ``json.RawMessage``."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
 
 
 _HTML_ESCAPES = {
@@ -405,11 +410,6 @@ _HTML_ESCAPES = {
     "\u2029": "\\u2029",
 }
 _HTML_RE = re.compile("[<>&\u2028\u2029]")
-
-
-def _go_string(text: str) -> str:
-    """Quote a string the way Go's encoder does by default (HTML-escaped, UTF-8 kept)."""
-    return _HTML_RE.sub(lambda m: _HTML_ESCAPES[m.group()], json.dumps(text, ensure_ascii=False))
 
 
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
@@ -434,22 +434,31 @@ def _go_compact(raw: str) -> str:
 
 
 def _encode(value: object) -> str:
-    """Serialize dicts (in insertion order), lists and scalars as Go's encoding/json would."""
-    if isinstance(value, _RawJSON):
-        return str(value)
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return _go_string(value)
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{_go_string(k)}:{_encode(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_encode(v) for v in value) + "]"
-    raise TypeError(f"cannot encode {type(value).__name__}")
+    """Serialize dicts (in insertion order), lists and scalars as Go's encoding/json would.
+
+    By the standard library's C encoder, then Go's HTML escapes over the whole text (the
+    characters escaped cannot occur outside a string in JSON): the double encodes every
+    answer and every read of its ground truth, and a walk in Python cost the unit suite
+    a minute. A ``_RawJSON`` goes out as a placeholder string, swapped for its text after.
+    """
+    raws: list[str] = []
+
+    def raw(item: object) -> str:
+        if not isinstance(item, _RawJSON):
+            raise TypeError(f"cannot encode {type(item).__name__}")
+        raws.append(item.text)
+        return f"{_RAW_MARK}{len(raws) - 1}"
+
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=raw)
+    text = _HTML_RE.sub(lambda m: _HTML_ESCAPES[m.group()], text)
+    if raws:
+        text = _RAW_SLOT.sub(lambda m: raws[int(m.group(1))], text)
+    return text
+
+
+# A placeholder no string of the double's state holds: one per process, at random.
+_RAW_MARK = f"raw-json-{secrets.token_hex(8)}-"
+_RAW_SLOT = re.compile(f'"{_RAW_MARK}(\\d+)"')
 
 
 def _is_zero(value: object) -> bool:

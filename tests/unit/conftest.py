@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 import pwd
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
+import scenario._runtime
+import scenario.state
+import yaml
 from charmlibs import passwd
 from ops import testing
 
@@ -22,6 +26,60 @@ from tests.clock import FakeClock
 from tests.garm_double import GarmDouble
 from tests.machine import FakeSystemctl, Machine
 from tests.passes import PROVIDER, Passes
+
+# The stateful stories, longest first: a third of the suite's time between them. Run first,
+# each beside short tests, so that two workers (tox.ini: pytest-xdist, ``--dist load
+# --maxschedchunk 1``, which hands each worker two tests, then one per test it ends) start
+# the two longest at once rather than one after the other at the end. A name no longer
+# here only runs in its place.
+LONGEST = (
+    "tests/unit/test_lifecycle_stateful.py::test_juju_lifecycles_keep_every_invariant",
+    "tests/unit/scalesets/test_changeover_stateful.py::test_changeovers_keep_every_invariant",
+    "tests/unit/test_lifecycle_stateful.py::"
+    "test_a_leaders_lease_outlasts_its_next_pass_whatever_the_interval_does",
+    "tests/unit/test_charm_tls.py::test_a_served_valid_certificate_never_stops_a_pass",
+    "tests/unit/scalesets/test_refresh.py::"
+    "test_refreshes_never_take_a_busy_runner_nor_warm_capacity_below_min_idle_minus_one",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest stories first, each followed by a short test (``LONGEST``)."""
+    rank = {nodeid: n for n, nodeid in enumerate(LONGEST)}
+    long = sorted((i for i in items if i.nodeid in rank), key=lambda i: rank[i.nodeid])
+    short = [i for i in items if i.nodeid not in rank]
+    paired = [item for pair in zip(long, short, strict=False) for item in pair]
+    items[:] = paired + long[len(paired) // 2 :] + short[len(paired) // 2 :]
+
+
+class _HarnessYaml:
+    """``yaml`` as ops.testing reads charmcraft.yaml and writes the charm's metadata: by
+    libyaml where PyYAML has it.
+
+    ops.testing reads charmcraft.yaml for every Context (``scenario.state``) and writes
+    metadata.yaml, config.yaml and actions.yaml before every hook (``scenario._runtime``),
+    both with PyYAML in Python: a third of a charm story's time (cProfile). ops reads the
+    files back with libyaml already; only the harness's YAML changes, not the charm's.
+    """
+
+    Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    @classmethod
+    def safe_dump(cls, data: object) -> str:
+        return yaml.dump(data, Dumper=cls.Dumper)
+
+    @classmethod
+    def safe_load(cls, stream: str | IO[str]) -> Any:
+        return yaml.load(stream, Loader=cls.Loader)  # noqa: S506 (libyaml's safe loader)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_harness_yaml() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(scenario._runtime, "yaml", _HarnessYaml)
+        patch.setattr(scenario.state, "yaml", _HarnessYaml)
+        yield
 
 
 @pytest.fixture

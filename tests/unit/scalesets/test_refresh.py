@@ -681,6 +681,6 @@ def test_refreshes_never_take_a_busy_runner_nor_warm_capacity_below_min_idle_min
             super().__init__(garm, client, clock)
 
     COVERAGE.clear()
-    run_state_machine_as_test(OnThisGarm, settings=soak_settings(40, 60))
+    run_state_machine_as_test(OnThisGarm, settings=soak_settings(40, 30))
     # The stories must have refreshed, and met a runner that took a job meanwhile.
     assert COVERAGE["refreshed"] and COVERAGE["refused, a job started"], dict(COVERAGE)
