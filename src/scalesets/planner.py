@@ -1,10 +1,9 @@
 """The pure planner: (desired, observed, now, settings) -> the next writes and the progress.
 
 Everything the reconciler decides is decided here, without I/O, clock or logging, so it
-can be tested exhaustively. A plan holds only the steps whose preconditions are already
-observed; the reconciler folds each write's answer back into the observation and plans
-again, so one pass still does create, hand-over, retire and delete when nothing waits on
-runners.
+can be tested exhaustively. A plan holds only the steps whose preconditions are observed;
+the reconciler folds each answer back in and plans again, so one pass can create, hand
+over, retire and delete when nothing waits on runners.
 
 A changeover, per logical scaleset:
 
@@ -14,9 +13,8 @@ A changeover, per logical scaleset:
 4. past the drain deadline its remaining instances are force-removed first.
 
 Scalesets that belong to no logical name (orphans) take steps 2-4 too. Every
-retirement, of a predecessor or an orphan, waits until whatever a current spec asks for
-that the leaving scaleset serves is served by one live scaleset, so no job that is
-asked for loses its runners. A partial view of Juju is not intent (ADR 0002): while
+retirement waits until what current specs ask of the leaving scaleset is served by a
+live one (``cover``). A partial view of Juju is not intent (ADR 0002): while
 ``Desired.complete`` is False no orphan is touched, and the families named in
 ``Desired.unsettled`` are neither retired nor deleted.
 """
@@ -50,6 +48,7 @@ from scalesets.actions import (
     logical_name_of,
     shown_name,
 )
+from scalesets.cover import Cover
 from scalesets.drain import (
     FORCE_STUCK,
     STUCK_RUNNER,
@@ -67,7 +66,6 @@ from scalesets.naming import (
     generation_index,
     generation_name,
     is_legacy,
-    normalise_labels,
     observed_key,
     spec_key,
 )
@@ -76,8 +74,7 @@ from scalesets.refresh import REFRESH_STUCK, refresh, stamped, stuck, wait_key
 from scalesets.spec import Desired, ScalesetSpec, Settings, application_of, unit_order
 from scalesets.wake import Wake
 
-# GARM accepts a client delete only from these statuses (docs/reference/garm-api.md §3); the others
-# are either already going away or cannot be removed yet.
+# GARM accepts a client delete only from these (docs/reference/garm-api.md §3).
 _REMOVABLE_STATUSES = frozenset({"running", "error", "pending_delete"})
 # A runner in pending_delete is on GARM's own way out, which a failing provider retries
 # with back-off: it is force-removed only once it has sat there this long, so a runner
@@ -95,19 +92,19 @@ YOUNGEST_DELETE = timedelta(seconds=30)
 
 @dataclass
 class _Draft:
-    """Accumulates one plan while the planner walks the families."""
+    """Accumulates one plan while the planner walks the families.
 
-    # The moments at which something this plan waits on is due (``Plan.wake``).
+    Each field becomes the ``Plan``'s of its name; ``blocked`` (by scaleset id: what
+    will not move on by itself, and what to do) becomes ``Plan.stuck``.
+    """
+
     wake: Wake
     actions: list[Action] = field(default_factory=list)
     progress: list[Progress] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
-    # What will not move on by itself, per scaleset id: the cause and what to do.
     blocked: dict[int, str] = field(default_factory=dict)
     held: list[Held] = field(default_factory=list)
-    # What the plan waits on GARM to do (``Plan.waits``).
     waits: list[str] = field(default_factory=list)
-    # Each scaleset being retired, by id: its own phase (``Plan.phases``).
     phases: dict[int, Phase] = field(default_factory=dict)
 
 
@@ -139,14 +136,8 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
         )
         for spec in selection.specs
     ]
-    cover = _Cover(
-        tuple((_spec_entity(s), frozenset(spec_key(s).labels)) for s in desired.specs),
-        tuple(
-            (_entity_of(c.scaleset), frozenset(_served_by(c.scaleset)))
-            for c in planned
-            if c.live and c.scaleset is not None
-        ),
-    )
+    live = [c.scaleset for c in planned if c.live and c.scaleset is not None]
+    cover = Cover.of(desired.specs, live)
     for current in planned:
         _plan_predecessors(current, cover, ctx)
     for orphan in orphans if selection.sweep and desired.complete else ():
@@ -186,14 +177,6 @@ def _waits(key: str, deadline: timedelta, observed: Observed, draft: _Draft) -> 
         return True
     draft.wake.due(memory.since(key, now) + deadline)
     return False
-
-
-def _due(at: datetime, ctx: _Context, *, live: bool = False) -> None:
-    ctx.draft.wake.due(at, live=live)
-
-
-def _expected(since: datetime, ctx: _Context, *, live: bool = False) -> None:
-    ctx.draft.wake.expected(since, live=live)
 
 
 def _choose_templates(
@@ -256,74 +239,6 @@ class _Context:
     draft: _Draft
     observed: Observed
     templates: Templates
-
-
-EntityKey = tuple[str, str]
-
-
-def _entity_of(scaleset: ScaleSet) -> EntityKey:
-    return (scaleset.entity_kind or "", scaleset.entity_name.lower())
-
-
-def _served_by(scaleset: ScaleSet) -> set[str]:
-    """The labels jobs can target a scaleset by: its tags and, as GARM sends it, its name."""
-    return set(normalise_labels((*scaleset.labels, scaleset.name)))
-
-
-def _spec_entity(spec: ScalesetSpec) -> EntityKey:
-    return (spec.entity_kind, spec.entity_name.lower())
-
-
-def _related(a: EntityKey, b: EntityKey) -> bool:
-    """Whether jobs of one entity can run on the other's runners, or the other way round.
-
-    A repository's jobs run on its own runners and on its owner organisation's.
-    """
-    return _serves(a, b) or _serves(b, a)
-
-
-def _serves(runners: EntityKey, jobs: EntityKey) -> bool:
-    """Whether runners registered at ``runners`` take jobs of ``jobs``."""
-    if runners == jobs:
-        return True
-    (runner_kind, runner_name), (job_kind, job_name) = runners, jobs
-    return (
-        runner_kind == "organization"
-        and job_kind == "repository"
-        and job_name.partition("/")[0] == runner_name
-    )
-
-
-@dataclass(frozen=True)
-class _Cover:
-    """What current specs ask for and what live current generations serve.
-
-    ``asked``: per current spec, its org/repo and the labels its jobs use. ``live``: per
-    live current generation, its org/repo and the labels it serves.
-    """
-
-    asked: tuple[tuple[EntityKey, frozenset[str]], ...]
-    live: tuple[tuple[EntityKey, frozenset[str]], ...]
-
-    def covers(self, leaving: ScaleSet) -> bool:
-        """Whether what current specs ask of a leaving scaleset live scalesets serve.
-
-        The hand-over rule of a label change, applied to every retirement. A job needs
-        one runner with all its labels, so for each current spec whose jobs the leaving
-        scaleset takes, the labels it shares with that spec must all be on one live
-        scaleset that takes those jobs too. What nobody asks for goes at once.
-        """
-        entity, labels = _entity_of(leaving), frozenset(_served_by(leaving))
-        needs = {
-            # The jobs both take: the repository's, when either side is one.
-            (entity if entity[0] == "repository" else jobs, shared)
-            for jobs, asked in self.asked
-            if _related(entity, jobs) and (shared := labels & asked)
-        }
-        return all(
-            any(_serves(runners, jobs) and shared <= served for runners, served in self.live)
-            for jobs, shared in needs
-        )
 
 
 @dataclass(frozen=True)
@@ -538,12 +453,12 @@ def _plan_refresh(family: _Family, current: ScaleSet, live: bool, ctx: _Context)
             runner = step.removal.instance_name
             _plan_write(step.removal, f"refresh runner {runner} of {step.progress.names}", ctx)
         if step.due is not None:
-            _due(step.due, ctx)
+            ctx.draft.wake.due(step.due)
         if step.awaited is not None:
-            _expected(step.awaited, ctx)
+            ctx.draft.wake.expected(step.awaited)
 
 
-def _plan_predecessors(current: _Current, cover: _Cover, ctx: _Context) -> None:
+def _plan_predecessors(current: _Current, cover: Cover, ctx: _Context) -> None:
     """Retire, drain and delete a family's predecessors once its current one serves.
 
     In a contested family (a duplicate name) another unit's generation may be among the
@@ -606,7 +521,7 @@ def _plan_create(
         # A name GitHub was found to hold is tried again once that is forgotten.
         remembered = observed.refusals.taken.values()
         if remembered:
-            _due(min(remembered), ctx)
+            ctx.draft.wake.due(min(remembered))
         return ""
     entity = next(
         e
@@ -618,7 +533,7 @@ def _plan_create(
     refusal = observed.refusals.holding(write, asked, ctx.now)
     if refusal is not None:
         _report_refusal(spec, refusal, ctx.draft)
-        _due(refusal.retry_at, ctx)
+        ctx.draft.wake.due(refusal.retry_at)
         return ""
     taken.add(name.lower())
     ctx.draft.actions.append(create)
@@ -744,7 +659,7 @@ def _held(action: Action, write: str, ctx: _Context) -> bool:
         refusal = ctx.observed.refusals.holding(key, asked, ctx.now)
         if refusal is not None:
             ctx.draft.held.append(Held(write, refusal))
-            _due(refusal.retry_at, ctx)
+            ctx.draft.wake.due(refusal.retry_at)
             return True
     return False
 
@@ -805,17 +720,17 @@ def _is_live(current: ScaleSet, spec: ScalesetSpec, ctx: _Context) -> bool:
     now, instances = ctx.now, ctx.instances[current.id]
     since = _enabled_since(current, now)
     if now - since < LISTENER_STARTUP:
-        _due(since + LISTENER_STARTUP, ctx, live=True)
+        ctx.draft.wake.due(since + LISTENER_STARTUP, live=True)
         return False
     if spec.min_idle_runners == 0 or any(i.is_idle for i in instances):
         return True
     if now - since >= ctx.settings.handover_timeout:
         return True
-    _due(since + ctx.settings.handover_timeout, ctx, live=True)
+    ctx.draft.wake.due(since + ctx.settings.handover_timeout, live=True)
     # GARM makes the runner, then it boots and reports idle: awaited since the newest
     # of those that are on their way, or since the listener opened when none is yet.
     booting = [i.created_at for i in instances if _booting(i)]
-    _expected(max(booting) if booting else since + LISTENER_STARTUP, ctx, live=True)
+    ctx.draft.wake.expected(max(booting) if booting else since + LISTENER_STARTUP, live=True)
     return False
 
 
@@ -972,17 +887,17 @@ def _drain_due(
     """
     deadline = ctx.settings.drain_deadline
     if deadline and retired_at is not None and not past_deadline:
-        _due(retired_at + deadline, ctx)
+        ctx.draft.wake.due(retired_at + deadline)
     for instance in instances:
         if instance.status == "pending_delete" and waited(instance) < PENDING_DELETE_GRACE:
-            _due(ctx.now - waited(instance) + PENDING_DELETE_GRACE, ctx)
+            ctx.draft.wake.due(ctx.now - waited(instance) + PENDING_DELETE_GRACE)
         elif (
             past_deadline
             and instance.status not in _REMOVABLE_STATUSES
             and waited(instance) < STUCK_RUNNER
         ):
             # Named to the operator once it has sat there long (``STUCK_RUNNER``).
-            _due(ctx.now - waited(instance) + STUCK_RUNNER, ctx)
+            ctx.draft.wake.due(ctx.now - waited(instance) + STUCK_RUNNER)
     # GARM scales down what is up and not busy, and reaps what it is deleting, within
     # its grace; a runner it will not remove, or whose delete keeps failing past the
     # grace, is not expected (the periodic timer looks at it).
@@ -994,7 +909,7 @@ def _drain_due(
         or (i.status == "pending_delete" and waited(i) < PENDING_DELETE_GRACE)
     ]
     if going and retired_at is not None:
-        _expected(retired_at, ctx)
+        ctx.draft.wake.expected(retired_at)
 
 
 def _plan_removals(
@@ -1036,7 +951,7 @@ def _plan_delete(scaleset: ScaleSet, logical: str | None, ctx: _Context) -> Phas
         delete = DeleteScaleset(scaleset.id, scaleset.name, logical)
         _plan_write(delete, f"delete scaleset {shown_name(logical, scaleset.name)}", ctx)
     else:
-        _due(scaleset.created_at + YOUNGEST_DELETE, ctx)
+        ctx.draft.wake.due(scaleset.created_at + YOUNGEST_DELETE)
     return Phase.AWAITING_DELETION
 
 
