@@ -148,7 +148,7 @@ def show_scalesets(inputs: Inputs) -> ActionAnswer:
     except GarmApiError as exc:
         return ActionAnswer(failure=f"Could not read GARM: {exc.cause}")
     seen = dataclasses.replace(seen, refusals=memory, taken=memory.taken_now(now))
-    desired = machine.relation_state(asked.leader, asked.config).desired
+    desired = machine.relation_state(asked.leader, asked.config, inputs.app).desired
     planned = planner.plan(desired, seen, now, asked.config.settings)
     rows = fleet.generations(seen, planned, (s.name for s in desired.specs))
     return ActionAnswer(fleet.results(rows, planned.held, now))
@@ -160,7 +160,7 @@ def plan(inputs: Inputs) -> ActionAnswer:
     if isinstance(asked, ActionAnswer):
         return asked
     leader, config, admin = asked.leader, asked.config, asked.admin
-    state = machine.relation_state(leader, config)
+    state = machine.relation_state(leader, config, inputs.app)
     now, wanted = inputs.now(), garm_inputs(state.units, leader.read_secret)
     ready = machine.serving(inputs, leader, config)
     if ready.stop:
@@ -180,6 +180,7 @@ def plan(inputs: Inputs) -> ActionAnswer:
                 now,
                 leader.peers.identity,
                 machine.where(inputs),
+                inputs.app,
             )
             if setup.stopped is not None:
                 return ActionAnswer(failure=f"The next pass would stop: {setup.stopped.message}")
@@ -257,21 +258,21 @@ def adopt(inputs: Inputs, asked: str) -> tuple[ActionAnswer, IdentityChange]:
     except GarmApiError as exc:
         return ActionAnswer(failure=f"Could not read GARM: {exc.cause}"), None
     here, recorded = machine.where(inputs), leader.peers.identity
-    taken = adoption(asked, have.controller_id if have else None, here)
+    taken = adoption(asked, have.controller_id if have else None, here, inputs.app)
     if taken.refused:
         return ActionAnswer(failure=taken.refused), None
     new = taken.record
     results = {
         "previous": recorded.describe() if recorded else "none",
         "adopted": new.describe() if new else f"a new, empty GARM in {here}",
-        "next": "the next pass sets it up (now: juju run garm/leader reconcile)",
+        "next": f"the next pass sets it up (now: juju run {inputs.app}/leader reconcile)",
     }
     return ActionAnswer(results), new or "forget"
 
 
 def refuse_action(inputs: Inputs, action: str) -> str:
     """Why a leader's action cannot run on this unit now; "" when it can."""
-    return status.refuse_action(inputs.leader is not None, inputs.dying, action)
+    return status.refuse_action(inputs.leader is not None, inputs.dying, action, inputs.app)
 
 
 def reconciled(result: PassResult) -> dict[str, str]:
@@ -306,7 +307,8 @@ def _lead(
     if not fenced.may_run:
         # The timer goes on (``machine.keep_timer``), so that the wait ends at a pass: by
         # the fence's moment at the latest, without one at the next pass.
-        chosen = leader.peers.entities_to_write(machine.relation_state(leader, config).chosen)
+        state = machine.relation_state(leader, config, inputs.app)
+        chosen = leader.peers.entities_to_write(state.chosen)
         summary, until = Summary("waiting", fenced.waiting), fenced.until or inputs.now()
         record = fenced.record
         return PassResult(summary, ports=(), chosen=chosen, garm_record=record, requeue_at=until)
@@ -315,7 +317,7 @@ def _lead(
         summary = Summary("waiting", "Secrets created; GARM is set up on the next hook")
         here = LeaderGarm(config.api_port)
         return PassResult(summary, make_secrets=True, garm_here=here, garm_record=fenced.record)
-    state = machine.relation_state(leader, config)
+    state = machine.relation_state(leader, config, inputs.app)
     wanted = garm_inputs(state.units, leader.read_secret)
     on = machine.run(inputs, leader, config, admin, internal, wanted)
     state, reused = owners.left_out(state, on.kept, leader.configurators)
@@ -326,7 +328,7 @@ def _lead(
         # with the charm: each is timed afresh from the resume.
         now = inputs.now()
         memory = leader.peers.memory.waiting((PAUSED,), now)
-        summary = status.paused(memory.since(PAUSED, now), inputs.unit)
+        summary = status.paused(memory.since(PAUSED, now), inputs.app)
         with machine.client(inputs, config, admin) as client:
             outcome = reconcile(
                 client, state.desired, now, config.settings, memory=memory, writing=False
@@ -347,7 +349,8 @@ def _lead(
             memory = memory if outcome.memory is None else outcome.memory
             alive, related = len(inputs.alive or ()), inputs.postgresql_related
             failover = failover_address(alive, config.external_url, related)
-            summary = summarise(outcome, state, [*on.problems, *wanted.problems, *failover])
+            problems = [*on.problems, *wanted.problems, *failover]
+            summary = summarise(outcome, state, problems, app=inputs.app)
             wake = requeue.wake(outcome.held, outcome.wake, now if outcome.cut_short else None)
     apps = leader.configurators.apps
     return PassResult(
@@ -391,6 +394,7 @@ def _garm(
             now,
             leader.peers.identity,
             machine.where(inputs),
+            inputs.app,
         )
         if setup.stopped is not None:
             return setup, setup.stopped

@@ -25,7 +25,6 @@ KEY = "garm-identity"
 NEW = "new"
 _SQLITE = "sqlite on "
 _POSTGRESQL = "postgresql "
-_ADOPT = "juju run garm/leader adopt-garm controller-id="
 
 
 @dataclass(frozen=True)
@@ -73,10 +72,15 @@ def where(database: Database | None, unit: str) -> str:
     return f"{_POSTGRESQL}{database.hostname}:{database.port}/{database.database}"
 
 
-def refusal(recorded: Identity | None, answered: str | None, here: str) -> str:
+def _adopt(app: str, controller_id: str) -> str:
+    """The action that adopts GARM as ``controller_id``, on ``app`` as deployed."""
+    return f"juju run {app}/leader adopt-garm controller-id={controller_id}"
+
+
+def refusal(recorded: Identity | None, answered: str | None, here: str, app: str) -> str:
     """Why GARM, answering ``answered`` (None: empty) in ``here``, is not set up; "": it is.
 
-    The text is the status: both GARMs, and what the operator may run.
+    The text is the status: both GARMs, and what the operator may run on ``app``.
     """
     if recorded is None or answered == recorded.controller_id or _moved(recorded, here):
         return ""
@@ -85,7 +89,7 @@ def refusal(recorded: Identity | None, answered: str | None, here: str) -> str:
     return (
         f"GARM in {here} is {now}, not the charm's GARM {recorded.describe()}: "
         "integrate that database again, or delete the old GARM's scale sets on GitHub, "
-        f"then run: {_ADOPT}{word}"
+        f"then run: {_adopt(app, word)}"
     )
 
 
@@ -110,19 +114,20 @@ class Adoption:
     refused: str = ""
 
 
-def adoption(asked: str, answered: str | None, here: str) -> Adoption:
+def adoption(asked: str, answered: str | None, here: str, app: str) -> Adoption:
     """The operator's word that GARM as it answers now is the charm's (``adopt-garm``).
 
     ``asked`` (an id, or ``NEW`` for an empty GARM) must be what GARM answers now, so that
-    a GARM that changed again since is not taken on an old word.
+    a GARM that changed again since is not taken on an old word. A refusal names the
+    action to run on ``app``, the application's name as deployed.
     """
     if asked == NEW:
         if answered is None:
             return Adoption()
-        keep = f"to keep it, run: {_ADOPT}{answered}"
+        keep = f"to keep it, run: {_adopt(app, answered)}"
         return Adoption(refused=f"GARM in {here} is not empty: it is {answered}; {keep}")
     if answered is None:
-        start = f"to start it afresh, run: {_ADOPT}{NEW}"
+        start = f"to start it afresh, run: {_adopt(app, NEW)}"
         return Adoption(refused=f"GARM in {here} is empty: {start}")
     if asked != answered:
         return Adoption(refused=f"GARM in {here} is {answered}, not {asked}")

@@ -22,7 +22,8 @@ cannot be run so, it is not run at all (UncheckedError), and never as root.
   OpenStack first, which needs credentials no unit has when it installs, so its version is its
   build info's ``mod`` line when the build stamped one (Go >= 1.24, a tagged checkout), else None.
 
-Nothing here imports ops: the charm turns a ResourceError into a blocked status.
+Nothing here imports ops: the charm turns a ResourceError into a blocked status
+(``ResourceError.status_line``).
 """
 
 from __future__ import annotations
@@ -93,26 +94,31 @@ Kind = Literal["empty", "tar.gz", "tar", "zip", "binary"]
 
 
 class ResourceError(Exception):
-    """An attached resource is not the binary it should be; ``str()`` is a status line."""
+    """An attached resource is not the binary it should be; ``status_line`` tells the operator."""
 
     def __init__(self, resource: str, reason: str) -> None:
         self.resource = resource
         self.reason = reason
-        super().__init__(self._status_line())
+        super().__init__(f"Resource {resource}: {reason}")
 
-    def _status_line(self) -> str:
+    def status_line(self, app: str) -> str:
+        """The blocked status: what is wrong, and how to attach the right file to ``app``.
+
+        ``app`` is the application's name as deployed, which ``juju attach-resource`` takes.
+        """
         resource = self.resource
         product = _SPECS[resource].product if resource in _SPECS else resource
         return (
             f"Resource {resource} is not {product}: {self.reason}; attach a {product} release"
-            f" binary or archive (juju attach-resource garm {resource}=<file>)"
+            f" binary or archive (juju attach-resource {app} {resource}=<file>)"
         )
 
 
 class UncheckedError(ResourceError):
     """Not run, as it cannot be run as GARM's user here: not the file's fault, so none is asked."""
 
-    def _status_line(self) -> str:
+    def status_line(self, app: str) -> str:
+        """The blocked status: no other file is asked of ``app``'s operator."""
         return (
             f"Resource {self.resource} cannot be checked on this machine: {self.reason};"
             " an attached binary is run only as GARM's user, never as root"

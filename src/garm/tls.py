@@ -160,8 +160,11 @@ def runner_url(external_url: str, address: str | None, port: int, secure: bool) 
     return f"{scheme}://{host}:{port}"
 
 
-def plain_http_warning(url: str) -> str | None:
-    """What to log when runners reach GARM at ``url`` over plain HTTP off this machine."""
+def plain_http_warning(url: str, app: str) -> str | None:
+    """What to log when runners reach GARM at ``url`` over plain HTTP off this machine.
+
+    ``app`` is the application's name as deployed, which the hint names.
+    """
     parts = urlsplit(url)
     host = parts.hostname or ""
     loopback = is_address(host) and ipaddress.ip_address(host).is_loopback
@@ -170,7 +173,7 @@ def plain_http_warning(url: str) -> str | None:
     return (
         f"GARM serves its API over plain HTTP at {url}: runners fetch their GitHub "
         "registration over it unencrypted. Relate a tls-certificates provider "
-        "(juju integrate garm:certificates <provider>) to serve it over HTTPS"
+        f"(juju integrate {app}:certificates <provider>) to serve it over HTTPS"
     )
 
 

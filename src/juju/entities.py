@@ -66,11 +66,14 @@ def choose(
     memory: Memory,
     whole: bool,
     hidden: Collection[str] = (),
+    *,
+    app: str,
 ) -> Choices:
     """Which key each unit means, from what it publishes and what it published before.
 
     A unit not seen is forgotten only when this hook sees all its application's units
-    (``whole``, and the application not one of ``hidden``).
+    (``whole``, and the application not one of ``hidden``). ``app`` is this application's
+    name as deployed, which the log's hint names.
     """
     uses: dict[str, Kind] = {}
     unknown: dict[str, Seen] = {}
@@ -95,10 +98,11 @@ def choose(
                 # A move the charm infers: said, for the operator who meant otherwise.
                 logger.warning(
                     "%s publishes both org and repo; following its %s %s, the one it "
-                    "changed (juju run garm/leader choose-entity to say otherwise)",
+                    "changed (juju run %s/leader choose-entity to say otherwise)",
                     unit,
                     now.use,
                     now.value(now.use),
+                    app,
                 )
     return Choices(uses, unknown, kept)
 

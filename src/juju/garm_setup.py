@@ -58,25 +58,27 @@ def ensure(
     now: datetime,
     recorded: Identity | None,
     here: str,
+    app: str,
 ) -> Setup:
     """Admin, controller URLs, credentials and orgs/repos, each write through the memory.
 
     Only on the GARM the charm set up (``recorded``; ``here`` is where GARM's database is
     now): another one, or an empty one where one was recorded, gets no write at all, its
-    first run included, until the operator adopts it (``garm.identity``).
+    first run included, until the operator adopts it (``garm.identity``). ``app`` is the
+    application's name as deployed, for the hints.
     """
     found: Identity | None = None
     log = told(client, setup_logger)
     try:
         have = read_controller(client)
-        refused = refusal(recorded, have.controller_id if have else None, here)
+        refused = refusal(recorded, have.controller_id if have else None, here, app)
         if refused:
             log.warning("%s", refused)
             return Setup(so_far, stopped=Summary("blocked", refused))
         so_far, have = ensure_controller(client, have, admin, urls, so_far, now)
         found = to_record(recorded, have.controller_id, here) if have else None
         if so_far.unreachable is not None or not so_far.ready:
-            return Setup(so_far, stopped=_stopped(so_far, state), identity=found)
+            return Setup(so_far, stopped=_stopped(so_far, state, app), identity=found)
         observed = observe(client)
         actions = plan_setup(
             wanted.credentials,
@@ -90,7 +92,7 @@ def ensure(
         before = len(so_far.done)
         so_far = apply_setup(client, actions, so_far, now)
         if so_far.unreachable is not None:
-            return Setup(so_far, stopped=_stopped(so_far, state), identity=found)
+            return Setup(so_far, stopped=_stopped(so_far, state, app), identity=found)
         if len(so_far.done) > before:
             observed = dataclasses.replace(
                 observed,
@@ -109,8 +111,8 @@ def ensure(
     return Setup(so_far, observed, identity=found)
 
 
-def _stopped(setup: SetupOutcome, state: RelationState) -> Summary:
+def _stopped(setup: SetupOutcome, state: RelationState, app: str) -> Summary:
     """The status of a pass its setup ended: GARM gone, or a write it needs held back."""
     if setup.unreachable is not None:
         return Summary("waiting", f"GARM unreachable, will retry: {setup.unreachable}")
-    return summarise(Outcome(held=setup.held), state)
+    return summarise(Outcome(held=setup.held), state, app=app)

@@ -144,7 +144,7 @@ def run(
         lease_check=str(paths.lease_script) if isinstance(database, PostgresqlDatabase) else None,
     )
     changed |= workload.ensure_service(paths.unit_file, unit)
-    if changed and (warning := plain_http_warning(base_url(config, leader, tls))):
+    if changed and (warning := plain_http_warning(base_url(config, leader, tls), inputs.app)):
         logger.warning("%s", warning)
     answering = _start(inputs, config, changed)
     if ready.refused:  # told while the pass goes on with the certificate served
@@ -161,13 +161,14 @@ def _install(inputs: Inputs, leader: LeaderInputs) -> tuple[str, bool] | Summary
     for name in resources.NAMES:
         path = leader.resource(name)
         if path is None:
-            message = f"Attach the {name} resource: juju attach-resource garm {name}=<file>"
-            return Summary("blocked", message)
+            attach = f"juju attach-resource {inputs.app} {name}=<file>"
+            return Summary("blocked", f"Attach the {name} resource: {attach}")
         try:
             sources[name] = resources.prepare_once(name, path, paths.staging, user)
         except resources.ResourceError as exc:
-            logger.error("%s", exc)
-            return Summary("blocked", str(exc))
+            message = exc.status_line(inputs.app)
+            logger.error("%s", message)
+            return Summary("blocked", message)
     changed = workload.install_binary(sources["garm"].path, paths.binary)
     changed |= workload.install_binary(
         sources["garm-provider-openstack"].path, paths.provider_binary
@@ -298,16 +299,17 @@ def base_url(config: CharmConfig, leader: LeaderInputs, tls: ServingTls | None =
     return runner_url(config.external_url, address, config.api_port, tls is not None)
 
 
-def relation_state(leader: LeaderInputs, config: CharmConfig) -> RelationState:
+def relation_state(leader: LeaderInputs, config: CharmConfig, app: str) -> RelationState:
     """What the configurators ask for, with what every runner is set up with.
 
-    Here because runners are told GARM's host: where they reach it (``base_url``).
+    Here because runners are told GARM's host: where they reach it (``base_url``). ``app``
+    is this application's name as deployed, for the hints.
     """
     seen = leader.configurators
     host = urlsplit(base_url(config, leader)).hostname or ""
     runner = dataclasses.replace(seen.runner, garm_host=host)
     return relation.relation_state(
-        seen.related, seen.units, seen.view, runner, leader.peers.entities
+        seen.related, seen.units, seen.view, runner, leader.peers.entities, app=app
     )
 
 

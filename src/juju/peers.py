@@ -179,7 +179,8 @@ class Peers(ops.Object):
         """
         relation, home, unit = self.model.get_relation(PEERS), self._home(), self.model.unit
         alive = self._view.alive()
-        if refused := refuse_action(leads(unit), self._view.dying(), "start-empty-garm"):
+        app, dying = self.model.app.name, self._view.dying()
+        if refused := refuse_action(leads(unit), dying, "start-empty-garm", app):
             event.fail(refused)
         elif self._on_postgresql():
             event.fail(
@@ -219,7 +220,8 @@ class Peers(ops.Object):
         relation = self.model.get_relation(PEERS)
         data = dict(self._view.configurators(None).units).get(unit)
         seen = entities.published(data) if data is not None else None
-        if refused := refuse_action(leads(self.model.unit), self._view.dying(), "choose-entity"):
+        app, dying = self.model.app.name, self._view.dying()
+        if refused := refuse_action(leads(self.model.unit), dying, "choose-entity", app):
             event.fail(refused)
         elif relation is None:
             event.fail("The peer relation is not there yet: try again after the next hook")
@@ -244,7 +246,7 @@ class Peers(ops.Object):
                     "unit": unit,
                     "serves": f"{kind} {seen.value(kind)}",
                     "ignored": f"{other} {seen.value(other)}",
-                    "next": "the next pass acts on it (now: juju run garm/leader reconcile)",
+                    "next": f"the next pass acts on it (now: juju run {app}/leader reconcile)",
                 }
             )
 

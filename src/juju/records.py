@@ -231,6 +231,11 @@ class Inputs:
     postgresql_related: bool
     leader: LeaderInputs | None
 
+    @property
+    def app(self) -> str:
+        """The application's name as deployed, for every hint: a unit is ``<app>/<n>``."""
+        return self.unit.partition("/")[0]
+
 
 @dataclass(frozen=True)
 class PassResult:

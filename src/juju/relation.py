@@ -74,6 +74,8 @@ def relation_state(
     view: View = WHOLE,
     runner: RunnerContext = NO_CONTEXT,
     remembered: entities.Memory | None = None,
+    *,
+    app: str,
 ) -> RelationState:
     """Each configurator unit's databag as a spec, a held spec, or nothing yet.
 
@@ -81,7 +83,8 @@ def relation_state(
     the contract, names another unit's provider, publishes both ``org`` and ``repo`` with
     no known choice (``entities``), or names an org or repo another application names
     with another GitHub App (``credential_conflicts``); waiting, one with no image yet.
-    ``view`` says whether this unit sees every related unit (``lifecycle``).
+    ``view`` says whether this unit sees every related unit (``lifecycle``). ``app`` is
+    this application's name as deployed, which the hints name.
     """
     specs: list[ScalesetSpec] = []
     held: list[HeldSpec] = []
@@ -92,7 +95,7 @@ def relation_state(
     units = list(units)
     others = {own_provider(unit) for unit, _ in units}
     choices = entities.choose(
-        units, remembered or {}, view.complete, view.partial | view.cross_model
+        units, remembered or {}, view.complete, view.partial | view.cross_model, app=app
     )
     for unit, data in units:
         if application_of(unit) in view.partial:
@@ -107,7 +110,7 @@ def relation_state(
                 seen = choices.unknown[unit]
                 why = (
                     f"publishes both org {seen.org!r} and repo {seen.repo!r} and which is "
-                    f"current is not known: juju run garm/leader choose-entity unit={unit} "
+                    f"current is not known: juju run {app}/leader choose-entity unit={unit} "
                     "use=org (or use=repo)"
                 )
                 held.append(HeldSpec(unit, _raw_name(data), why))

@@ -41,8 +41,8 @@ class AdminLoginAction(ops.Object):
         charm.framework.observe(charm.on.get_credentials_action, self._on_get_credentials)
 
     def _on_get_credentials(self, event: ops.ActionEvent) -> None:
-        dying = self._view.dying()
-        if refused := refuse_action(leads(self.model.unit), dying, "get-credentials"):
+        app, dying = self.model.app.name, self._view.dying()
+        if refused := refuse_action(leads(self.model.unit), dying, "get-credentials", app):
             event.fail(refused)
         elif (admin := read_admin(self.model)) is None:
             event.fail(NO_ADMIN_YET)

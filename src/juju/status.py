@@ -20,14 +20,15 @@ MAX_STATUS = 120
 BEING_REMOVED = "Being removed: this unit changes no scaleset any more"
 
 
-def refuse_action(leads: bool, dying: bool, action: str) -> str:
+def refuse_action(leads: bool, dying: bool, action: str, app: str) -> str:
     """Why an action cannot run on this unit now; "" when it can: every action's guard.
 
     Actions act on the leader's GARM: on the leader alone, and not on one being removed,
-    whose GARM serves until its stop hook but may start nothing that outlives it.
+    whose GARM serves until its stop hook but may start nothing that outlives it. ``app``
+    is the application's name as deployed, which the hint names.
     """
     if not leads:
-        return f"Run this on the leader unit: juju run garm/leader {action}"
+        return f"Run this on the leader unit: juju run {app}/leader {action}"
     return BEING_REMOVED if dying else ""
 
 
@@ -39,10 +40,10 @@ class Summary:
     message: str
 
 
-def paused(since: datetime, unit: str) -> Summary:
+def paused(since: datetime, app: str) -> Summary:
     """A leader that writes nothing to GARM, since when, and how to resume (ADR 0014)."""
     message = f"Paused since {since:%Y-%m-%d %H:%M} UTC"
-    resume = f"{message}: juju config {unit.partition('/')[0]} paused=false resumes"
+    resume = f"{message}: juju config {app} paused=false resumes"
     return Summary("maintenance", resume if len(resume) <= MAX_STATUS else message)
 
 
@@ -53,18 +54,19 @@ def _join(items: list[str]) -> str:
 
 
 def summarise(
-    outcome: Outcome, state: RelationState, problems: Sequence[UnitProblem] = ()
+    outcome: Outcome, state: RelationState, problems: Sequence[UnitProblem] = (), *, app: str
 ) -> Summary:
     """Status for a finished pass.
 
     ``blocked`` only when the operator must act; ``waiting`` when a later hook may fix it
     by itself; else ``active``, a changeover included (every label is served while it
     drains). ``problems`` are GARM's own setup's, per unit. Runners that keep failing
-    (``describe_failing``) change no kind: they are told after the changeovers.
+    (``describe_failing``) change no kind: they are told after the changeovers. ``app``
+    is the application's name as deployed, for the hints.
     """
     progress = _join([describe_progress(p) for p in outcome.progress])
     failing = _join(describe_failing(outcome, state))
-    problem = _problem(outcome, state, problems)
+    problem = _problem(outcome, state, app, problems)
     if problem is not None:
         kind, message = problem
         context = _parts(progress, failing)
@@ -120,10 +122,10 @@ def describe_progress(progress: Progress) -> str:
 
 
 def _problem(
-    outcome: Outcome, state: RelationState, problems: Sequence[UnitProblem]
+    outcome: Outcome, state: RelationState, app: str, problems: Sequence[UnitProblem]
 ) -> tuple[StatusKind, str] | None:
     """The most pressing problem of a pass, most severe first, or None."""
-    blocked = _blocked(outcome, state, problems)
+    blocked = _blocked(outcome, state, app, problems)
     if blocked is not None:
         return "blocked", blocked
     if outcome.unreachable is not None:
@@ -148,11 +150,11 @@ def _problem(
 
 
 def _blocked(
-    outcome: Outcome, state: RelationState, problems: Sequence[UnitProblem]
+    outcome: Outcome, state: RelationState, app: str, problems: Sequence[UnitProblem]
 ) -> str | None:
     """What only the operator can fix, most severe first, or None."""
     if not state.related and state.desired.complete:
-        return "Integrate with garm-configurator: juju integrate garm garm-configurator"
+        return f"Integrate with garm-configurator: juju integrate {app} garm-configurator"
     blocking = [f"{s.source}: {s.reason}" for s in outcome.skipped if s.blocking]
     blocking += [f"{p.unit}: {p.reason}" for p in problems if p.blocking]
     if state.desired.template_hold:

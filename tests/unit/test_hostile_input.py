@@ -199,7 +199,7 @@ DATABAGS = st.dictionaries(
 def test_any_configurator_databag_is_read_or_refused(data: dict[str, str]):
     with contextlib.suppress(DatabagError):
         ConfiguratorUnitData.from_databag(data)
-    relation_state(True, [("garm-configurator/0", data)], View(True))
+    relation_state(True, [("garm-configurator/0", data)], View(True), app="garm")
 
 
 @HOSTILE
@@ -213,7 +213,7 @@ def test_scripts_nested_too_deep_are_refused_naming_the_key(scripts: str):
         assert exc.key == "pre_install_scripts"
     else:
         raise AssertionError("read scripts nested too deep")
-    relation_state(True, [("garm-configurator/0", data)], View(True))
+    relation_state(True, [("garm-configurator/0", data)], View(True), app="garm")
 
 
 @HOSTILE

@@ -57,11 +57,11 @@ SET_UP = {
 
 @pytest.mark.parametrize(("recorded", "answered", "here"), SET_UP.values(), ids=SET_UP.keys())
 def test_garm_is_set_up(recorded, answered, here):
-    assert refusal(recorded, answered, here) == ""
+    assert refusal(recorded, answered, here, app="garm") == ""
 
 
 def test_an_empty_garm_where_one_was_recorded_is_refused_naming_both():
-    assert refusal(RECORDED, None, NEW_PG) == (
+    assert refusal(RECORDED, None, NEW_PG, app="garm") == (
         f"GARM in {NEW_PG} is empty, not the charm's GARM {OLD} in {ON_PG}: integrate that "
         "database again, or delete the old GARM's scale sets on GitHub, then run: "
         "juju run garm/leader adopt-garm controller-id=new"
@@ -69,7 +69,7 @@ def test_an_empty_garm_where_one_was_recorded_is_refused_naming_both():
 
 
 def test_another_garm_is_refused_naming_both():
-    assert refusal(RECORDED, OTHER, NEW_PG) == (
+    assert refusal(RECORDED, OTHER, NEW_PG, app="garm") == (
         f"GARM in {NEW_PG} is {OTHER}, not the charm's GARM {OLD} in {ON_PG}: integrate that "
         "database again, or delete the old GARM's scale sets on GitHub, then run: "
         f"juju run garm/leader adopt-garm controller-id={OTHER}"
@@ -87,7 +87,7 @@ def test_another_garm_is_refused_naming_both():
     ],
 )
 def test_only_sqlite_to_postgresql_is_a_move(recorded, here):
-    assert refusal(recorded, None, here).startswith(f"GARM in {here} is empty")
+    assert refusal(recorded, None, here, app="garm").startswith(f"GARM in {here} is empty")
 
 
 # --- after setup: what to record ----------------------------------------------------------
@@ -108,11 +108,11 @@ def test_an_empty_id_is_never_recorded():
 
 
 def test_adopting_the_id_garm_answers_records_it():
-    assert adoption(OTHER, OTHER, NEW_PG) == Adoption(Identity(OTHER, NEW_PG))
+    assert adoption(OTHER, OTHER, NEW_PG, app="garm") == Adoption(Identity(OTHER, NEW_PG))
 
 
 def test_adopting_new_for_an_empty_garm_forgets_the_record():
-    assert adoption(NEW, None, NEW_PG) == Adoption(None)
+    assert adoption(NEW, None, NEW_PG, app="garm") == Adoption(None)
 
 
 ADOPTION_REFUSALS = {
@@ -140,4 +140,4 @@ ADOPTION_REFUSALS = {
     ("asked", "answered", "refused"), ADOPTION_REFUSALS.values(), ids=ADOPTION_REFUSALS.keys()
 )
 def test_adoption_takes_only_what_garm_answers_now(asked, answered, refused):
-    assert adoption(asked, answered, NEW_PG) == Adoption(refused=refused)
+    assert adoption(asked, answered, NEW_PG, app="garm") == Adoption(refused=refused)

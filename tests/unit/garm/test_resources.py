@@ -443,7 +443,7 @@ def test_where_the_charm_is_not_root_the_binary_is_not_run_and_checked_again(
         resources.prepare_once("garm", source, work, CHECK_USER)
 
     assert isinstance(caught.value, ResourceError)  # what the pass turns to blocked
-    assert str(caught.value) == (
+    assert caught.value.status_line("garm") == (
         f"Resource garm cannot be checked on this machine: running it as {CHECK_USER} needs"
         " root, and the charm runs as uid 1000; an attached binary is run only as GARM's"
         " user, never as root"
@@ -542,9 +542,10 @@ def test_the_status_line_names_the_resource_and_says_what_to_attach(
 ) -> None:
     error, _ = refusal("garm", fake_garm(tmp_path / "juju" / "garm", body="true"), work)
 
-    assert str(error) == (
+    # Attached to the application as deployed, whatever its name.
+    assert error.status_line("garm-ci") == (
         "Resource garm is not GARM: `garm --version` printed nothing, not a version;"
-        " attach a GARM release binary or archive (juju attach-resource garm garm=<file>)"
+        " attach a GARM release binary or archive (juju attach-resource garm-ci garm=<file>)"
     )
 
 
@@ -554,7 +555,7 @@ def test_binary_garbage_is_never_echoed_whole(tmp_path: Path, work: Path) -> Non
     error, _ = refusal("garm", fake_garm(tmp_path / "juju" / "garm", body=body), work)
 
     assert "not a version" in error.reason
-    assert str(error).isprintable()
+    assert error.status_line("garm").isprintable()
     assert len(error.reason) < 130
     assert "xxx..." in error.reason
 
@@ -578,8 +579,9 @@ def test_garm_attached_as_the_provider_is_refused(tmp_path: Path, work: Path) ->
 
     assert error.resource == PROVIDER
     assert "built from github.com/cloudbase/garm/cmd/garm" in error.reason
-    assert str(error).startswith(f"Resource {PROVIDER} is not {PROVIDER}: ")
-    assert f"juju attach-resource garm {PROVIDER}=<file>" in str(error)
+    line = error.status_line("garm")
+    assert line.startswith(f"Resource {PROVIDER} is not {PROVIDER}: ")
+    assert f"juju attach-resource garm {PROVIDER}=<file>" in line
 
 
 def test_another_garm_provider_is_refused_as_the_openstack_one(tmp_path: Path, work: Path) -> None:
@@ -807,7 +809,7 @@ def test_a_wrong_or_hostile_archive_is_refused_and_nothing_is_written(
 
     assert error.resource == "garm"
     assert expected in error.reason
-    assert str(error).startswith("Resource garm is not GARM: ")
+    assert error.status_line("garm").startswith("Resource garm is not GARM: ")
     assert tree(tmp_path, skip=work) == before  # nothing written outside the work dir
     assert os.listdir(work) == []  # and no partial binary in it
 

@@ -491,7 +491,7 @@ def test_the_names_asked_for_each_once_external_first():
     ],
 )
 def test_plain_http_is_warned_of_only_off_the_machine(url, warned):
-    said = serving.plain_http_warning(url)
+    said = serving.plain_http_warning(url, app="garm")
     assert (said is not None) is warned
     assert said is None or url in said
 

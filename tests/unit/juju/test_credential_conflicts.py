@@ -45,7 +45,7 @@ def readable(uri: str) -> str | None:
 
 def bound(units: list[tuple[str, dict[str, str]]], read=readable) -> dict[str, str]:
     """What each org or repo is asked to be bound to (kind:name to credential)."""
-    wanted = garm_inputs(relation_state(True, units).units, read)
+    wanted = garm_inputs(relation_state(True, units, app="garm").units, read)
     return {f"{e.kind}:{e.name}": e.credentials_name for e in wanted.entities}
 
 
@@ -55,7 +55,7 @@ def test_two_applications_with_different_apps_are_held_every_unit_naming_it():
         (A1, follower(A1, leader(A0, APP_A))),
         (B0, leader(B0, APP_B)),
     ]
-    state = relation_state(True, units)
+    state = relation_state(True, units, app="garm")
     assert state.desired.specs == ()
     assert state.desired.held == held(A0, A1, B0)
     assert bound(units) == {}
@@ -63,7 +63,7 @@ def test_two_applications_with_different_apps_are_held_every_unit_naming_it():
 
 def test_the_applications_are_named_in_order_whichever_unit_comes_first():
     units = [(B0, leader(B0, APP_B)), (A0, leader(A0, APP_A))]
-    assert relation_state(True, units).desired.held == held(B0, A0)
+    assert relation_state(True, units, app="garm").desired.held == held(B0, A0)
 
 
 def test_three_applications_are_all_held_even_when_two_agree():
@@ -73,13 +73,13 @@ def test_three_applications_are_all_held_even_when_two_agree():
         "org 'example-org' is named by cfg-a, cfg-b and cfg-c with different GitHub Apps: "
         "give them one App, or point all but one elsewhere"
     )
-    assert relation_state(True, units).desired.held == held(A0, B0, c0, reason=reason)
+    assert relation_state(True, units, app="garm").desired.held == held(A0, B0, c0, reason=reason)
 
 
 def test_units_of_one_application_never_conflict():
     # A unit that led before keeps the App it published then.
     units = [(A0, leader(A0, APP_A)), (A1, leader(A1, APP_B))]
-    state = relation_state(True, units)
+    state = relation_state(True, units, app="garm")
     assert state.desired.held == ()
     assert [s.source for s in state.desired.specs] == [A0, A1]
     assert bound(units) == {"organization:example-org": "app-111-11"}
@@ -91,7 +91,7 @@ def test_applications_with_the_same_app_share_its_credential():
         (A0, leader(A0, APP_A)),
         (B0, leader(B0, APP_A, github_private_key_secret_uri=other_key)),
     ]
-    state = relation_state(True, units)
+    state = relation_state(True, units, app="garm")
     assert state.desired.held == ()
     assert [s.source for s in state.desired.specs] == [A0, B0]
     assert bound(units, lambda uri: FAKE_APP_KEY) == {"organization:example-org": "app-111-11"}
@@ -99,19 +99,19 @@ def test_applications_with_the_same_app_share_its_credential():
 
 def test_ids_spelt_differently_are_one_app():
     units = [(A0, leader(A0, APP_A)), (B0, leader(B0, ("0111", "011")))]
-    assert relation_state(True, units).desired.held == ()
+    assert relation_state(True, units, app="garm").desired.held == ()
 
 
 def test_a_repointed_application_ends_the_conflict():
     conflicted = [(A0, leader(A0, APP_A)), (B0, leader(B0, APP_B))]
-    assert relation_state(True, conflicted).desired.held == held(A0, B0)
+    assert relation_state(True, conflicted, app="garm").desired.held == held(A0, B0)
 
     for repointed in (
         [(A0, leader(A0, APP_A)), (B0, leader(B0, APP_B, org="other-org"))],
         [(A0, leader(A0, APP_A)), (B0, leader(B0, APP_A))],
         [(A0, leader(A0, APP_A))],  # cfg-b removed
     ):
-        state = relation_state(True, repointed)
+        state = relation_state(True, repointed, app="garm")
         assert state.desired.held == ()
         assert [s.source for s in state.desired.specs] == [u for u, _ in repointed]
     assert bound(repointed) == {"organization:example-org": "app-111-11"}
@@ -125,7 +125,7 @@ def test_a_repointed_application_ends_the_conflict():
 def test_org_and_repo_names_are_compared_without_case():
     units = [(A0, leader(A0, APP_A, org="Example-Org")), (B0, leader(B0, APP_B))]
     reason = CONFLICT.replace("'example-org'", "'Example-Org'")  # as the first unit spells it
-    assert relation_state(True, units).desired.held == held(A0, B0, reason=reason)
+    assert relation_state(True, units, app="garm").desired.held == held(A0, B0, reason=reason)
 
     units = [
         (A0, leader(A0, APP_A, org="", repo="Example-Org/CI")),
@@ -135,7 +135,7 @@ def test_org_and_repo_names_are_compared_without_case():
         "repo 'Example-Org/CI' is named by cfg-a and cfg-b with different GitHub Apps: "
         "give them one App, or point all but one elsewhere"
     )
-    assert relation_state(True, units).desired.held == held(A0, B0, reason=reason)
+    assert relation_state(True, units, app="garm").desired.held == held(A0, B0, reason=reason)
 
 
 def test_an_org_and_a_repo_of_its_owner_are_not_confused():
@@ -143,7 +143,7 @@ def test_an_org_and_a_repo_of_its_owner_are_not_confused():
         (A0, leader(A0, APP_A)),
         (B0, leader(B0, APP_B, org="", repo="example-org/ci")),
     ]
-    assert relation_state(True, units).desired.held == ()
+    assert relation_state(True, units, app="garm").desired.held == ()
     assert bound(units) == {
         "organization:example-org": "app-111-11",
         "repository:example-org/ci": "app-222-22",
@@ -152,14 +152,14 @@ def test_an_org_and_a_repo_of_its_owner_are_not_confused():
 
 def test_a_conflict_is_seen_before_either_key_is_readable():
     units = [(A0, leader(A0, APP_A)), (B0, leader(B0, APP_B))]
-    assert relation_state(True, units).desired.held == held(A0, B0)
-    wanted = garm_inputs(relation_state(True, units).units, lambda uri: None)
+    assert relation_state(True, units, app="garm").desired.held == held(A0, B0)
+    wanted = garm_inputs(relation_state(True, units, app="garm").units, lambda uri: None)
     assert wanted.entities == ()
 
 
 def test_garm_keeps_a_conflicted_org_bound_as_it_is_and_removes_nothing():
     units = [(B0, leader(B0, APP_B)), (A0, leader(A0, APP_A))]  # cfg-b's unit first
-    wanted = garm_inputs(relation_state(True, units).units, readable)
+    wanted = garm_inputs(relation_state(True, units, app="garm").units, readable)
     assert ("organization", "example-org") in wanted.published
     first = AppCredential(111, 11, FAKE_APP_KEY)
     live = Entity("organization", "org-uuid", "example-org", first.name)

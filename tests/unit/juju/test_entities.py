@@ -43,7 +43,7 @@ def reads(*bags: dict[str, str], whole: bool = True) -> list[entities.Choices]:
     memory: entities.Memory = {}
     out = []
     for bag in bags:
-        choices = choose([(U0, bag)], memory, whole)
+        choices = choose([(U0, bag)], memory, whole, app="garm")
         memory = choices.memory
         out.append(choices)
     return out
@@ -96,8 +96,10 @@ def test_both_changed_between_two_reads_are_not_guessed():
 def test_the_operators_choice_holds_until_the_unit_changes_again():
     memory = {U0: Seen("acme", "acme/ci", "org")}  # what choose-entity writes
     bag = {"org": "acme", "repo": "acme/ci"}
-    assert choose([(U0, bag)], memory, True).uses == {U0: "org"}
-    assert choose([(U0, {**bag, "repo": "acme/web"})], memory, True).uses == {U0: "repo"}
+    assert choose([(U0, bag)], memory, True, app="garm").uses == {U0: "org"}
+    assert choose([(U0, {**bag, "repo": "acme/web"})], memory, True, app="garm").uses == {
+        U0: "repo"
+    }
 
 
 def test_blank_and_padded_values_are_read_as_the_library_reads_them():
@@ -107,8 +109,8 @@ def test_blank_and_padded_values_are_read_as_the_library_reads_them():
 
 def test_a_partial_view_keeps_what_it_cannot_see_and_a_whole_one_forgets_the_gone():
     memory = {U1: Seen("acme", "acme/ci", "repo")}
-    assert choose([(U0, {"org": "acme"})], memory, False).memory[U1] == memory[U1]
-    assert U1 not in choose([(U0, {"org": "acme"})], memory, True).memory
+    assert choose([(U0, {"org": "acme"})], memory, False, app="garm").memory[U1] == memory[U1]
+    assert U1 not in choose([(U0, {"org": "acme"})], memory, True, app="garm").memory
 
 
 def test_units_of_an_application_not_all_seen_are_remembered_in_a_whole_view():
@@ -116,19 +118,19 @@ def test_units_of_an_application_not_all_seen_are_remembered_in_a_whole_view():
     # once one is seen; the others may only be out of sight.
     memory = {"remote-abc/1": Seen("acme", "acme/ci", "repo")}
     seen = [("remote-abc/0", {"org": "acme"})]
-    kept = choose(seen, memory, True, hidden={"remote-abc"}).memory
+    kept = choose(seen, memory, True, hidden={"remote-abc"}, app="garm").memory
     assert kept["remote-abc/1"] == memory["remote-abc/1"]
-    assert "remote-abc/1" not in choose(seen, memory, True, hidden={"other"}).memory
+    assert "remote-abc/1" not in choose(seen, memory, True, hidden={"other"}, app="garm").memory
 
 
 def test_a_move_the_charm_infers_is_logged(caplog):
     memory = {U0: Seen("acme", None, "org")}
     with caplog.at_level("WARNING", logger="juju.entities"):
-        choose([(U0, {"org": "acme", "repo": "acme/ci"})], memory, True)
+        choose([(U0, {"org": "acme", "repo": "acme/ci"})], memory, True, app="garm")
     assert "following its repo acme/ci" in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="juju.entities"):
-        choose([(U0, {"org": "acme"})], memory, True)  # nothing to infer
+        choose([(U0, {"org": "acme"})], memory, True, app="garm")  # nothing to infer
     assert not caplog.text
 
 
@@ -169,7 +171,7 @@ def test_read_after_every_change_each_change_it_can_see_is_followed(changes):
     for kind, value in changes:
         before, chose = dict(unit.bag or {}), dict(memory)
         unit.set(kind, value)
-        choices = choose([(U0, unit.bag or {})], memory, True)
+        choices = choose([(U0, unit.bag or {})], memory, True, app="garm")
         memory = choices.memory
         seen = published(unit.bag or {})
         use = seen.use or choices.uses.get(U0)
@@ -190,7 +192,7 @@ def test_whatever_reads_are_missed_a_pair_seen_is_never_chosen_without_a_change(
         if not seen_now:
             continue
         before = memory.get(U0)
-        choices = choose([(U0, unit.bag or {})], memory, True)
+        choices = choose([(U0, unit.bag or {})], memory, True, app="garm")
         memory = choices.memory
         if U0 in choices.uses:
             use = choices.uses[U0]

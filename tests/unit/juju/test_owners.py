@@ -60,7 +60,7 @@ def test_each_published_provider_carries_its_units_relation():
 
 
 def test_an_application_whose_provider_is_held_is_left_out_whole_and_told_why():
-    state = relation_state(True, UNITS.units)
+    state = relation_state(True, UNITS.units, app="garm")
     assert [s.source for s in state.desired.specs] == [f"{APP}/0", f"{APP}/1", f"{OTHER}/0"]
     (refused,) = state.desired.held
     kept = KeptProviders(
@@ -84,7 +84,7 @@ def test_an_application_whose_provider_is_held_is_left_out_whole_and_told_why():
 def test_an_application_held_back_only_because_garm_cannot_tell_keeps_its_scalesets():
     """GARM not running yet: whether the reused name is still in use is not known, so the
     application is held (its live scalesets left as they are), not left out (retired)."""
-    state = relation_state(True, UNITS.units)
+    state = relation_state(True, UNITS.units, app="garm")
     (refused,) = state.desired.held
     kept = KeptProviders(
         (
@@ -107,7 +107,7 @@ def test_an_application_held_back_only_because_garm_cannot_tell_keeps_its_scales
 def test_a_spec_naming_another_relations_provider_is_left_out_alone():
     # The follower's own provider is still kept for the earlier relation's scalesets;
     # its application's leader defines the scaleset with a provider of its own.
-    state = relation_state(True, UNITS.units)
+    state = relation_state(True, UNITS.units, app="garm")
     kept = KeptProviders(
         (
             Recorded(provider(f"{APP}-0"), REUSED),
@@ -121,5 +121,5 @@ def test_a_spec_naming_another_relations_provider_is_left_out_alone():
 
 
 def test_a_pass_that_configured_no_provider_leaves_the_state_as_it_is():
-    state = relation_state(True, UNITS.units)
+    state = relation_state(True, UNITS.units, app="garm")
     assert left_out(state, None, UNITS) == (state, ())

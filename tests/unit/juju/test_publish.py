@@ -41,7 +41,7 @@ SETTINGS = Settings()
 
 
 def state_of(*units: tuple[str, dict[str, str]]) -> RelationState:
-    return relation_state(True, units)
+    return relation_state(True, units, app="garm")
 
 
 def as_planned(state: RelationState, *progress: Progress, skipped=()) -> Outcome:

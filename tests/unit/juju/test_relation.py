@@ -112,7 +112,7 @@ PROXIED = {**SECOND_UNIT, "runner_http_proxy": "http://squid.internal:3128"}
 @pytest.mark.parametrize("name", ["00-aproxy.sh", "0-setup.sh", "00-0.sh", "00-A.sh", "00-_x"])
 def test_behind_a_proxy_no_configurator_script_may_run_before_the_charms(name):
     data = {**PROXIED, "pre_install_scripts": json.dumps({name: "echo mine"})}
-    state = relation_state(True, [(CFG1, data)])
+    state = relation_state(True, [(CFG1, data)], app="garm")
     [held] = state.desired.held
     assert held.source == CFG1
     assert held.reason.startswith(f"invalid pre_install_scripts: {name!r} would run before")
@@ -121,13 +121,13 @@ def test_behind_a_proxy_no_configurator_script_may_run_before_the_charms(name):
 @pytest.mark.parametrize("name", ["pre_install.sh", "01-setup.sh", "00-b.sh"])
 def test_scripts_that_sort_after_the_charms_run_after_it(name):
     data = {**PROXIED, "pre_install_scripts": json.dumps({name: "echo mine"})}
-    [spec] = relation_state(True, [(CFG1, data)]).desired.specs
+    [spec] = relation_state(True, [(CFG1, data)], app="garm").desired.specs
     assert list(spec.extra_specs["pre_install_scripts"]) == [PRE_INSTALL_NAME, name]
 
 
 def test_without_a_proxy_a_script_may_have_any_name():
     data = {**SECOND_UNIT, "pre_install_scripts": json.dumps({"00-aproxy.sh": "echo mine"})}
-    [spec] = relation_state(True, [(CFG1, data)]).desired.specs
+    [spec] = relation_state(True, [(CFG1, data)], app="garm").desired.specs
     assert list(spec.extra_specs["pre_install_scripts"]) == ["00-aproxy.sh"]
 
 
@@ -155,7 +155,7 @@ def test_without_a_proxy_a_script_may_have_any_name():
 )
 def test_a_bad_runner_option_holds_the_unit_naming_the_key(key, value, why):
     data = {**SECOND_UNIT, "runner_http_proxy": "http://squid.internal:3128", key: value}
-    state = relation_state(True, [(CFG1, data)])
+    state = relation_state(True, [(CFG1, data)], app="garm")
     assert state.desired.specs == ()
     [held] = state.desired.held
     assert (held.source, held.name, held.blocking) == (CFG1, "sm-x64", True)
@@ -247,7 +247,7 @@ def test_hostile_values_are_refused_with_the_key_and_rule(changes, message):
 
 def test_bad_unit_is_held_by_name_and_the_others_proceed():
     bad = {**SECOND_UNIT, "max_runner": "ten"}
-    state = relation_state(True, [(CFG0, EXAMPLE_UNIT), (CFG1, bad)])
+    state = relation_state(True, [(CFG0, EXAMPLE_UNIT), (CFG1, bad)], app="garm")
     assert [s.name for s in state.desired.specs] == ["lg-x64"]
     assert state.desired.held == (
         HeldSpec(CFG1, "sm-x64", "invalid max_runner: must be a whole number, got 'ten'"),
@@ -256,14 +256,14 @@ def test_bad_unit_is_held_by_name_and_the_others_proceed():
 
 @pytest.mark.parametrize("name", ["ci!", "a/b", "   "])
 def test_bad_unit_with_an_unusable_name_is_held_without_one(name):
-    state = relation_state(True, [(CFG1, {**SECOND_UNIT, "name": name})])
+    state = relation_state(True, [(CFG1, {**SECOND_UNIT, "name": name})], app="garm")
     (held,) = state.desired.held
     assert held.name == ""
 
 
 def test_unit_without_image_is_not_ready_rather_than_gone():
     phase_a = {k: v for k, v in SECOND_UNIT.items() if k != "image_id"}
-    state = relation_state(True, [(CFG1, phase_a)])
+    state = relation_state(True, [(CFG1, phase_a)], app="garm")
     assert state.desired.specs == ()
     assert state.desired.held == (
         HeldSpec(CFG1, "sm-x64", "image_id not published yet", blocking=False),
@@ -275,7 +275,7 @@ def test_followers_waiting_for_their_image_are_no_news_once_the_leader_defines_i
     units = [(CFG0, EXAMPLE_UNIT)] + [
         (unit, follower(unit, EXAMPLE_UNIT, image=image)) for unit, image in followers
     ]
-    state = relation_state(True, units)
+    state = relation_state(True, units, app="garm")
     assert [s.source for s in state.desired.specs] == [CFG0]
     assert state.desired.held == ()
 
@@ -283,7 +283,7 @@ def test_followers_waiting_for_their_image_are_no_news_once_the_leader_defines_i
 def test_an_application_still_waiting_for_its_image_is_reported_once():
     units = [(f"garm-configurator/{n}", None) for n in range(3)]
     state = relation_state(
-        True, [(unit, follower(unit, SECOND_UNIT, image=False)) for unit, _ in units]
+        True, [(unit, follower(unit, SECOND_UNIT, image=False)) for unit, _ in units], app="garm"
     )
     assert state.desired.held == (
         HeldSpec(CFG0, "sm-x64", "image_id not published yet", blocking=False),
@@ -293,7 +293,7 @@ def test_an_application_still_waiting_for_its_image_is_reported_once():
 @pytest.mark.parametrize("provider", ["garm-configurator-0", "garm-configurator-7", "cfg"])
 def test_a_unit_naming_another_units_provider_is_refused_and_defines_nothing(provider):
     foreign = {**EXAMPLE_UNIT, "provider_name": provider, "openstack_username": "intruder"}
-    state = relation_state(True, [(CFG0, EXAMPLE_UNIT), (CFG1, foreign)])
+    state = relation_state(True, [(CFG0, EXAMPLE_UNIT), (CFG1, foreign)], app="garm")
     assert [s.source for s in state.desired.specs] == [CFG0]
     (held,) = state.desired.held
     assert (held.source, held.blocking) == (CFG1, True)
@@ -303,7 +303,7 @@ def test_a_unit_naming_another_units_provider_is_refused_and_defines_nothing(pro
 
 
 def test_unit_that_published_nothing_yet_is_only_noted():
-    state = relation_state(True, [("u/0", {"ingress-address": "10.0.0.1"})])
+    state = relation_state(True, [("u/0", {"ingress-address": "10.0.0.1"})], app="garm")
     assert state.desired.specs == ()
     assert state.desired.held == ()
     assert state.silent == ("u/0",)
@@ -312,11 +312,13 @@ def test_unit_that_published_nothing_yet_is_only_noted():
 def test_a_cross_model_unit_named_after_its_alias_defines_its_own_provider():
     # Consumed as "ci-cfg", the configurator still derives names from its real app name.
     unit, data = "ci-cfg/3", {**EXAMPLE_UNIT, "provider_name": "garm-configurator-3"}
-    state = relation_state(True, [(unit, data)], View(True, cross_model=frozenset({"ci-cfg"})))
+    state = relation_state(
+        True, [(unit, data)], View(True, cross_model=frozenset({"ci-cfg"})), app="garm"
+    )
     (spec,) = state.desired.specs
     assert spec.provider_name == "ci-cfg-3"
     assert [data.provider_name for _, data in state.units] == ["ci-cfg-3"]
     # The same name from an application of this model is another unit's: refused.
-    local = relation_state(True, [(unit, data)])
+    local = relation_state(True, [(unit, data)], app="garm")
     assert local.desired.specs == () and local.units == ()
     assert local.desired.held[0].reason.startswith("invalid provider_name")

@@ -180,7 +180,7 @@ NOT_READY = Skipped("u/3", "y", "image_id not published yet")
     ],
 )
 def test_summary(outcome, state, expected):
-    assert summarise(outcome, state) == expected
+    assert summarise(outcome, state, app="garm") == expected
 
 
 # GARM names are opaque: two logical names sharing a prefix both show as ``ci-xxxxxx``.
@@ -242,7 +242,7 @@ def test_two_changeovers_sharing_a_prefix_are_told_apart_in_one_line():
             Progress("ci-large", "ci-9f8e7d", Phase.AWAITING_DELETION, orphan=True),
         )
     )
-    assert summarise(outcome, RELATED) == Summary(
+    assert summarise(outcome, RELATED, app="garm") == Summary(
         "active",
         "Replacing scaleset ci-small (ci-4a1b2c): draining 1 runner; "
         "Removing scaleset ci-large (ci-9f8e7d): awaiting deletion",
@@ -296,13 +296,13 @@ SM = RelationState(True, Desired((spec("SM-x64"), spec("b"))))
 def test_a_generation_whose_runners_keep_failing_is_told_while_active(runners, expected):
     outcome = garm_with(("sm-x64", "sm-173dac", runners), ("b", "b-1", (IDLE,)))
 
-    assert summarise(outcome, SM) == Summary("active", expected)
+    assert summarise(outcome, SM, app="garm") == Summary("active", expected)
 
 
 def test_failing_runners_are_told_after_the_changeovers():
     outcome = dataclasses.replace(garm_with(("ci", "ci-2", (ERROR, ERROR))), progress=(DRAINING,))
 
-    assert summarise(outcome, RELATED) == Summary(
+    assert summarise(outcome, RELATED, app="garm") == Summary(
         "active", "Replacing scaleset ci (ci-1): draining 3 runners; ci (ci-2): 2 runners failing"
     )
 
@@ -310,7 +310,7 @@ def test_failing_runners_are_told_after_the_changeovers():
 def test_failing_runners_are_told_beside_a_problem():
     outcome = dataclasses.replace(garm_with(("ci", "ci-2", (FAILED,))), held=(HELD_DELETE,))
 
-    assert summarise(outcome, RELATED) == Summary(
+    assert summarise(outcome, RELATED, app="garm") == Summary(
         "waiting",
         "GARM refused to delete scaleset x (once): DELETE /scalesets/1: 500; will retry "
         "(ci (ci-2): 1 runner failing)",
@@ -320,7 +320,7 @@ def test_failing_runners_are_told_beside_a_problem():
 def test_past_two_failing_scalesets_the_rest_are_counted():
     outcome = garm_with(*((n, f"{n}-1", (ERROR,)) for n in ("a", "b", "c")))
 
-    assert summarise(outcome, RELATED) == Summary(
+    assert summarise(outcome, RELATED, app="garm") == Summary(
         "active",
         "2 scalesets in sync; a (a-1): 1 runner failing; b (b-1): 1 runner failing; and 1 more",
     )
@@ -353,6 +353,6 @@ def test_the_hand_over_seen_on_a_real_garm_reads_failing_not_just_in_sync(passes
         passes.later()
     outcome = passes.run(new)
 
-    assert summarise(outcome, RelationState(True, Desired((new,)))) == Summary(
+    assert summarise(outcome, RelationState(True, Desired((new,))), app="garm") == Summary(
         "active", f"1 scaleset in sync; ci ({current}): 1 runner failing"
     )

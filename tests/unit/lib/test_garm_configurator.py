@@ -202,14 +202,16 @@ def test_garms_databag_read_as_a_unit_databag_is_a_unit_that_published_nothing()
     # scaleset definition, not refuse the data or define a scaleset.
     garm_keys = PUBLISHED.to_databag()
     assert not ConfiguratorUnitData.has_scaleset(garm_keys)
-    state = relation_state(True, [(CFG0, garm_keys)])
+    state = relation_state(True, [(CFG0, garm_keys)], app="garm")
     assert state.silent == (CFG0,)
     assert state.desired.specs == ()
     assert state.desired.held == ()
 
 
 def test_the_relation_state_garm_builds_ignores_the_new_keys():
-    plain = relation_state(True, [(CFG0, EXAMPLE_UNIT), (CFG1, follower(CFG1, EXAMPLE_UNIT))])
+    plain = relation_state(
+        True, [(CFG0, EXAMPLE_UNIT), (CFG1, follower(CFG1, EXAMPLE_UNIT))], app="garm"
+    )
     garm_keys = PUBLISHED.to_databag()
     mixed = relation_state(
         True,
@@ -217,6 +219,7 @@ def test_the_relation_state_garm_builds_ignores_the_new_keys():
             (CFG0, {**EXAMPLE_UNIT, **garm_keys}),
             (CFG1, {**follower(CFG1, EXAMPLE_UNIT), **garm_keys}),
         ],
+        app="garm",
     )
     assert mixed == plain
 

@@ -190,7 +190,7 @@ def test_a_base_template_without_the_anchor_is_an_error_and_creates_nothing(pass
     assert garm.scalesets() == []
     assert charm_templates(garm) == []
     # Only the operator can fix GARM's template: blocked, saying how.
-    summary = summarise(outcome, RelationState(True, Desired((wanted, other))))
+    summary = summarise(outcome, RelationState(True, Desired((wanted, other))), app="garm")
     assert summary.kind == "blocked"
     assert "garm-cli template restore" in summary.message
 

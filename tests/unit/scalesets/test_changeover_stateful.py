@@ -807,7 +807,7 @@ class Changeover(RuleBasedStateMachine):
             COVERAGE["field refused"] += key.startswith("update:")
             COVERAGE["template refused"] += key.startswith("template")
         if due and self.last is not None:
-            summary = summarise(self.last, RelationState(True, self.desired()))
+            summary = summarise(self.last, RelationState(True, self.desired()), app="garm")
             assert summary.kind == "blocked", f"{due} refused, yet {summary}"
             COVERAGE["refusal blocked within the count"] += 1
 
@@ -979,7 +979,7 @@ class Changeover(RuleBasedStateMachine):
         jobs, not GARM."""
         assert self.last is not None
         now, shown = self.clock.now, {}
-        summary = summarise(self.last, RelationState(True, self.desired()))
+        summary = summarise(self.last, RelationState(True, self.desired()), app="garm")
         live = {s["name"].lower(): s for s in self.garm.scalesets()}
         for progress in self.last.progress:
             scaleset = live.get(progress.scaleset.lower())
