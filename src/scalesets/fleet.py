@@ -7,6 +7,7 @@ reads (``Observed``) and what its planner makes of it (``Plan``), with nothing w
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -20,6 +21,9 @@ from scalesets.actions import Observed, Phase, Plan, logical_name_of
 # A current generation's own state; a retiring one's is its ``Phase``.
 SERVING = "serving"
 STARTING = "starting"  # not live yet: its listener is not up, or it is found disabled
+# Juju takes an action's results on a command line: about 100 KB at most (ops'
+# ActionEvent.set_results raises OSError past it). Kept well under, for the encoding.
+RESULTS_BUDGET = 60_000
 
 
 @dataclass(frozen=True)
@@ -139,26 +143,48 @@ def results(rows: tuple[Generation, ...], held: tuple[Held, ...], now: datetime)
 
     Juju's result keys are lower-case letters, digits and hyphens, so a generation is
     keyed by its GARM id and GARM's runner statuses (``pending_delete``) are hyphenated.
+    A fleet too large for one answer (``RESULTS_BUDGET``) is told by its table alone,
+    cut to fit, and says so.
     """
     answer: dict[str, object] = {
         "table": table(rows) if rows else "GARM holds no scaleset",
         "held": "\n".join(_retried(h, now) for h in held) or "none",
     }
-    for g in rows:
-        answer[f"scaleset-{g.id}"] = {
-            "scaleset": g.logical or "-",
-            "name": g.name,
-            "current": "yes" if g.current else "no",
-            "phase": g.phase,
-            "labels": ",".join(g.labels),
-            "enabled": "yes" if g.enabled else "no",
-            "min-idle-runners": str(g.min_idle),
-            "max-runners": str(g.max_runners),
-            "runners": {k: str(n) for k, n in _by_key(g.runners).items()} or "none",
-            "busy": str(g.busy),
-            **({"stuck": g.stuck} if g.stuck else {}),
-        }
+    keyed = {f"scaleset-{g.id}": _keys(g) for g in rows}
+    if _size({**answer, **keyed}) <= RESULTS_BUDGET:
+        return {**answer, **keyed}
+    answer["left-out"] = f"the keys of the {len(rows)} generations: too many for one answer"
+    lines = str(answer["table"]).splitlines()
+    room = RESULTS_BUDGET - _size({**answer, "table": ""}) - 100
+    kept = cost = 0
+    for line in lines:  # each costs its text as JSON escapes it, and its newline
+        cost += len(json.dumps(line))
+        if cost > room:
+            break
+        kept += 1
+    if kept < len(lines):
+        answer["table"] = "\n".join([*lines[:kept], f"... and {len(lines) - kept} more"])
     return answer
+
+
+def _keys(g: Generation) -> dict[str, object]:
+    return {
+        "scaleset": g.logical or "-",
+        "name": g.name,
+        "current": "yes" if g.current else "no",
+        "phase": g.phase,
+        "labels": ",".join(g.labels),
+        "enabled": "yes" if g.enabled else "no",
+        "min-idle-runners": str(g.min_idle),
+        "max-runners": str(g.max_runners),
+        "runners": {k: str(n) for k, n in _by_key(g.runners).items()} or "none",
+        "busy": str(g.busy),
+        **({"stuck": g.stuck} if g.stuck else {}),
+    }
+
+
+def _size(answer: dict[str, object]) -> int:
+    return len(json.dumps(answer).encode())
 
 
 def _by_key(runners: Mapping[str, int]) -> dict[str, int]:

@@ -7,12 +7,13 @@ are the ones the pass acts on.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from datetime import timedelta
 
 from garm.refusals import REFUSALS_BEFORE_BLOCKED, Held, Refusal, Refusals, backoff, first_refusal
 from scalesets.actions import KEPT_CAUSE
-from scalesets.fleet import SERVING, STARTING, generations, results, table
+from scalesets.fleet import RESULTS_BUDGET, SERVING, STARTING, generations, results, table
 from tests.plans import NOW, SETTINGS, generation, observe, retired, run, runner
 from tests.specs import make_spec
 
@@ -150,3 +151,23 @@ def test_the_logical_name_is_shown_as_its_configurator_spells_it():
     seen = observe(generation(spec, 1))
     (row,) = generations(seen, run(spec, observed=seen), [spec.name])
     assert row.logical == "CI"
+
+
+def test_a_fleet_too_large_for_one_answer_is_told_by_its_table_cut_to_fit():
+    # Juju takes about 100 KB of results; a thousand generations with runners exceed it.
+    spec = make_spec()
+    many = [generation(spec, i, name=f"legacy-{i:04}") for i in range(1, 1001)]
+    runners = [runner(f"garm-{s.id}", s, runner_status="active") for s in many]
+    seen = observe(*many, instances=runners)
+    rows = generations(seen, run(spec, observed=seen))
+    answer = results(rows, (), NOW)
+    assert len(json.dumps(answer).encode()) <= RESULTS_BUDGET
+    assert not [k for k in answer if k.startswith("scaleset-")]
+    assert answer["left-out"] == "the keys of the 1000 generations: too many for one answer"
+    lines = answer["table"].splitlines()
+    assert lines[0].startswith("SCALESET") and re.fullmatch(r"\.\.\. and \d+ more", lines[-1])
+    shown = len(lines) - 2
+    assert lines[-1] == f"... and {1000 - shown} more" and shown > 100
+    # A fleet that fits keeps every key.
+    few = results(rows[:3], (), NOW)
+    assert {k for k in few if k.startswith("scaleset-")} == {f"scaleset-{g.id}" for g in rows[:3]}
