@@ -45,7 +45,7 @@ from juju.status import BEING_REMOVED, Summary, describe_progress, summarise
 from observe import endpoint
 from observe.token import LeaderGarm
 from scalesets import fleet, planner
-from scalesets.reconciler import Outcome, observe, reconcile
+from scalesets.reconciler import Outcome, observe, reconcile, remembered
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ def show_scalesets(inputs: Inputs) -> ActionAnswer:
         return ActionAnswer(failure=f"Could not read GARM: {exc}")
     except GarmApiError as exc:
         return ActionAnswer(failure=f"Could not read GARM: {exc.cause}")
-    seen = dataclasses.replace(seen, refusals=memory, taken=memory.taken_now(now))
+    seen = remembered(seen, memory, now)
     desired = machine.relation_state(asked.leader, asked.config, inputs.app).desired
     planned = planner.plan(desired, seen, now, asked.config.settings)
     rows = fleet.generations(seen, planned, (s.name for s in desired.specs))

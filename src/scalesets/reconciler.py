@@ -182,10 +182,13 @@ def reconcile(
     return _outcome(writes, current, observed, unreachable)
 
 
-def _folded(observed: Observed, writes: Writes) -> Observed:
+def remembered(observed: Observed, memory: Refusals, now: datetime) -> Observed:
     """The observation with what GARM refused and which names GitHub holds, as kept."""
-    memory = writes.memory
-    return dataclasses.replace(observed, refusals=memory, taken=memory.taken_now(writes.now))
+    return dataclasses.replace(observed, refusals=memory, taken=memory.taken_now(now))
+
+
+def _folded(observed: Observed, writes: Writes) -> Observed:
+    return remembered(observed, writes.memory, writes.now)
 
 
 def _outcome(
