@@ -64,6 +64,23 @@ def _assert_converged(juju: jubilant.Juju) -> None:
     assert plan.results["phases"] == "converged", plan.results
 
 
+def _generations(juju: jubilant.Juju) -> list[dict]:
+    """The fleet as ``show-scalesets`` tells it: one dict per generation in GARM."""
+    results = juju.run(LEADER, "show-scalesets").results
+    assert "left-out" not in results, results
+    return [keys for key, keys in results.items() if key.startswith("scaleset-")]
+
+
+def _serving(juju: jubilant.Juju, databag: dict[str, str]) -> dict:
+    """The one generation GARM holds, checked current, serving, with the databag's labels."""
+    (generation,) = _generations(juju)
+    assert generation["scaleset"] == databag["name"], generation
+    assert (generation["current"], generation["phase"]) == ("yes", "serving"), generation
+    assert generation["enabled"] == "yes", generation
+    assert set(generation["labels"].split(",")) == set(databag["labels"].split(",")), generation
+    return generation
+
+
 def _databag(settings: Settings) -> dict[str, str]:
     return {
         **SECOND_UNIT,
@@ -136,6 +153,7 @@ def test_deploy_serves_the_scaleset(deployed: dict[str, str], juju: jubilant.Juj
     assert API_PORT in app.units[LEADER].open_ports, app.units[LEADER].open_ports
     assert jubilant.all_active(status, GARM, STUB)
     _assert_converged(juju)
+    _serving(juju, deployed)
     told = _published(juju).for_unit(f"{STUB}/0")
     assert told is not None and told.phase == "serving", told
 
@@ -150,6 +168,7 @@ def test_label_change_replaces_and_removes_the_predecessor(
     deployed: dict[str, str], juju: jubilant.Juju
 ):
     assert not any(m.startswith(REPLACING) for m in _workload_messages(juju))
+    before = _serving(juju, deployed)
     changed = {**deployed, "labels": "self-hosted,linux,arm64"}
     juju.config(STUB, {"databag": json.dumps(changed)})
 
@@ -164,6 +183,9 @@ def test_label_change_replaces_and_removes_the_predecessor(
         timeout=CHANGE_TIMEOUT,
     )
     _assert_converged(juju)
+    # A new generation under a new GARM name carries the new labels; the old one is gone.
+    after = _serving(juju, changed)
+    assert after["name"] != before["name"], (before, after)
     status = juju.status()
     assert status.apps[GARM].version
     assert API_PORT in status.apps[GARM].units[LEADER].open_ports
