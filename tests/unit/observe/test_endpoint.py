@@ -161,13 +161,9 @@ def _get(port: int, path: str = "/metrics") -> tuple[int, str, bytes]:
         connection.close()
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[Path, int]]:
-    """The server, as the unit runs it, on a free port; yields its file and port."""
-    script = tmp_path / "serve-metrics.py"
-    script.write_text(SERVER)
-    metrics = tmp_path / "metrics" / "metrics"
-    metrics.parent.mkdir()
+def _start(script: Path, metrics: Path) -> tuple[subprocess.Popen[bytes], int] | None:
+    """The server on a port free a moment ago; None when another process took it first
+    (pytest-xdist's workers probe ports too), so that the caller tries another."""
     port = _free_port()
     python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
     process = subprocess.Popen(
@@ -175,16 +171,34 @@ def served(tmp_path: Path) -> Iterator[tuple[Path, int]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process, port
+        except OSError:
+            if process.poll() is not None:
+                _, err = process.communicate()
+                assert b"Address already in use" in err, err
+                return None
+            assert time.monotonic() < deadline, "the server never answered"
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, int]]:
+    """The server, as the unit runs it, on a free port; yields its file and port."""
+    script = tmp_path / "serve-metrics.py"
+    script.write_text(SERVER)
+    metrics = tmp_path / "metrics" / "metrics"
+    metrics.parent.mkdir()
+    started = None
+    for _ in range(5):
+        if started := _start(script, metrics):
+            break
+    assert started is not None, "no free port in 5 tries"
+    process, port = started
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert process.poll() is None, process.communicate()
-                assert time.monotonic() < deadline, "the server never answered"
-                time.sleep(0.05)
         yield metrics, port
     finally:
         process.terminate()
