@@ -22,7 +22,6 @@ PRE_INSTALL_NAME = "00-aproxy.sh"
 APROXY_LISTEN_PORT = 54969
 # A table of the charm's own, so loading it again replaces it and touches nothing else.
 NFT_TABLE = "garm_aproxy"
-NFT_NAME = "aproxy.nft"
 # Any address that leaves by the default route: `ip route get` on it names the source
 # address of that route, the host's primary one. TEST-NET-1, so nothing is ever sent.
 ROUTE_PROBE = "192.0.2.1"
@@ -32,8 +31,8 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _HOSTNAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})$")
 
 
-def _redirect_ports(ports: Iterable[str]) -> list[tuple[int, int]]:
-    """The ports as ascending ``(low, high)`` ranges, merged: nft refuses overlapping ones."""
+def _nft_ports(ports: Iterable[str]) -> str:
+    """The ports as an nft set's elements: ascending ranges, merged, as nft refuses overlaps."""
     ranges: list[tuple[int, int]] = []
     for port in ports:
         low, _, high = port.strip().partition("-")
@@ -47,7 +46,7 @@ def _redirect_ports(ports: Iterable[str]) -> list[tuple[int, int]]:
             merged[-1] = (merged[-1][0], max(high, merged[-1][1]))
         else:
             merged.append((low, high))
-    return merged
+    return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in merged)
 
 
 def _address_or_name(host: str) -> ipaddress.IPv4Network | str | None:
@@ -74,65 +73,11 @@ def _proxy_target(url: str) -> tuple[str, str]:
     return host, f"{shown}:{port}"
 
 
-def _nft_ports(ports: list[tuple[int, int]]) -> str:
-    """The redirected ports as the elements of an nft anonymous set."""
-    return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in ports)
-
-
-def _nft_rules(networks: list[ipaddress.IPv4Network], ports: list[tuple[int, int]]) -> str:
-    """The static part of the aproxy table: the excluded sets and the output chain.
-
-    Networks known now, merged, go in the interval set ``excluded_nets``; addresses resolved
-    on the runner, which may overlap them, in the plain ``excluded_hosts``. Declared,
-    deleted and defined again in one transaction, so loading it twice replaces it.
-    """
-    elements = ", ".join(str(net) for net in networks)
-    dports = _nft_ports(ports)
-    return "\n".join(
-        [
-            f"table ip {NFT_TABLE}",
-            f"delete table ip {NFT_TABLE}",
-            f"table ip {NFT_TABLE} {{",
-            "    set excluded_nets {",
-            "        type ipv4_addr",
-            "        flags interval",
-            f"        elements = {{ {elements} }}",
-            "    }",
-            "    set excluded_hosts {",
-            "        type ipv4_addr",
-            "    }",
-            "    chain output {",
-            "        type nat hook output priority -100; policy accept;",
-            "        ip daddr @excluded_nets return",
-            "        ip daddr @excluded_hosts return",
-            f"        tcp dport {{ {dports} }} counter dnat to 127.0.0.1:{APROXY_LISTEN_PORT}",
-            "    }",
-            "}",
-        ]
-    )
-
-
-def _nft_prerouting(ports: list[tuple[int, int]]) -> str:
-    """The chain for containers' traffic, which reaches the host through prerouting.
-
-    To the host's primary address (``$garm_primary``): loopback is no destination there.
-    """
-    dports = _nft_ports(ports)
-    return "\n".join(
-        [
-            f"table ip {NFT_TABLE} {{",
-            "    chain prerouting {",
-            "        type nat hook prerouting priority -100; policy accept;",
-            "        fib daddr type local return",
-            "        ip daddr @excluded_nets return",
-            "        ip daddr @excluded_hosts return",
-            f"        tcp dport {{ {dports} }} counter dnat to $garm_primary:{APROXY_LISTEN_PORT}",
-            "    }",
-            "}",
-        ]
-    )
-
-
+# The nft table is declared, deleted and defined again in one transaction, so loading it
+# twice replaces it. Networks known now, merged, go in the interval set excluded_nets;
+# addresses resolved on the runner, which may overlap them, in the plain excluded_hosts.
+# Containers' traffic reaches the host through prerouting, where loopback is no
+# destination: it is sent to the host's primary address ($garm_primary) instead.
 _APROXY_SCRIPT = r"""#!/bin/bash
 # Written by the garm charm. GARM runs it as root before the runner's install script:
 # it sends this runner's outbound web traffic (and its containers') through aproxy to
@@ -229,12 +174,37 @@ fi
 mkdir -p "$NFT_DIR"
 {
     cat <<'@NFT_DELIMITER@'
-@NFT_RULES@
+table ip @NFT_TABLE@
+delete table ip @NFT_TABLE@
+table ip @NFT_TABLE@ {
+    set excluded_nets {
+        type ipv4_addr
+        flags interval
+        elements = { @EXCLUDED_NETS@ }
+    }
+    set excluded_hosts {
+        type ipv4_addr
+    }
+    chain output {
+        type nat hook output priority -100; policy accept;
+        ip daddr @excluded_nets return
+        ip daddr @excluded_hosts return
+        tcp dport { @DPORTS@ } counter dnat to 127.0.0.1:@LISTEN_PORT@
+    }
+}
 @NFT_DELIMITER@
     if [ -n "$primary" ]; then
         printf 'define garm_primary = %s\n' "$primary"
         cat <<'@NFT_DELIMITER@'
-@NFT_PREROUTING@
+table ip @NFT_TABLE@ {
+    chain prerouting {
+        type nat hook prerouting priority -100; policy accept;
+        fib daddr type local return
+        ip daddr @excluded_nets return
+        ip daddr @excluded_hosts return
+        tcp dport { @DPORTS@ } counter dnat to $garm_primary:@LISTEN_PORT@
+    }
+}
 @NFT_DELIMITER@
     fi
     if [ "${#hosts[@]}" -gt 0 ]; then
@@ -269,8 +239,6 @@ def aproxy_script(proxy: Proxy, garm_host: str, *, root: str = "") -> str:
             networks.append(kept)
         elif kept and kept not in names:
             names.append(kept)
-    merged = list(ipaddress.collapse_addresses(networks))
-    ports = _redirect_ports(proxy.redirect_ports)
     nft_dir = root + CHARM_DIR
     return fill(
         _APROXY_SCRIPT,
@@ -279,12 +247,12 @@ def aproxy_script(proxy: Proxy, garm_host: str, *, root: str = "") -> str:
             "APROXY_TARGET": shlex.quote(target),
             "LISTEN_PORT": str(APROXY_LISTEN_PORT),
             "NFT_DIR": shlex.quote(nft_dir),
-            "NFT_FILE": shlex.quote(f"{nft_dir}/{NFT_NAME}"),
+            "NFT_FILE": shlex.quote(f"{nft_dir}/aproxy.nft"),
             "RESOLVE": " ".join(shlex.quote(name) for name in names),
             "ROUTE_PROBE": ROUTE_PROBE,
             "NFT_DELIMITER": NFT_DELIMITER,
-            "NFT_RULES": _nft_rules(merged, ports),
-            "NFT_PREROUTING": _nft_prerouting(ports),
+            "EXCLUDED_NETS": ", ".join(map(str, ipaddress.collapse_addresses(networks))),
+            "DPORTS": _nft_ports(proxy.redirect_ports),
             "NFT_TABLE": NFT_TABLE,
         },
     )
