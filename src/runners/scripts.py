@@ -30,19 +30,6 @@ HOOK_NAME = "job-started.sh"
 PRE_JOB_NAME = "pre-job.sh"
 DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
 OTEL_CONFIG = "/etc/otelcol/config.d/garm-charm.yaml"
-OTEL_SNAP = "opentelemetry-collector"
-# The collector's own receiver, which jobs export to; only reachable from the runner.
-OTEL_LOCAL_GRPC = "127.0.0.1:4317"
-OTEL_LOCAL_HTTP = "127.0.0.1:4318"
-# The job's environment variables the collector labels everything with.
-OTEL_JOB_ATTRIBUTES = (
-    ("github.repository", "GITHUB_REPOSITORY"),
-    ("github.workflow", "GITHUB_WORKFLOW"),
-    ("github.job", "GITHUB_JOB"),
-    ("github.run_id", "GITHUB_RUN_ID"),
-    ("github.run_attempt", "GITHUB_RUN_ATTEMPT"),
-    ("github.runner_name", "RUNNER_NAME"),
-)
 # The quoted heredoc delimiter for base64 text. Base64 has no "_", so no line of it can
 # end the heredoc early, whatever the encoded file holds.
 BASE64_DELIMITER = "GARM_CHARM_BASE64"
@@ -86,6 +73,7 @@ log() {
 }
 """
 
+# The collector's own receivers listen on loopback: only jobs on the runner reach them.
 _HOOK_OTEL = r"""
 otel_endpoint=@OTEL_ENDPOINT@
 
@@ -116,9 +104,9 @@ start_collector() {
             '  otlp:' \
             '    protocols:' \
             '      grpc:' \
-            '        endpoint: "@OTEL_LOCAL_GRPC@"' \
+            '        endpoint: "127.0.0.1:4317"' \
             '      http:' \
-            '        endpoint: "@OTEL_LOCAL_HTTP@"' \
+            '        endpoint: "127.0.0.1:4318"' \
             '  hostmetrics:' \
             '    collection_interval: 15s' \
             '    scrapers:' \
@@ -132,7 +120,12 @@ start_collector() {
             '  batch: {}' \
             '  resource/github:' \
             '    attributes:'
-@OTEL_ATTRIBUTES@
+        attribute github.repository "${GITHUB_REPOSITORY:-}"
+        attribute github.workflow "${GITHUB_WORKFLOW:-}"
+        attribute github.job "${GITHUB_JOB:-}"
+        attribute github.run_id "${GITHUB_RUN_ID:-}"
+        attribute github.run_attempt "${GITHUB_RUN_ATTEMPT:-}"
+        attribute github.runner_name "${RUNNER_NAME:-}"
         printf '%s\n' 'exporters:' '  otlp:'
         printf '    endpoint: %s\n' "$(yaml_string "$otel_endpoint")"
         printf '%s\n' \
@@ -158,7 +151,7 @@ start_collector() {
         return 1
     fi
     rm -f "$tmp"
-    sudo -n snap enable @OTEL_SNAP@ && sudo -n snap start @OTEL_SNAP@
+    sudo -n snap enable opentelemetry-collector && sudo -n snap start opentelemetry-collector
 }
 
 log "starting the OpenTelemetry collector, exporting to $otel_endpoint"
@@ -184,18 +177,10 @@ def job_hook(options: RunnerOptions, *, root: str = "") -> str:
     parts = [_HOOK_HEAD]
     if options.otel_endpoint:
         config = root + OTEL_CONFIG
-        attributes = "\n".join(
-            "        attribute " + key + ' "${' + variable + ':-}"'
-            for key, variable in OTEL_JOB_ATTRIBUTES
-        )
         values = {
             "OTEL_ENDPOINT": shlex.quote(options.otel_endpoint),
             "OTEL_CONFIG": shlex.quote(config),
             "OTEL_CONFIG_DIR": shlex.quote(config.rpartition("/")[0]),
-            "OTEL_LOCAL_GRPC": OTEL_LOCAL_GRPC,
-            "OTEL_LOCAL_HTTP": OTEL_LOCAL_HTTP,
-            "OTEL_ATTRIBUTES": attributes,
-            "OTEL_SNAP": OTEL_SNAP,
         }
         parts.append(fill(_HOOK_OTEL, values))
     if options.pre_job_script:
