@@ -103,7 +103,7 @@ def debug_ssh(units: Iterable[tuple[str, Mapping[str, str]]]) -> DebugSsh | None
     for unit, data in units:
         if not all((data.get(key) or "").strip() for key in DEBUG_SSH_KEYS):
             continue
-        values = {}
+        values = []
         for key in DEBUG_SSH_KEYS:
             value = data[key].strip()
             if len(value) > 255:
@@ -112,16 +112,9 @@ def debug_ssh(units: Iterable[tuple[str, Mapping[str, str]]]) -> DebugSsh | None
                 raise DebugSshError(unit, key, "contains whitespace or a control character")
             if "{{" in value or "}}" in value or "'" in value:
                 raise DebugSshError(unit, key, "contains characters a runner script refuses")
-            values[key] = value
-        port = values["port"]
+            values.append(value)
+        host, port, rsa, ed25519 = values
         if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
             raise DebugSshError(unit, "port", f"{port!r} is not a port number (1-65535)")
-        servers.append(
-            DebugSsh(
-                values["host"],
-                int(port),
-                values["rsa_fingerprint"],
-                values["ed25519_fingerprint"],
-            )
-        )
+        servers.append(DebugSsh(host, int(port), rsa, ed25519))
     return min(servers, key=lambda s: (s.host, s.port), default=None)
