@@ -48,15 +48,6 @@ def digest(base: Template, blocks: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def is_ours(template: Template) -> bool:
-    """Made by the charm: its name and its description say so, and GARM did not make it."""
-    return (
-        template.owner_id != SYSTEM_OWNER
-        and template.name.startswith(PREFIX)
-        and template.description.startswith(MARKER)
-    )
-
-
 @dataclass(frozen=True)
 class CreateTemplate(Write):
     """Create a logical scaleset's template from the base and the charm's blocks."""
@@ -194,7 +185,12 @@ class Templates:
                 and template.forge_type in ("github", "")
             ):
                 self.base = template
-            elif is_ours(template):
+            elif (
+                # Made by the charm: its name and description say so, and GARM did not make it.
+                template.owner_id != SYSTEM_OWNER
+                and template.name.startswith(PREFIX)
+                and template.description.startswith(MARKER)
+            ):
                 self.ours[template.id] = template
                 self._by_name.setdefault(template.name, template)
             else:
