@@ -127,10 +127,6 @@ class Proxy:
         if "\x00" in self.http_proxy + self.https_proxy + self.no_proxy:
             raise ValueError("proxy settings cannot contain NUL")
 
-    def is_set(self) -> bool:
-        """Whether any proxy setting is given."""
-        return bool(self.http_proxy or self.https_proxy or self.no_proxy)
-
 
 @dataclass(frozen=True)
 class GarmConfig:
@@ -282,27 +278,19 @@ def _render_config(config: GarmConfig) -> str:
         *(_provider_tables(config, provider) for provider in config.providers),
         # GARM exports these into its own environment, and always passes proxy variables
         # on to providers, so [provider.external] environment_variables needs no entry.
-        *([_table("proxy", proxy)] if config.proxy.is_set() else []),
+        *([_table("proxy", proxy)] if any(proxy.values()) else []),
     ]
     return "\n".join(sections)
 
 
 def _apiserver_tables(config: GarmConfig) -> tuple[str, ...]:
     # Runners on other machines call back to GARM, so it listens on every address.
-    settings: dict[str, str | int | bool] = {"bind": "0.0.0.0", "port": config.port}  # noqa: S104
+    settings = {"bind": "0.0.0.0", "port": config.port, "use_tls": config.tls is not None}  # noqa: S104
     if config.tls is None:
-        return (_table("apiserver", {**settings, "use_tls": False}),)
-    directory = config.config_dir
-    return (
-        _table("apiserver", {**settings, "use_tls": True}),
-        _table(
-            "apiserver.tls",
-            {
-                "certificate": posixpath.join(directory, serving.CERTIFICATE_FILE),
-                "key": posixpath.join(directory, serving.KEY_FILE),
-            },
-        ),
-    )
+        return (_table("apiserver", settings),)
+    files = {"certificate": serving.CERTIFICATE_FILE, "key": serving.KEY_FILE}
+    paths = {key: posixpath.join(config.config_dir, file) for key, file in files.items()}
+    return (_table("apiserver", settings), _table("apiserver.tls", paths))
 
 
 def _database_tables(database: Database, passphrase: str) -> tuple[str, ...]:
@@ -395,12 +383,12 @@ def _render_clouds(provider: OpenstackProvider) -> str:
     return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
 
-def _table(name: str, values: dict[str, str | int | bool], *, array: bool = False) -> str:
+def _table(name: str, values: Mapping[str, str | int | bool], *, array: bool = False) -> str:
     header = f"[[{name}]]" if array else f"[{name}]"
     return f"{header}\n{_pairs(values)}"
 
 
-def _pairs(values: dict[str, str | int | bool]) -> str:
+def _pairs(values: Mapping[str, str | int | bool]) -> str:
     return "".join(f"{key} = {_toml_value(value)}\n" for key, value in values.items())
 
 
