@@ -28,7 +28,6 @@ ANCHOR = 'sendStatus "configuring runner"'
 CHARM_DIR = "/opt/garm-charm"
 HOOK_NAME = "job-started.sh"
 PRE_JOB_NAME = "pre-job.sh"
-DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
 OTEL_CONFIG = "/etc/otelcol/config.d/garm-charm.yaml"
 # The quoted heredoc delimiter for base64 text. Base64 has no "_", so no line of it can
 # end the heredoc early, whatever the encoded file holds.
@@ -42,10 +41,7 @@ class TemplateError(ValueError):
 
 
 def fill(text: str, values: Mapping[str, str]) -> str:
-    """``text`` with every ``@NAME@`` replaced by ``values[NAME]``, in one pass.
-
-    So a value that looks like a placeholder is never replaced in turn.
-    """
+    """``text`` with every ``@NAME@`` replaced by ``values[NAME]`` in one pass, never a value's."""
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], text)
 
 
@@ -390,7 +386,7 @@ def _files_step(options: RunnerOptions, root: str) -> str:
 
 def _docker_function(mirror: str, root: str) -> str:
     """The function that sets Docker's registry mirror."""
-    daemon_json = root + DOCKER_DAEMON_JSON
+    daemon_json = root + "/etc/docker/daemon.json"
     return fill(
         _BLOCK_DOCKER,
         {
@@ -441,13 +437,11 @@ def derive_template(base: str, blocks: str) -> str:
     if not blocks:
         return base
     _refuse_template_actions(blocks, "the charm's runner options block")
+    anchor = re.search(rf"^{re.escape(ANCHOR)}\s*$", base, re.MULTILINE)
+    if anchor is None:
+        raise TemplateError(
+            f"GARM's github_linux template has no line {ANCHOR!r} to put runner options "
+            "before: restore it (garm-cli template restore)"
+        )
     insert = blocks if blocks.endswith("\n") else blocks + "\n"
-    offset = 0
-    for line in base.split("\n"):
-        if line.rstrip() == ANCHOR:
-            return base[:offset] + insert + base[offset:]
-        offset += len(line) + 1
-    raise TemplateError(
-        f"GARM's github_linux template has no line {ANCHOR!r} to put runner options "
-        "before: restore it (garm-cli template restore)"
-    )
+    return base[: anchor.start()] + insert + base[anchor.start() :]
