@@ -35,7 +35,6 @@ logger = logging.getLogger(__name__)
 NO_ADMIN_YET = "GARM's admin login is not made yet; try again after the next hook"
 
 MANAGED_DESCRIPTION = "Managed by the garm charm"
-GITHUB_ENDPOINT = "github.com"
 
 
 @dataclass(frozen=True)
@@ -71,15 +70,12 @@ class ControllerUrls:
 
 @dataclass(frozen=True)
 class AppCredential:
-    """A GitHub App installation GARM acts as; one per (app id, installation id).
-
-    ``source`` is the unit that asked for it, for the operator to read.
-    """
+    """A GitHub App installation GARM acts as, one per (app id, installation id)."""
 
     app_id: int
     installation_id: int
     private_key: str = field(repr=False)
-    source: str = field(default="", compare=False)
+    source: str = field(default="", compare=False)  # the unit that asked, for the operator
 
     @property
     def name(self) -> str:
@@ -103,15 +99,12 @@ class AppCredential:
 
 @dataclass(frozen=True)
 class EntitySpec:
-    """An organization (``name``) or repository (``owner/name``) and its credential.
-
-    ``source`` is the unit that asked for it, for the operator to read.
-    """
+    """An organization (``name``) or repository (``owner/name``) and its credential."""
 
     kind: str
     name: str
     credentials_name: str
-    source: str = field(default="", compare=False)
+    source: str = field(default="", compare=False)  # the unit that asked, for the operator
 
 
 # Setup writes GitHub may refuse for want of access, made due by a change of that access
@@ -168,10 +161,7 @@ class CreateCredential(Write):
     unlocks = _GITHUB_WRITES
 
     def asks(self) -> list[tuple[str, str]]:
-        """Asking for its description, which carries the key's fingerprint.
-
-        A new key is a new request, sent at once.
-        """
+        """By its description (the key's fingerprint): a new key is a new request, sent at once."""
         return [(f"credential:{self.credential.name}", digest(self.credential.description))]
 
     def line(self) -> str:
@@ -189,7 +179,7 @@ class CreateCredential(Write):
             {
                 "name": credential.name,
                 "description": credential.description,
-                "endpoint": GITHUB_ENDPOINT,
+                "endpoint": "github.com",
                 "auth_type": "app",
                 "app": credential.app_body(),
             }
@@ -377,11 +367,7 @@ def _plan_entities(
     scalesets: Iterable[ScaleSet],
     managed: set[str],
 ) -> tuple[list[Write], list[Entity]]:
-    """Entity creates, re-binds and deletes, and the observed entities that stay.
-
-    Only entities bound to a credential the charm made are ever removed: one an operator
-    registered by hand is not the charm's to delete.
-    """
+    """Entity creates, re-binds and deletes, and the observed entities that stay."""
     wanted = {(e.kind, e.name.lower()): e for e in entities}
     have = {(e.kind, e.name.lower()): e for e in observed_entities}
     actions: list[Write] = []
@@ -426,13 +412,9 @@ def plan_controller(
     if have is None:
         return [CreateAdmin(admin)]
     changes: dict[str, str | bool] = {
-        key: value
-        for key, value in (
-            ("metadata_url", urls.metadata_url),
-            ("callback_url", urls.callback_url),
-            ("webhook_url", urls.webhook_url),
-        )
-        if getattr(have, key) != value
+        key: getattr(urls, key)
+        for key in ("metadata_url", "callback_url", "webhook_url")
+        if getattr(have, key) != getattr(urls, key)
     }
     if have.agent_tools_sync:
         changes["enable_agent_tools_sync"] = False
