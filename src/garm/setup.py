@@ -3,8 +3,7 @@
 Same shape as the scaleset reconciler: the pure ``plan_controller`` and ``plan_setup``
 compare what the charm asks for with what GARM holds and return only the writes that
 differ, so a settled GARM gets none; each is a ``garm.writes.Write``, sent by
-``apply_setup`` through the one loop and its memory of refusals (ADR 0003): a write GARM
-refused waits out its back-off, is told until GARM takes it, and holds back no other.
+``apply_setup`` through the one loop and its memory of refusals (ADR 0003).
 
 GARM never returns a credential's key, so whether a stored GitHub App key is the one
 asked for cannot be read back. The key's fingerprint goes into the credential's
@@ -398,10 +397,8 @@ def read_controller(client: Garm) -> ControllerInfo | None:
         return None
 
 
-def plan_controller(
-    have: ControllerInfo | None, admin: AdminLogin, urls: ControllerUrls
-) -> list[Write]:
-    """First run when GARM has no admin (``have`` None), else the URLs that differ.
+def plan_controller(have: ControllerInfo, urls: ControllerUrls) -> list[Write]:
+    """The controller's URLs that differ from those asked for.
 
     Agent tools sync is turned off if it is on (GARM's default is off; an operator or
     another tool may have turned it on): the charm runs no garm-agent, and the sync
@@ -409,8 +406,6 @@ def plan_controller(
     is read again and planned again: a settled GARM costs one read here and gets no write.
     The CA bundle is compared as GARM stores it (the bytes sent); none wanted clears it.
     """
-    if have is None:
-        return [CreateAdmin(admin)]
     changes: dict[str, str | bool] = {
         key: getattr(urls, key)
         for key in ("metadata_url", "callback_url", "webhook_url")
@@ -463,12 +458,12 @@ def ensure_controller(
     else is ready. A change of URLs it already has that it refuses holds nothing else.
     """
     if have is None:
-        so_far = apply_setup(client, plan_controller(None, admin, urls), so_far, now)
+        so_far = apply_setup(client, [CreateAdmin(admin)], so_far, now)
         if so_far.held or so_far.unreachable:
             return dataclasses.replace(so_far, ready=False), None
         have = client.get_controller()
     held = len(so_far.held)
-    so_far = apply_setup(client, plan_controller(have, admin, urls), so_far, now)
+    so_far = apply_setup(client, plan_controller(have, urls), so_far, now)
     if len(so_far.held) > held and not (have.metadata_url and have.callback_url):
         return dataclasses.replace(so_far, ready=False), have
     return so_far, have

@@ -77,7 +77,8 @@ def ensure(model: ops.Model) -> bool:
 def read_admin(model: ops.Model) -> AdminLogin | None:
     """GARM's admin login, or None while it cannot be read (``ensure`` has not made it)."""
     try:
-        return admin_login(model)
+        content = model.get_secret(label=ADMIN_SECRET_LABEL).get_content(refresh=True)
+        return AdminLogin(content["username"], content["email"], content["password"])
     except (ops.ModelError, KeyError):
         return None
 
@@ -89,12 +90,6 @@ def read_internal(model: ops.Model) -> InternalSecrets | None:
         return InternalSecrets(content["jwt-secret"], content["db-passphrase"])
     except (ops.ModelError, KeyError):
         return None
-
-
-def admin_login(model: ops.Model) -> AdminLogin:
-    """GARM's admin login; raises ``ops.SecretNotFoundError`` before ``ensure`` made it."""
-    content = model.get_secret(label=ADMIN_SECRET_LABEL).get_content(refresh=True)
-    return AdminLogin(content["username"], content["email"], content["password"])
 
 
 def read_providers(model: ops.Model) -> tuple[Recorded, ...] | None:
