@@ -52,10 +52,7 @@ def admin_client(
 
 
 def load(path: Path, username: str, now: datetime) -> str | None:
-    """The token kept for ``username``, if good for more than ``MARGIN`` after ``now``.
-
-    Not one outliving what GARM issues now (``JWT_LIFETIME``): from a longer lifetime.
-    """
+    """The token kept for ``username``, if good for more than ``MARGIN`` after ``now``."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError, RecursionError):
@@ -105,7 +102,6 @@ def expires(token: str) -> float | None:
 
 
 def _read(path: Path) -> str | None:
-    """The file's text; None when there is none, or it does not read as text."""
     try:
         return path.read_text()
     except (OSError, ValueError):

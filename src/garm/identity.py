@@ -50,11 +50,9 @@ class Identity:
             data = json.loads(text)
         except (ValueError, RecursionError):
             data = None
-        fields = ("controller_id", "database")
-        if isinstance(data, dict) and all(isinstance(data.get(f), str) for f in fields):
-            found = cls(data["controller_id"], data["database"])
-            if found.controller_id and found.database:
-                return found
+        keys = ("controller_id", "database")
+        if isinstance(data, dict) and all(isinstance(data.get(f), str) and data[f] for f in keys):
+            return cls(data["controller_id"], data["database"])
         logger.warning("ignored the peer data's %s, which does not read: %r", KEY, text)
         return None
 
@@ -73,7 +71,6 @@ def where(database: Database | None, unit: str) -> str:
 
 
 def _adopt(app: str, controller_id: str) -> str:
-    """The action that adopts GARM as ``controller_id``, on ``app`` as deployed."""
     return f"juju run {app}/leader adopt-garm controller-id={controller_id}"
 
 
@@ -82,8 +79,10 @@ def refusal(recorded: Identity | None, answered: str | None, here: str, app: str
 
     The text is the status: both GARMs, and what the operator may run on ``app``.
     """
-    if recorded is None or answered == recorded.controller_id or _moved(recorded, here):
+    if recorded is None or answered == recorded.controller_id:
         return ""
+    if recorded.database.startswith(_SQLITE) and here.startswith(_POSTGRESQL):
+        return ""  # GARM left the recorded sqlite database for PostgreSQL: the charm's move
     now = "empty" if answered is None else answered
     word = NEW if answered is None else answered
     return (
@@ -132,8 +131,3 @@ def adoption(asked: str, answered: str | None, here: str, app: str) -> Adoption:
     if asked != answered:
         return Adoption(refused=f"GARM in {here} is {answered}, not {asked}")
     return Adoption(Identity(answered, here))
-
-
-def _moved(recorded: Identity, here: str) -> bool:
-    """Whether GARM left the sqlite database recorded for PostgreSQL: the charm's own move."""
-    return recorded.database.startswith(_SQLITE) and here.startswith(_POSTGRESQL)

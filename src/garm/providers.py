@@ -85,7 +85,11 @@ def kept_providers(
     GARM cannot tell (then every earlier provider is kept and every reused name held); it
     asks GARM, so only when an earlier provider is not published or is reused.
     """
-    earlier = _earlier(recorded, files)
+    if recorded is not None:
+        earlier: dict[str, Recorded | None] = dict(_by_name(recorded))
+    else:  # None where a file does not read
+        written = written_providers(files).items()
+        earlier = {name: Recorded(p) if p is not None else None for name, p in written}
     used = cache(in_use)
 
     def still_used(name: str) -> bool:
@@ -122,19 +126,6 @@ def _reused(before: Recorded, now: Recorded) -> bool:
 def _differ(one: int | None, other: int | None) -> bool:
     """Whether two relations are known to be different ones."""
     return None not in (one, other) and one != other
-
-
-def _earlier(
-    recorded: Iterable[Recorded] | None, files: Mapping[str, str]
-) -> dict[str, Recorded | None]:
-    """The providers GARM was configured with before (the record, else the files), by name.
-
-    None where a file does not read.
-    """
-    if recorded is not None:
-        return dict(_by_name(recorded))
-    written = written_providers(files).items()
-    return {name: Recorded(p) if p is not None else None for name, p in written}
 
 
 def _by_name(record: Iterable[Recorded]) -> dict[str, Recorded]:

@@ -3,8 +3,7 @@
 Same shape as the scaleset reconciler: the pure ``plan_controller`` and ``plan_setup``
 compare what the charm asks for with what GARM holds and return only the writes that
 differ, so a settled GARM gets none; each is a ``garm.writes.Write``, sent by
-``apply_setup`` through the one loop and its memory of refusals (ADR 0003): a write GARM
-refused waits out its back-off, is told until GARM takes it, and holds back no other.
+``apply_setup`` through the one loop and its memory of refusals (ADR 0003).
 
 GARM never returns a credential's key, so whether a stored GitHub App key is the one
 asked for cannot be read back. The key's fingerprint goes into the credential's
@@ -35,7 +34,6 @@ logger = logging.getLogger(__name__)
 NO_ADMIN_YET = "GARM's admin login is not made yet; try again after the next hook"
 
 MANAGED_DESCRIPTION = "Managed by the garm charm"
-GITHUB_ENDPOINT = "github.com"
 
 
 @dataclass(frozen=True)
@@ -71,15 +69,12 @@ class ControllerUrls:
 
 @dataclass(frozen=True)
 class AppCredential:
-    """A GitHub App installation GARM acts as; one per (app id, installation id).
-
-    ``source`` is the unit that asked for it, for the operator to read.
-    """
+    """A GitHub App installation GARM acts as, one per (app id, installation id)."""
 
     app_id: int
     installation_id: int
     private_key: str = field(repr=False)
-    source: str = field(default="", compare=False)
+    source: str = field(default="", compare=False)  # the unit that asked, for the operator
 
     @property
     def name(self) -> str:
@@ -103,15 +98,12 @@ class AppCredential:
 
 @dataclass(frozen=True)
 class EntitySpec:
-    """An organization (``name``) or repository (``owner/name``) and its credential.
-
-    ``source`` is the unit that asked for it, for the operator to read.
-    """
+    """An organization (``name``) or repository (``owner/name``) and its credential."""
 
     kind: str
     name: str
     credentials_name: str
-    source: str = field(default="", compare=False)
+    source: str = field(default="", compare=False)  # the unit that asked, for the operator
 
 
 # Setup writes GitHub may refuse for want of access, made due by a change of that access
@@ -168,10 +160,7 @@ class CreateCredential(Write):
     unlocks = _GITHUB_WRITES
 
     def asks(self) -> list[tuple[str, str]]:
-        """Asking for its description, which carries the key's fingerprint.
-
-        A new key is a new request, sent at once.
-        """
+        """By its description (the key's fingerprint): a new key is a new request, sent at once."""
         return [(f"credential:{self.credential.name}", digest(self.credential.description))]
 
     def line(self) -> str:
@@ -189,7 +178,7 @@ class CreateCredential(Write):
             {
                 "name": credential.name,
                 "description": credential.description,
-                "endpoint": GITHUB_ENDPOINT,
+                "endpoint": "github.com",
                 "auth_type": "app",
                 "app": credential.app_body(),
             }
@@ -377,11 +366,7 @@ def _plan_entities(
     scalesets: Iterable[ScaleSet],
     managed: set[str],
 ) -> tuple[list[Write], list[Entity]]:
-    """Entity creates, re-binds and deletes, and the observed entities that stay.
-
-    Only entities bound to a credential the charm made are ever removed: one an operator
-    registered by hand is not the charm's to delete.
-    """
+    """Entity creates, re-binds and deletes, and the observed entities that stay."""
     wanted = {(e.kind, e.name.lower()): e for e in entities}
     have = {(e.kind, e.name.lower()): e for e in observed_entities}
     actions: list[Write] = []
@@ -412,10 +397,8 @@ def read_controller(client: Garm) -> ControllerInfo | None:
         return None
 
 
-def plan_controller(
-    have: ControllerInfo | None, admin: AdminLogin, urls: ControllerUrls
-) -> list[Write]:
-    """First run when GARM has no admin (``have`` None), else the URLs that differ.
+def plan_controller(have: ControllerInfo, urls: ControllerUrls) -> list[Write]:
+    """The controller's URLs that differ from those asked for.
 
     Agent tools sync is turned off if it is on (GARM's default is off; an operator or
     another tool may have turned it on): the charm runs no garm-agent, and the sync
@@ -423,16 +406,10 @@ def plan_controller(
     is read again and planned again: a settled GARM costs one read here and gets no write.
     The CA bundle is compared as GARM stores it (the bytes sent); none wanted clears it.
     """
-    if have is None:
-        return [CreateAdmin(admin)]
     changes: dict[str, str | bool] = {
-        key: value
-        for key, value in (
-            ("metadata_url", urls.metadata_url),
-            ("callback_url", urls.callback_url),
-            ("webhook_url", urls.webhook_url),
-        )
-        if getattr(have, key) != value
+        key: getattr(urls, key)
+        for key in ("metadata_url", "callback_url", "webhook_url")
+        if getattr(have, key) != getattr(urls, key)
     }
     if have.agent_tools_sync:
         changes["enable_agent_tools_sync"] = False
@@ -481,12 +458,12 @@ def ensure_controller(
     else is ready. A change of URLs it already has that it refuses holds nothing else.
     """
     if have is None:
-        so_far = apply_setup(client, plan_controller(None, admin, urls), so_far, now)
+        so_far = apply_setup(client, [CreateAdmin(admin)], so_far, now)
         if so_far.held or so_far.unreachable:
             return dataclasses.replace(so_far, ready=False), None
         have = client.get_controller()
     held = len(so_far.held)
-    so_far = apply_setup(client, plan_controller(have, admin, urls), so_far, now)
+    so_far = apply_setup(client, plan_controller(have, urls), so_far, now)
     if len(so_far.held) > held and not (have.metadata_url and have.callback_url):
         return dataclasses.replace(so_far, ready=False), have
     return so_far, have

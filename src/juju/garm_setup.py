@@ -99,16 +99,16 @@ def ensure(
                 entities=(*client.list_organizations(), *client.list_repositories()),
             )
     except GarmUnreachable as exc:
-        summary = Summary("waiting", f"GARM unreachable, will retry: {exc}")
-        return Setup(so_far, stopped=summary, identity=found)
+        stopped = Summary("waiting", f"GARM unreachable, will retry: {exc}")
     except GarmApiError as exc:
         if exc.status == 401:
-            summary = Summary("blocked", "GARM refused the admin login kept by the charm")
-            return Setup(so_far, stopped=summary, identity=found)
-        log.error("GARM setup failed: %s", exc)
-        summary = Summary("waiting", f"GARM setup failed, will retry: {exc.cause}")
-        return Setup(so_far, stopped=summary, identity=found)
-    return Setup(so_far, observed, identity=found)
+            stopped = Summary("blocked", "GARM refused the admin login kept by the charm")
+        else:
+            log.error("GARM setup failed: %s", exc)
+            stopped = Summary("waiting", f"GARM setup failed, will retry: {exc.cause}")
+    else:
+        return Setup(so_far, observed, identity=found)
+    return Setup(so_far, stopped=stopped, identity=found)
 
 
 def _stopped(setup: SetupOutcome, state: RelationState, app: str) -> Summary:

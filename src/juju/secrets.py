@@ -28,8 +28,6 @@ ADMIN_SECRET_LABEL = "garm-admin-credentials"  # noqa: S105 (a label, not a secr
 INTERNAL_SECRET_LABEL = "garm-internal"  # noqa: S105 (a label, not a secret)
 PROVIDERS_SECRET_LABEL = "garm-providers"  # noqa: S105 (a label, not a secret)
 PROVIDERS_KEY = "providers"
-ADMIN_USERNAME = "admin"
-ADMIN_EMAIL = "admin@garm.local"
 
 
 class AdminLoginAction(ops.Object):
@@ -57,23 +55,17 @@ def ensure(model: ops.Model) -> bool:
     hook is not used in it: had the hook failed after GARM took it, the next would make
     another that GARM refuses for good.
     """
-    created = False
-    for label, make in (
-        (
-            ADMIN_SECRET_LABEL,
-            lambda: {
-                "username": ADMIN_USERNAME,
-                "password": strong_secret(32),
-                "email": ADMIN_EMAIL,
-            },
-        ),
+
+    def admin() -> dict[str, str]:
+        return {"username": "admin", "password": strong_secret(32), "email": "admin@garm.local"}
+
+    def internal() -> dict[str, str]:
         # A zxcvbn-strong JWT secret; a passphrase of exactly 32 characters that must never
         # change (it encrypts what GARM stores).
-        (
-            INTERNAL_SECRET_LABEL,
-            lambda: {"jwt-secret": strong_secret(64), "db-passphrase": strong_secret(32)},
-        ),
-    ):
+        return {"jwt-secret": strong_secret(64), "db-passphrase": strong_secret(32)}
+
+    created = False
+    for label, make in ((ADMIN_SECRET_LABEL, admin), (INTERNAL_SECRET_LABEL, internal)):
         try:
             model.get_secret(label=label)
         except ops.SecretNotFoundError:
@@ -85,7 +77,8 @@ def ensure(model: ops.Model) -> bool:
 def read_admin(model: ops.Model) -> AdminLogin | None:
     """GARM's admin login, or None while it cannot be read (``ensure`` has not made it)."""
     try:
-        return admin_login(model)
+        content = model.get_secret(label=ADMIN_SECRET_LABEL).get_content(refresh=True)
+        return AdminLogin(content["username"], content["email"], content["password"])
     except (ops.ModelError, KeyError):
         return None
 
@@ -93,21 +86,10 @@ def read_admin(model: ops.Model) -> AdminLogin | None:
 def read_internal(model: ops.Model) -> InternalSecrets | None:
     """GARM's JWT secret and database passphrase, or None while they cannot be read."""
     try:
-        content = internal(model)
+        content = model.get_secret(label=INTERNAL_SECRET_LABEL).get_content(refresh=True)
         return InternalSecrets(content["jwt-secret"], content["db-passphrase"])
     except (ops.ModelError, KeyError):
         return None
-
-
-def admin_login(model: ops.Model) -> AdminLogin:
-    """GARM's admin login; raises ``ops.SecretNotFoundError`` before ``ensure`` made it."""
-    content = model.get_secret(label=ADMIN_SECRET_LABEL).get_content(refresh=True)
-    return AdminLogin(content["username"], content["email"], content["password"])
-
-
-def internal(model: ops.Model) -> dict[str, str]:
-    """GARM's JWT secret (``jwt-secret``) and database passphrase (``db-passphrase``)."""
-    return model.get_secret(label=INTERNAL_SECRET_LABEL).get_content(refresh=True)
 
 
 def read_providers(model: ops.Model) -> tuple[Recorded, ...] | None:
