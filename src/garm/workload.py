@@ -455,10 +455,9 @@ def _ensure_file(path: Path, data: bytes, mode: int, owner: tuple[int, int] | No
 
 
 def _write_atomic(path: Path, data: bytes, mode: int, owner: tuple[int, int] | None) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``.
+    """Write ``data`` beside ``path``, then rename it over ``path``: never seen half-written.
 
-    Mode and owner are set before the rename, so the file is never visible with the
-    wrong ones.
+    Mode and owner are set before the rename, so the file is never seen with wrong ones.
     """
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
