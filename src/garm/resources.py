@@ -6,12 +6,13 @@ the binary unpacked from it. Juju names the file after the resource whatever was
 the two are told apart by content (a plain tar is read too; a zip, GARM's Windows form, is not).
 
 The binary is checked before it is installed, so that a wrong file blocks the unit naming the
-resource rather than surfacing as a GARM that does not start: its ELF architecture; its Go
-build info (``go version -m``, kept by ``-s -w``), whose main package tells GARM
-(``.../cmd/garm``) from garm-cli and the OpenStack provider from GARM's others; then
-``<binary> --version``, run as GARM's service runs it: as its user through util-linux's
-setpriv, bounded in time and output, nothing it started left running (ADR 0013). Where it
-cannot be run so, it is not run at all (UncheckedError), and never as root.
+resource (``ResourceError.status_line``; nothing here imports ops) rather than surfacing as a
+GARM that does not start: its ELF architecture; its Go build info (``go version -m``, kept by
+``-s -w``), whose main package tells GARM (``.../cmd/garm``) from garm-cli and the OpenStack
+provider from GARM's others; then ``<binary> --version``, run as GARM's service runs it: as
+its user through util-linux's setpriv, bounded in time and output, nothing it started left
+running (ADR 0013). Where it cannot be run so, it is not run at all (UncheckedError), and
+never as root.
 
 - ``garm --version`` prints ``appdefaults.Version`` and exits 0. Releases set it from ``git
   describe --tags --match='v[0-9]*'`` (``v0.2.1``, ``v0.2.0-beta1``; unset: ``v0.0.0-unknown``).
@@ -21,9 +22,6 @@ cannot be run so, it is not run at all (UncheckedError), and never as root.
   ``missing GARM_COMMAND``, as required here. Its ``GetVersion`` command authenticates with
   OpenStack first, which needs credentials no unit has when it installs, so its version is its
   build info's ``mod`` line when the build stamped one (Go >= 1.24, a tagged checkout), else None.
-
-Nothing here imports ops: the charm turns a ResourceError into a blocked status
-(``ResourceError.status_line``).
 """
 
 from __future__ import annotations
@@ -102,12 +100,9 @@ class ResourceError(Exception):
         super().__init__(f"Resource {resource}: {reason}")
 
     def status_line(self, app: str) -> str:
-        """The blocked status: what is wrong, and how to attach the right file to ``app``.
-
-        ``app`` is the application's name as deployed, which ``juju attach-resource`` takes.
-        """
+        """The blocked status: what is wrong, and how to attach the right file to ``app``."""
         resource = self.resource
-        product = _SPECS[resource].product if resource in _SPECS else resource
+        product = _SPECS[resource].product
         return (
             f"Resource {resource} is not {product}: {self.reason}; attach a {product} release"
             f" binary or archive (juju attach-resource {app} {resource}=<file>)"
@@ -127,7 +122,7 @@ class UncheckedError(ResourceError):
 
 @dataclass(frozen=True)
 class Prepared:
-    """A checked binary (install ``path``, the file checked, not the resource) and its version."""
+    """A checked binary (install ``path``, the file checked, not Juju's) and its version."""
 
     path: Path
     version: str | None
@@ -173,10 +168,21 @@ def prepare(
     """The binary to install for ``resource`` (its name too) from the file Juju handed, checked.
 
     ``work_dir`` is private to the charm and not noexec: the candidate is written and run
-    there, as ``user``, GARM's. Raises ResourceError (UncheckedError when it cannot be run).
+    there, as ``user``, GARM's. Raises ResourceError (UncheckedError when it cannot be run);
+    file system errors are not the operator's file at fault, and propagate.
     """
-    binary = unpack(resource, source, work_dir)
-    return Prepared(binary, verify(resource, binary, user, timeout=timeout))
+    if resource not in _SPECS:  # not one of the charm's: a bug in the caller, not a status
+        raise ValueError(f"no such resource: {resource!r}")
+    spec = _SPECS[resource]
+    work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    binary = work_dir / resource
+    try:
+        _unpack(source, binary)
+        return Prepared(binary, _verify(spec, binary, user, timeout))
+    except _Refused as exc:
+        raise ResourceError(resource, str(exc)) from None
+    except _Unchecked as exc:
+        raise UncheckedError(resource, str(exc)) from None
 
 
 def prepare_once(resource: str, source: Path, work_dir: Path, user: str) -> Prepared:
@@ -199,64 +205,47 @@ def prepare_once(resource: str, source: Path, work_dir: Path, user: str) -> Prep
     return prepared
 
 
-def unpack(resource: str, source: Path, work_dir: Path) -> Path:
-    """Copy ``source`` (a bare binary or a release archive) to ``work_dir/<resource>``, 0755.
+def _unpack(source: Path, target: Path) -> None:
+    """Copy ``source``, a bare binary or a release archive, to ``target`` (0755).
 
-    From an archive only the one regular file of the binary's name is written, to that fixed
-    path, never an archive path. A bare file is copied too: Juju's is not the charm's to
-    chmod. File system errors are not the operator's file at fault, and propagate.
+    From an archive only the one regular file of ``target``'s name is written, to ``target``,
+    never to an archive path. A bare file is copied too: Juju's is not the charm's to chmod.
     """
-    _spec(resource)
-    work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    target = work_dir / resource
-    try:
-        with source.open("rb") as file:
-            head = file.read(_HEAD_BYTES)
-            file.seek(0)
-            kind = content_kind(head)
-            if kind == "empty":
-                raise _Refused("the file is empty")
-            if kind == "zip":
-                raise _Refused("it is a zip archive (GARM zips only Windows builds)")
-            if kind == "binary":
-                _copy_bounded(file, target)
-            else:
-                _extract(file, "r:gz" if kind == "tar.gz" else "r:", resource, target)
-    except _Refused as exc:
-        raise ResourceError(resource, str(exc)) from None
-    return target
+    with source.open("rb") as file:
+        kind = content_kind(file.read(_HEAD_BYTES))
+        file.seek(0)
+        if kind == "empty":
+            raise _Refused("the file is empty")
+        if kind == "zip":
+            raise _Refused("it is a zip archive (GARM zips only Windows builds)")
+        if kind == "binary":
+            _copy_bounded(file, target)
+        else:
+            _extract(file, "r:gz" if kind == "tar.gz" else "r:", target)
 
 
-def verify(
-    resource: str, binary: Path, user: str, *, timeout: float = DEFAULT_TIMEOUT
-) -> str | None:
-    """Check ``binary`` is the program ``resource`` should be (module doc); its version."""
-    spec = _spec(resource)
-    try:
-        with binary.open("rb") as file:
-            head = file.read(_HEAD_BYTES)
-        built, here = elf_arch(head), host_arch()
-        if built is not None and here is not None and built != here:
-            raise _Refused(f"it is built for {built}, this machine is {here}")
-        build = go_build(binary)
-        if build is None:
-            raise _Refused("it is not a Go program (it has no Go build info)")
-        if not build.main_package.endswith(spec.main_suffix):
-            raise _Refused(f"it is built from {_shown(build.main_package)}")
-        # Not left to exec: setpriv's execvp(3) hands a file the kernel refuses to /bin/sh.
-        if not head.startswith((b"\x7fELF", b"#!")):
-            raise _Refused("it is not a program this machine can run (exec format error)")
-        return spec.version_of(_run_version(binary, user, timeout), build)
-    except _Refused as exc:
-        raise ResourceError(resource, str(exc)) from None
-    except _Unchecked as exc:
-        raise UncheckedError(resource, str(exc)) from None
+def _verify(spec: _Spec, binary: Path, user: str, timeout: float) -> str | None:
+    """Check ``binary`` is the program ``spec`` says (module doc); its version."""
+    with binary.open("rb") as file:
+        head = file.read(_HEAD_BYTES)
+    built, here = elf_arch(head), host_arch()
+    if built is not None and here is not None and built != here:
+        raise _Refused(f"it is built for {built}, this machine is {here}")
+    build = go_build(binary)
+    if build is None:
+        raise _Refused("it is not a Go program (it has no Go build info)")
+    if not build.main_package.endswith(spec.main_suffix):
+        raise _Refused(f"it is built from {_shown(build.main_package)}")
+    # Not left to exec: setpriv's execvp(3) hands a file the kernel refuses to /bin/sh.
+    if not head.startswith((b"\x7fELF", b"#!")):
+        raise _Refused("it is not a program this machine can run (exec format error)")
+    return spec.version_of(_run_version(binary, user, timeout), build)
 
 
 def content_kind(head: bytes) -> Kind:
     """What a resource file is, from its first bytes (tar's magic is at offset 257).
 
-    Anything else is a ``"binary"`` candidate, whatever its format: ``verify`` decides.
+    Anything else is a ``"binary"`` candidate, whatever its format: ``_verify`` decides.
     """
     if not head:
         return "empty"
@@ -316,10 +305,9 @@ def go_build(binary: Path) -> GoBuild | None:
 
 
 def _run_version(binary: Path, user: str, timeout: float) -> _Answer:
-    """Run ``binary --version`` as ``user`` (``_drop``): how it answered.
+    """Run ``binary --version`` as ``user`` (``_drop``), through a descriptor the charm opened.
 
     setpriv is tried on ``true`` first, so its own failure is never taken for the binary's.
-    The binary is run through a descriptor the charm opened: its directory is root's alone.
     """
     drop = _drop(user)
     trial, overrun = _run([*drop, "true"], (), timeout)
@@ -413,10 +401,7 @@ def _run(
 def _collect(
     process: subprocess.Popen[bytes], deadline: float
 ) -> tuple[bytes, bytes, Overrun | None]:
-    """Both outputs of ``process`` until it and all that holds them end, or an overrun.
-
-    A process it started that keeps its output open keeps this reading, to the deadline.
-    """
+    """Both outputs of ``process`` until it and all that hold them open end, or an overrun."""
     assert process.stdout is not None and process.stderr is not None  # noqa: S101 (PIPE)
     streams = (process.stdout.fileno(), process.stderr.fileno())
     outputs = {fd: bytearray() for fd in streams}
@@ -528,24 +513,16 @@ _SPECS = {
 NAMES = tuple(_SPECS)
 
 
-def _spec(resource: str) -> _Spec:
-    """The spec of a resource this charm has; anything else is a bug in the caller."""
-    try:
-        return _SPECS[resource]
-    except KeyError:
-        raise ValueError(f"no such resource: {resource!r}") from None
-
-
-def _extract(file: BinaryIO, mode: Literal["r:gz", "r:"], binary: str, target: Path) -> None:
-    """Write the archive's one file named ``binary`` to ``target``; refuse anything unsafe."""
+def _extract(file: BinaryIO, mode: Literal["r:gz", "r:"], target: Path) -> None:
+    """Write the archive's one file named as ``target`` to it; refuse anything unsafe."""
     try:
         _check_headers(file, compressed=mode == "r:gz")
         file.seek(0)
         with tarfile.open(fileobj=file, mode=mode) as archive:
-            member = _find_member(archive, binary)
+            member = _find_member(archive, target.name)
             data = archive.extractfile(member)
             if data is None:  # a regular file always has data; kept for the type checker
-                raise _Refused(f"{binary} in the archive cannot be read")
+                raise _Refused(f"{target.name} in the archive cannot be read")
             _copy_bounded(data, target)
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
         # BadGzipFile (a CRC or length mismatch) is an OSError; others of those, from
@@ -651,7 +628,7 @@ def _member_kind(member: tarfile.TarInfo) -> str:
 
 
 def _holds(names: list[str]) -> str:
-    """A short form of what an archive holds: a few names, then how many more."""
+    """What an archive holds: a few names, then how many more."""
     if not names:
         return "it is empty"
     shown = ", ".join(_shown(name, 24) for name in names[:3])
@@ -660,10 +637,7 @@ def _holds(names: list[str]) -> str:
 
 
 def _copy_bounded(source: IO[bytes], target: Path) -> None:
-    """Write ``source`` to ``target`` (0755) through a temporary file, refusing it when too big.
-
-    ``target`` is then the whole new binary or what it was, and nothing is left behind.
-    """
+    """Write ``source`` to ``target`` (0755) whole or not at all, refusing it when too big."""
     descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     temporary = Path(name)
     try:
@@ -689,7 +663,7 @@ def _exit(answer: _Answer) -> str:
 
 
 def _saying(answer: _Answer) -> str:
-    """``": <what it said>"`` (stderr first, where Go programs log), or nothing if silent."""
+    """``": <what it said>"`` (stderr first, where Go programs log), or nothing."""
     shown = _shown(answer.stderr or answer.stdout)
     return f": {shown}" if shown else ""
 

@@ -1,10 +1,8 @@
-"""GARM on this machine: its binaries, user, files and service.
+"""GARM on this machine: its binaries, user, files and service, and nothing of Juju.
 
-Small idempotent verbs for the charm to call; each "ensure"/"install"/"write" returns
-whether it changed anything, so the caller knows when GARM must restart. Nothing here
-knows about Juju. Everything that touches the system beyond the file system goes through
-charmlibs (systemd, passwd), which run their commands with ``subprocess``, but for the two
-commands charmlibs has no verb for (``systemctl reset-failed``, ``journalctl``).
+Idempotent verbs; each "ensure"/"install"/"write" says whether it changed anything, so the
+caller knows when GARM must restart. The system is reached through charmlibs (systemd,
+passwd) but for the two commands it has no verb for (``SYSTEMCTL``, ``JOURNALCTL``).
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -41,7 +38,6 @@ logger = logging.getLogger(__name__)
 
 SERVICE = "garm"
 USER = "garm"
-# The two commands charmlibs has no verb for (``restart``, ``start_failure``).
 SYSTEMCTL = "/usr/bin/systemctl"
 JOURNALCTL = "/usr/bin/journalctl"
 # What GARM writes to standard error as it exits at start (``start_failure``): its command
@@ -67,120 +63,49 @@ _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]
 _PRUNED_DIRS = ("providers", "tls")
 
 
-class MissingResource(Exception):  # noqa: N818 (the name says what is wrong)
-    """A charm resource is absent or empty: Juju gives a zero-byte file until attached."""
-
-
-@dataclass(frozen=True)
 class Paths:
     """Where GARM lives, below ``root`` so that tests can use a temporary directory."""
 
-    root: Path = Path("/")
-
-    @property
-    def binary(self) -> Path:
-        """GARM's server binary."""
-        return self.root / "usr/local/bin/garm"
-
-    @property
-    def provider_binary(self) -> Path:
-        """The garm-provider-openstack binary GARM executes."""
-        return self.root / "usr/local/bin/garm-provider-openstack"
-
-    @property
-    def config_dir(self) -> Path:
-        """config.toml and the providers' files (0700: they hold secrets)."""
-        return self.root / "etc/garm"
-
-    @property
-    def config_file(self) -> Path:
-        """GARM's config.toml."""
-        return self.config_dir / "config.toml"
-
-    @property
-    def data_dir(self) -> Path:
-        """GARM's home and the only place it may write (0700)."""
-        return self.root / "var/lib/garm"
-
-    @property
-    def sqlite_file(self) -> Path:
-        """GARM's sqlite database, when no PostgreSQL is related."""
-        return self.data_dir / "garm.db"
-
-    @property
-    def unit_file(self) -> Path:
-        """The systemd unit."""
-        return self.root / "etc/systemd/system/garm.service"
-
-    @property
-    def timer_service_file(self) -> Path:
-        """The oneshot unit that dispatches ``reconcile-tick`` (see ``timer``)."""
-        return self.root / "etc/systemd/system/garm-reconcile.service"
-
-    @property
-    def timer_file(self) -> Path:
-        """The timer that starts ``timer_service_file`` (see ``timer``)."""
-        return self.root / "etc/systemd/system/garm-reconcile.timer"
-
-    @property
-    def charm_dir(self) -> Path:
-        """The charm's own files on the machine: root's alone (0700, ``ensure_directory``).
-
-        Nothing but root reads in it: the lease script runs as root (``+``), the metrics
-        service sees its one directory through systemd's bind mount, and an attached
-        binary is checked through a descriptor the charm opened (``garm.resources``).
-        """
-        return self.root / "var/lib/garm-charm"
-
-    @property
-    def staging(self) -> Path:
-        """Where the resources are unpacked and checked before install (root's, 0700)."""
-        return self.charm_dir / "resources"
-
-    @property
-    def log_dir(self) -> Path:
-        """GARM's logs (systemd makes it for GARM: ``config.LOG_DIRECTORY``)."""
-        return self.root / "var/log/garm"
-
-    @property
-    def lease_file(self) -> Path:
-        """GARM's lease: until when it may run here (``garm.lease``)."""
-        return self.charm_dir / "lease"
-
-    @property
-    def lease_script(self) -> Path:
-        """The script that checks and enforces the lease (``garm.lease``)."""
-        return self.charm_dir / "garm-lease"
-
-    @property
-    def lease_service_file(self) -> Path:
-        """The oneshot unit that stops GARM once its lease lapsed (``garm.lease``)."""
-        return self.root / "etc/systemd/system/garm-lease.service"
-
-    @property
-    def lease_timer_file(self) -> Path:
-        """The timer that runs ``lease_service_file`` (``garm.lease``)."""
-        return self.root / "etc/systemd/system/garm-lease.timer"
-
-    @property
-    def fence_file(self) -> Path:
-        """When this leader first saw each other unit's GARM record (``juju.fence``)."""
-        return self.charm_dir / "fence.json"
-
-    @property
-    def admin_token_file(self) -> Path:
-        """GARM's admin login token, kept across hooks (``garm.admin_token``; 0600)."""
-        return self.charm_dir / "admin-token.json"
-
-    @property
-    def requeue_file(self) -> Path:
-        """The transient timer of the one extra pass asked for, if any (``garm.requeue``)."""
-        return self.charm_dir / "requeue"
-
-    @property
-    def start_file(self) -> Path:
-        """When a pass last started GARM (seconds since the epoch): ``restart``'s pace."""
-        return self.charm_dir / "garm-started"
+    def __init__(self, root: Path = Path("/")) -> None:
+        self.root = root
+        self.binary = root / "usr/local/bin/garm"
+        # The garm-provider-openstack binary GARM executes.
+        self.provider_binary = root / "usr/local/bin/garm-provider-openstack"
+        # config.toml and the providers' files (0700: they hold secrets).
+        self.config_dir = root / "etc/garm"
+        self.config_file = self.config_dir / "config.toml"
+        # GARM's home and the only place it may write (0700).
+        self.data_dir = root / "var/lib/garm"
+        # GARM's sqlite database, when no PostgreSQL is related.
+        self.sqlite_file = self.data_dir / "garm.db"
+        # GARM's logs (systemd makes it for GARM: ``config.LOG_DIRECTORY``).
+        self.log_dir = root / "var/log/garm"
+        systemd_dir = root / "etc/systemd/system"
+        self.unit_file = systemd_dir / "garm.service"
+        # The oneshot unit that dispatches ``reconcile-tick``, and its timer (``timer``).
+        self.timer_service_file = systemd_dir / "garm-reconcile.service"
+        self.timer_file = systemd_dir / "garm-reconcile.timer"
+        # The oneshot unit that stops GARM once its lease lapsed, and its timer (``lease``).
+        self.lease_service_file = systemd_dir / "garm-lease.service"
+        self.lease_timer_file = systemd_dir / "garm-lease.timer"
+        # The charm's own files: root's alone (0700, ``ensure_directory``). Nothing but
+        # root reads in it: the lease script runs as root (``+``), the metrics service
+        # sees its one directory through systemd's bind mount, and an attached binary is
+        # checked through a descriptor the charm opened (``garm.resources``).
+        self.charm_dir = root / "var/lib/garm-charm"
+        # Where the resources are unpacked and checked before install.
+        self.staging = self.charm_dir / "resources"
+        # GARM's lease: until when it may run here, and the script that enforces it.
+        self.lease_file = self.charm_dir / "lease"
+        self.lease_script = self.charm_dir / "garm-lease"
+        # When this leader first saw each other unit's GARM record (``juju.fence``).
+        self.fence_file = self.charm_dir / "fence.json"
+        # GARM's admin login token, kept across hooks (``garm.admin_token``; 0600).
+        self.admin_token_file = self.charm_dir / "admin-token.json"
+        # The transient timer of the one extra pass asked for, if any (``garm.requeue``).
+        self.requeue_file = self.charm_dir / "requeue"
+        # When a pass last started GARM (seconds since the epoch): ``restart``'s pace.
+        self.start_file = self.charm_dir / "garm-started"
 
 
 def install_units(
@@ -188,14 +113,11 @@ def install_units(
 ) -> bool:
     """Write the files of ``wanted`` that differ (0644, atomically), then ``activate`` them.
 
-    Unchanged files and ``unit`` active mean nothing to do, so this is cheap to call
-    from every hook. What the files say is not enough: a unit stopped out of band
-    (``systemctl stop``, a failed start) stays stopped with its files as written, and the
-    fence relies on the lease's timer and the reconcile timer running, so each call asks
-    systemd and starts one that is not. The last file is the mark that the thing is
-    installed (``remove`` functions look for it); if ``activate`` (systemd) fails, the
-    first is deleted, so the next call sees a difference and tries again. Whether
-    anything was written or started.
+    Nothing to do when none differs and ``unit`` is active; a unit stopped out of band
+    (``systemctl stop``, a failed start) is started again, as the fence relies on the
+    lease's and the reconcile timers running. The last file marks the thing installed
+    (``remove`` functions look for it); if ``activate`` fails, the first is deleted, so
+    the next call sees a difference and tries again.
     """
     stale = [(path, text) for path, text in wanted if read_text(path) != text]
     if not stale and systemd.service_running(unit):
@@ -214,16 +136,9 @@ def install_units(
 
 
 def write_own(path: Path, text: str, mode: int = 0o600) -> bool:
-    """Write a file of the charm's own (root's); whether it wrote.
-
-    Nothing is written when it already holds ``text`` with ``mode`` (0700 for a script).
-    Its directory is root's alone.
-    """
+    """Write a file of the charm's own (root's; 0700 for a script) in a directory of root's."""
     ensure_directory(path.parent, None)
-    if read_text(path) == text and stat.S_IMODE(path.stat().st_mode) == mode:
-        return False
-    _write_atomic(path, text.encode(), mode, owner=None)
-    return True
+    return _ensure_file(path, text.encode(), mode, None)
 
 
 def read_text(path: Path) -> str | None:
@@ -234,11 +149,9 @@ def read_text(path: Path) -> str | None:
 def install_binary(source: Path, target: Path) -> bool:
     """Install ``source`` as an executable ``target`` unless it is already there.
 
-    The new file is renamed into place, so a running GARM keeps its old inode and never
-    sees a half-written binary (writing over a running executable fails anyway).
+    Renamed into place: a running GARM keeps its old inode and never sees a half-written
+    binary (writing over a running executable fails anyway).
     """
-    if not source.is_file() or source.stat().st_size == 0:
-        raise MissingResource(f"resource file missing or empty: {source}")
     if target.is_file() and _sha256(target) == _sha256(source):
         if stat.S_IMODE(target.stat().st_mode) == 0o755:
             return False
@@ -304,7 +217,7 @@ def write_files(directory: Path, files: dict[str, str], owner: str) -> bool:
         path = directory / name
         for parent in reversed(path.relative_to(directory).parents[:-1]):
             changed |= ensure_directory(directory / parent, owner)
-        changed |= _ensure_file(path, text.encode(), owner_ids)
+        changed |= _ensure_file(path, text.encode(), 0o600, owner_ids)
     wanted = {directory / name for name in files}
     for pruned in (directory / name for name in _PRUNED_DIRS):
         for path in sorted(pruned.rglob("*")) if pruned.is_dir() else ():
@@ -320,9 +233,9 @@ def configured_database(config_file: Path) -> Database | None:
 
 
 def on_postgresql(config_file: Path, related: bool) -> bool:
-    """Whether GARM's data is, or is to be, in PostgreSQL: ``related``, or configured so.
+    """Whether GARM's data is, or is to be, in PostgreSQL: the one test of a shared database.
 
-    The one test of a shared database, where the fence holds and no unit holds the data.
+    On it the fence holds and no unit holds the data.
     """
     return related or isinstance(configured_database(config_file), PostgresqlDatabase)
 
@@ -335,20 +248,18 @@ def local_api(paths: Paths, port: int) -> tuple[str, Path | None]:
     rewrites GARM's files it talks to GARM as GARM still serves, after it as GARM will.
     """
     config = paths.config_file
-    secure = config.exists() and serves_tls(config.read_text())
-    if not secure:
-        return f"http://{LOOPBACK}:{port}", None
-    return f"https://{LOOPBACK}:{port}", paths.config_dir / CA_FILE
+    if config.exists() and serves_tls(config.read_text()):
+        return f"https://{LOOPBACK}:{port}", paths.config_dir / CA_FILE
+    return f"http://{LOOPBACK}:{port}", None
 
 
 def served_tls(paths: Paths) -> ServingTls | None:
     """The certificate GARM's files on this machine hold, None when there is none to read."""
-    directory = paths.config_dir
-    texts = [read_text(directory / name) for name in (CERTIFICATE_FILE, KEY_FILE, CA_FILE)]
+    names = (CERTIFICATE_FILE, KEY_FILE, CA_FILE)
+    texts = [read_text(paths.config_dir / name) for name in names]
     if None in texts:
         return None
-    certificate, key, ca = (text or "" for text in texts)
-    return ServingTls.from_files(certificate, key, ca)
+    return ServingTls.from_files(*(text or "" for text in texts))
 
 
 def read_provider_files(config_dir: Path) -> dict[str, str]:
@@ -361,7 +272,7 @@ def read_provider_files(config_dir: Path) -> dict[str, str]:
 
 def ensure_service(unit_path: Path, text: str) -> bool:
     """Install the unit ``text``; on a change, reload systemd and enable the service."""
-    if unit_path.is_file() and unit_path.read_text() == text:
+    if read_text(unit_path) == text:
         return False
     unit_path.parent.mkdir(parents=True, exist_ok=True)
     _write_atomic(unit_path, text.encode(), 0o644, owner=None)
@@ -386,11 +297,10 @@ def restart_due(paths: Paths, now: datetime) -> bool:
     """Whether a pass may start a GARM that is not running, its cause unknown to it.
 
     systemd gives up on a GARM that keeps failing (``config.START_LIMIT_BURST`` starts
-    within ``START_LIMIT_SECONDS``); a pass that cleared that count and started it again
-    every time would undo the bound, five starts a pass. So a pass clears it only once
-    that window has passed since it last did, for a cause it cannot see go (GARM's
-    database back, say); a change of the pass's own (files, binaries, the lease) is the
-    caller's to clear at once.
+    within ``START_LIMIT_SECONDS``); a pass that cleared that count every time would undo
+    the bound. So it clears it for a cause it cannot see go (GARM's database back, say)
+    once that window has passed since it last did; for a change of its own (files,
+    binaries, the lease) the caller clears it at once.
     """
     last = last_start(paths)
     return last is None or (now - last).total_seconds() >= START_LIMIT_SECONDS
@@ -399,11 +309,10 @@ def restart_due(paths: Paths, now: datetime) -> bool:
 def restart(paths: Paths, now: datetime, *, clear: bool) -> bool:
     """Restart GARM, so it reads its configuration and binaries again; whether it started.
 
-    systemd refuses every start within the window of its start limit once it gave up.
-    ``clear`` runs ``reset-failed`` first, so that the start is tried all the same, and
-    notes the moment for ``restart_due``; without it the start counts against systemd's
-    bound like any of ``Restart=``'s. False when the start failed (GARM's lease check
-    refused it, say): why is in the journal (``start_failure``).
+    Once systemd gave up it refuses every start within its start limit's window: ``clear``
+    runs ``reset-failed`` first and notes the moment for ``restart_due``; without it the
+    start counts against systemd's bound like any of ``Restart=``'s. Why a start failed
+    (GARM's lease check refused it, say) is in the journal (``start_failure``).
     """
     if clear:
         write_own(paths.start_file, f"{int(now.timestamp())}\n")
@@ -429,12 +338,11 @@ def gave_up() -> bool:
 def start_failure(since: datetime) -> str:
     """Why GARM is not running, from what it wrote to standard error since ``since``.
 
-    With a log file set, GARM logs nothing to the journal; what reaches it is what GARM
-    prints as it exits at start (``Error: …``, a panic) and the refusal of its lease
-    check (``ExecStartPre``): lines of ``garm.service``'s own processes, not systemd's
-    about it. The last such error is shown, or the last line. Whatever a configuration
-    value could be in it (quoted text, a URL's credentials, ``password=…``) is cut out,
-    and it is bounded to ``CAUSE_LENGTH``: it goes to the status.
+    With a log file set, what reaches the journal from ``garm.service``'s own processes is
+    what GARM prints as it exits at start (``Error: …``, a panic) and its lease check's
+    refusal (``ExecStartPre``). The last such error is shown, or the last line, with what
+    could be a configuration value cut out and bounded to ``CAUSE_LENGTH``: it goes to the
+    status.
     """
     command = [
         JOURNALCTL,
@@ -462,12 +370,11 @@ def start_failure(since: datetime) -> str:
 
 
 def stop(unit_path: Path) -> bool:
-    """Stop and disable GARM if it was ever set up here; returns whether it was.
+    """Stop and disable GARM if it was ever set up here; whether it was.
 
-    Only the leader runs GARM: a unit that lost leadership must not keep a second GARM
-    managing the same scale sets on GitHub. A GARM still running without its unit file
-    (a failed reload deletes the file so that the next hook writes it again) is stopped
-    too: whether it stopped is ``is_active``'s to say, not this file's.
+    Only the leader runs GARM: a second one would manage the same scale sets on GitHub. A
+    GARM running without its unit file (a failed reload deletes it, ``ensure_service``) is
+    stopped too: whether it runs is ``is_active``'s to say, not this file's.
     """
     there = unit_path.exists()
     if there:
@@ -482,11 +389,10 @@ def stop(unit_path: Path) -> bool:
 def remove(paths: Paths) -> None:
     """Delete GARM's binaries, configuration (secrets included) and data from the machine.
 
-    Run at the unit's ``remove`` hook, after GARM was stopped: all of it is this charm's
-    own, and the configuration holds the OpenStack passwords and GARM's passphrase; the
-    charm's own directory holds GARM's admin token (``Paths.admin_token_file``). The
-    reconcile timer's units go too, as a backstop: ``timer.remove`` is what
-    stops and disables the timer first.
+    Run at the ``remove`` hook, after GARM was stopped: all of it is the charm's own, the
+    configuration holds the OpenStack passwords and GARM's passphrase, the charm's
+    directory its admin token. The timers' units go too, as a backstop: ``timer.remove``
+    and ``lease.remove`` stop and disable them first.
     """
     for directory in (paths.config_dir, paths.data_dir, paths.charm_dir, paths.log_dir):
         shutil.rmtree(directory, ignore_errors=True)
@@ -534,24 +440,24 @@ def wait_until_answering(
                 return True
 
 
-def _ensure_file(path: Path, data: bytes, owner: tuple[int, int]) -> bool:
+def _ensure_file(path: Path, data: bytes, mode: int, owner: tuple[int, int] | None) -> bool:
+    """Write ``path`` unless it holds ``data`` with ``mode`` and ``owner`` (None: whoever's)."""
     if path.is_file():
         info = path.stat()
         if (
-            (info.st_uid, info.st_gid) == owner
-            and stat.S_IMODE(info.st_mode) == 0o600
+            owner in (None, (info.st_uid, info.st_gid))
+            and stat.S_IMODE(info.st_mode) == mode
             and path.read_bytes() == data
         ):
             return False
-    _write_atomic(path, data, 0o600, owner=owner)
+    _write_atomic(path, data, mode, owner=owner)
     return True
 
 
 def _write_atomic(path: Path, data: bytes, mode: int, owner: tuple[int, int] | None) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``.
+    """Write ``data`` beside ``path``, then rename it over ``path``: never seen half-written.
 
-    Mode and owner are set before the rename, so the file is never visible with the
-    wrong ones.
+    Mode and owner are set before the rename, so the file is never seen with wrong ones.
     """
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:

@@ -40,6 +40,7 @@ from scalesets.notes import Notes, unread
 from scalesets.planner import plan
 from scalesets.spec import Desired, Settings
 from tests.archives import long_names, raw_header
+from tests.binaries import CHECK_USER
 from tests.databags import EXAMPLE_UNIT, SECOND_UNIT
 from tests.specs import make_spec
 from tests.wire import T0, instance_json, scaleset_json
@@ -276,7 +277,7 @@ def test_any_attached_file_is_unpacked_or_refused(tmp_path: Path, data: bytes):
     source = tmp_path / "garm"
     source.write_bytes(data)
     with contextlib.suppress(resources.ResourceError):
-        resources.unpack("garm", source, tmp_path / "work")
+        resources.prepare("garm", source, tmp_path / "work", CHECK_USER)
 
 
 @pytest.mark.parametrize("count", [100, 5000])
@@ -287,4 +288,4 @@ def test_a_chain_of_long_names_is_refused_however_long(tmp_path: Path, count: in
         pass
     source.write_bytes(gzip.compress(long_names(count) + archive.getvalue()))
     with pytest.raises(resources.ResourceError, match="a chain of extended headers"):
-        resources.unpack("garm", source, tmp_path / "work")
+        resources.prepare("garm", source, tmp_path / "work", CHECK_USER)

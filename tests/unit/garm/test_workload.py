@@ -20,7 +20,7 @@ from charmlibs import passwd, systemd
 
 from garm import workload
 from garm.config import START_LIMIT_SECONDS
-from garm.workload import MissingResource, Paths
+from garm.workload import Paths
 from tests.machine import FakeSystemctl
 
 START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -104,19 +104,6 @@ def test_install_binary_restores_the_mode_of_an_identical_binary(
 
     assert workload.install_binary(resource, target) is True
     assert mode(target) == 0o755
-
-
-@pytest.mark.parametrize("content", [None, b""])
-def test_install_binary_refuses_a_missing_or_empty_resource(
-    tmp_path: Path, content: bytes | None
-) -> None:
-    source = tmp_path / "garm"
-    if content is not None:
-        source.write_bytes(content)
-
-    with pytest.raises(MissingResource):
-        workload.install_binary(source, Paths(tmp_path).binary)
-    assert not Paths(tmp_path).binary.exists()
 
 
 # --- write_files ------------------------------------------------------------------------
