@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache, cached_property
+from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from garm import workload
 from garm.config import PostgresqlDatabase, Proxy
@@ -27,6 +27,8 @@ from juju.status import Summary
 from observe.token import LeaderGarm
 from runners.options import NO_CONTEXT, RunnerContext
 from scalesets.reconciler import Outcome
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,18 @@ class Machine:
     user: str
 
 
+class _Answer(Generic[T]):
+    """One of ``LeaderInputs``' answers: its reader, ``_<name>``, runs on first use, once."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, inputs: LeaderInputs, owner: type) -> T:
+        answer = getattr(inputs, f"_{self.name}")()
+        setattr(inputs, self.name, answer)  # the instance's own attribute is read from now on
+        return answer
+
+
 class LeaderInputs:
     """What the leader's pass reads from Juju, each answer read on first use, once.
 
@@ -146,55 +160,17 @@ class LeaderInputs:
         # A configurator's secret's value by URI; None when not granted (yet).
         self.read_secret = read_secret
 
-    @cached_property
-    def config(self) -> CharmConfig | ConfigError:
-        """The checked config, or why it cannot be used: the pass checks which, once."""
-        return self._config()
-
-    @cached_property
-    def admin(self) -> AdminLogin | None:
-        """GARM's admin login, the charm's own secret; None until it exists."""
-        return self._admin()
-
-    @cached_property
-    def internal(self) -> InternalSecrets | None:
-        """GARM's JWT secret and passphrase, the charm's own secret; None until it exists."""
-        return self._internal()
-
-    @cached_property
-    def configurators(self) -> Configurators:
-        """The configurator relations, and how much of them this unit sees."""
-        return self._configurators()
-
-    @cached_property
-    def postgresql(self) -> PostgresqlDatabase | None:
-        """The postgresql provider's usable answer; None until there is one."""
-        return self._postgresql()
-
-    @cached_property
-    def peers(self) -> PeerRecords:
-        """What the peer relation holds."""
-        return self._peers()
-
-    @cached_property
-    def address(self) -> str | None:
-        """The address runners would reach this unit at; None before it has one."""
-        return self._address()
-
-    @cached_property
-    def tls(self) -> ServingTls | Awaited | None:
-        """The certificate GARM is to serve (``garm.tls``); None: no provider related."""
-        return self._tls()
-
-    @cached_property
-    def proxy(self) -> Proxy:
-        """The model's proxy settings."""
-        return self._proxy()
-
-    @cached_property
-    def provider_record(self) -> tuple[Recorded, ...] | None:
-        """The providers a leader last configured GARM with; None before any did."""
-        return self._provider_record()
+    # Each answer, read on first use.
+    config: _Answer[CharmConfig | ConfigError] = _Answer()  # the pass checks which, once
+    admin: _Answer[AdminLogin | None] = _Answer()  # the charm's own secret; None until made
+    internal: _Answer[InternalSecrets | None] = _Answer()  # the same
+    configurators: _Answer[Configurators] = _Answer()
+    postgresql: _Answer[PostgresqlDatabase | None] = _Answer()  # None until it is usable
+    peers: _Answer[PeerRecords] = _Answer()
+    address: _Answer[str | None] = _Answer()  # where runners reach this unit, once it has one
+    tls: _Answer[ServingTls | Awaited | None] = _Answer()  # to serve; None: no provider related
+    proxy: _Answer[Proxy] = _Answer()  # the model's proxy settings
+    provider_record: _Answer[tuple[Recorded, ...] | None] = _Answer()  # as a leader last set
 
 
 @dataclass(frozen=True)
