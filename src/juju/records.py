@@ -56,19 +56,16 @@ class InternalSecrets:
     db_passphrase: str = field(repr=False)
 
 
-# What the pass asks of the peer relation's ``sqlite-home`` record: record this unit as
-# the one holding GARM's sqlite data, drop this unit's record (GARM's data moved to
-# PostgreSQL), or leave it (None).
+# The peer relation's ``sqlite-home`` record: claim it for this unit, which holds GARM's
+# sqlite data; forget this unit's (the data moved to PostgreSQL); None leaves it.
 HomeChange = Literal["claim", "forget"] | None
 
-# What the pass asks of this unit's own ``garm-running`` record (``juju.fence``): say
-# GARM may run here with a lease of this many seconds, take it away (GARM is stopped
-# here), or leave it (None).
+# This unit's own ``garm-running`` record (``juju.fence``): GARM may run here with a lease
+# of this many seconds; "clear": GARM is stopped here; None leaves it.
 RecordChange = int | Literal["clear"] | None
 
-# What to do with the peer relation's ``garm-identity`` record (``garm.identity``):
-# record this GARM as the charm's, drop the record (the next GARM is a new one, recorded
-# once it answers), or leave it (None).
+# The peer relation's ``garm-identity`` record (``garm.identity``): this GARM is the
+# charm's; "forget": the next GARM is a new one, recorded once it answers; None leaves it.
 IdentityChange = Identity | Literal["forget"] | None
 
 
