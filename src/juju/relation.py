@@ -91,15 +91,13 @@ def relation_state(
     not_ready: dict[tuple[str, str], HeldSpec] = {}
     silent: list[str] = []
     parsed_units: list[tuple[str, ConfiguratorUnitData]] = []
-    unsettled: set[str] = set()
     units = list(units)
+    unsettled = {_raw_name(d).lower() for u, d in units if application_of(u) in view.partial}
     others = {own_provider(unit) for unit, _ in units}
     choices = entities.choose(
         units, remembered or {}, view.complete, view.partial | view.cross_model, app=app
     )
     for unit, data in units:
-        if application_of(unit) in view.partial:
-            unsettled.add(_raw_name(data).lower())
         if not ConfiguratorUnitData.has_scaleset(data):
             silent.append(unit)
             continue
