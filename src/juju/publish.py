@@ -43,9 +43,8 @@ def published(
     None, leaving what was published, when the pass did not read GARM or did not see
     every related unit (ADR 0002): a guess would replace it.
     """
-    if outcome.unreachable is not None or any(e.action is None for e in outcome.errors):
-        return None
-    if not state.desired.complete:
+    read = outcome.unreachable is None and all(e.action is not None for e in outcome.errors)
+    if not read or not state.desired.complete:
         return None
     states = unit_states(state, outcome, current)
     return {

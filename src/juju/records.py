@@ -1,10 +1,7 @@
-"""What the readers of Juju hand the leader's pass: plain records, no ops.
+"""What the readers of Juju hand the leader's pass, and what it hands back: plain records.
 
-Each reader in this package (``view``, ``secrets``, ``peers``) reads Juju and answers
-with one of these; the pass (``leader``) takes them without knowing where they came
-from, and its tests build them by hand. ``Inputs`` is all of one hook's, the leader's
-among them (``LeaderInputs``), one type whether a hook reads them (``juju.inputs``) or a
-test gives them. ``PassResult`` and ``ActionAnswer`` are what the pass hands back.
+No ops: the pass takes these without knowing whether a hook read them (``juju.inputs``)
+or a test built them by hand.
 """
 
 from __future__ import annotations
@@ -12,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache, cached_property
+from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from garm import workload
 from garm.config import PostgresqlDatabase, Proxy
@@ -31,15 +28,17 @@ from observe.token import LeaderGarm
 from runners.options import NO_CONTEXT, RunnerContext
 from scalesets.reconciler import Outcome
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class Configurators:
     """The garm-configurator relations as this hook sees them (``view.JujuView``).
 
-    ``units`` is every visible unit's (name, databag), in a stable order, without what
-    this very hook takes away; ``view`` says whether they are all there is. ``apps`` is
-    each relation's remote application by relation id, for telling them back. ``runner``
-    is what every runner is set up with besides its unit's options, GARM's host aside.
+    ``units``: each visible unit's (name, databag), in a stable order, without what this
+    hook takes away; ``view``: whether they are all there is. ``apps``: each relation's
+    remote application by id. ``runner``: what every runner is set up with besides its
+    unit's options, GARM's host aside.
     """
 
     related: bool
@@ -51,29 +50,22 @@ class Configurators:
 
 @dataclass(frozen=True)
 class InternalSecrets:
-    """What GARM keeps its data with, from the charm's secret (``secrets.read_internal``).
-
-    The JWT secret signs GARM's tokens; the passphrase encrypts what GARM stores and must
-    never change.
-    """
+    """GARM's JWT signing secret, and the passphrase of what it stores (which never changes)."""
 
     jwt_secret: str = field(repr=False)
     db_passphrase: str = field(repr=False)
 
 
-# What the pass asks of the peer relation's ``sqlite-home`` record: record this unit as
-# the one holding GARM's sqlite data, drop this unit's record (GARM's data moved to
-# PostgreSQL), or leave it (None).
+# The peer relation's ``sqlite-home`` record: claim it for this unit, which holds GARM's
+# sqlite data; forget this unit's (the data moved to PostgreSQL); None leaves it.
 HomeChange = Literal["claim", "forget"] | None
 
-# What the pass asks of this unit's own ``garm-running`` record (``juju.fence``): say
-# GARM may run here with a lease of this many seconds, take it away (GARM is stopped
-# here), or leave it (None).
+# This unit's own ``garm-running`` record (``juju.fence``): GARM may run here with a lease
+# of this many seconds; "clear": GARM is stopped here; None leaves it.
 RecordChange = int | Literal["clear"] | None
 
-# What to do with the peer relation's ``garm-identity`` record (``garm.identity``):
-# record this GARM as the charm's, drop the record (the next GARM is a new one, recorded
-# once it answers), or leave it (None).
+# The peer relation's ``garm-identity`` record (``garm.identity``): this GARM is the
+# charm's; "forget": the next GARM is a new one, recorded once it answers; None leaves it.
 IdentityChange = Identity | Literal["forget"] | None
 
 
@@ -81,15 +73,12 @@ IdentityChange = Identity | Literal["forget"] | None
 class PeerRecords:
     """The peer relation as this hook reads it (``peers.Peers``).
 
-    ``home`` is the application's ``sqlite-home`` record; ``holders`` the units whose own
-    data says their machine has GARM's sqlite file; ``memory`` what GARM refused, as any
-    leader left it (``garm.refusals``); ``memory_whole`` False when some of it did not
-    read (a hand edit), so the next pass writes it over. ``entities`` is which of ``org``
-    and ``repo`` each configurator unit meant when last read (``juju.entities``), read
-    whole or not as ``entities_whole`` says. ``running`` is each unit's ``garm-running``
-    record (``juju.fence``), this unit's included, as committed before this hook; None
-    when there is no peer relation yet. ``joined`` are the other units in this unit's
-    view of the peer relation (those whose ``-joined`` it has run). ``identity`` is the
+    ``home``: the ``sqlite-home`` record; ``holders``: the units whose machine has GARM's
+    sqlite file. ``memory`` (``garm.refusals``) and ``entities`` (``juju.entities``) are
+    as any leader left them; ``*_whole`` False when some of it did not read (a hand edit),
+    so the next pass writes it over. ``running``: each unit's ``garm-running`` record
+    (``juju.fence``) as committed before this hook, None with no peer relation yet.
+    ``joined``: the other units whose ``-joined`` this one has run. ``identity``: the
     GARM the charm set up (``garm.identity``), None before one was recorded.
     """
 
@@ -104,14 +93,11 @@ class PeerRecords:
     identity: Identity | None = None
 
     def memory_to_write(self, memory: Refusals) -> Refusals | None:
-        """``memory`` to write to the peer relation, None when it is what is there.
-
-        What is there must also read whole: a hand edit is written over, once.
-        """
+        """``memory`` to write, None when it is what is there and read whole."""
         return None if memory == self.memory and self.memory_whole else memory
 
     def entities_to_write(self, chosen: entities.Memory) -> entities.Memory | None:
-        """Which of org and repo each unit means, to write; None when it is what is there.
+        """``chosen`` to write, None when it is what is there and read whole.
 
         Kept however the pass ends, so that the next one compares with what this one read.
         """
@@ -126,14 +112,24 @@ class Machine:
     user: str
 
 
-class LeaderInputs:
-    """What the leader's pass reads from Juju, each answer on first use and once.
+class _Answer(Generic[T]):
+    """One of ``LeaderInputs``' answers: its reader, ``_<name>``, runs on first use, once."""
 
-    The pass reads in the order its steps need and stops at the first that cannot go
-    on, so a hook reads nothing it does not use: a dying leader reads no resource, a pass
-    stopped by its config reads no relation, ``network-get`` runs only without an
-    ``external-url``. Each is given as the function that reads it: Juju's in a hook
-    (``juju.inputs``), a test's answers in a test.
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, inputs: LeaderInputs, owner: type) -> T:
+        answer = getattr(inputs, f"_{self.name}")()
+        setattr(inputs, self.name, answer)  # the instance's own attribute is read from now on
+        return answer
+
+
+class LeaderInputs:
+    """What the leader's pass reads from Juju, each answer read on first use, once.
+
+    So a hook reads nothing the pass does not use: a dying leader reads no resource, a
+    pass stopped by its config no relation, ``network-get`` runs only without an
+    ``external-url``.
     """
 
     def __init__(
@@ -161,65 +157,26 @@ class LeaderInputs:
         # A configurator's secret's value by URI; None when not granted (yet).
         self.read_secret = read_secret
 
-    @cached_property
-    def config(self) -> CharmConfig | ConfigError:
-        """The checked config, or why it cannot be used: the pass checks which, once."""
-        return self._config()
-
-    @cached_property
-    def admin(self) -> AdminLogin | None:
-        """GARM's admin login, the charm's own secret; None until it exists."""
-        return self._admin()
-
-    @cached_property
-    def internal(self) -> InternalSecrets | None:
-        """GARM's JWT secret and passphrase, the charm's own secret; None until it exists."""
-        return self._internal()
-
-    @cached_property
-    def configurators(self) -> Configurators:
-        """The configurator relations, and how much of them this unit sees."""
-        return self._configurators()
-
-    @cached_property
-    def postgresql(self) -> PostgresqlDatabase | None:
-        """The postgresql provider's usable answer; None until there is one."""
-        return self._postgresql()
-
-    @cached_property
-    def peers(self) -> PeerRecords:
-        """What the peer relation holds."""
-        return self._peers()
-
-    @cached_property
-    def address(self) -> str | None:
-        """The address runners would reach this unit at; None before it has one."""
-        return self._address()
-
-    @cached_property
-    def tls(self) -> ServingTls | Awaited | None:
-        """The certificate GARM is to serve (``garm.tls``); None: no provider related."""
-        return self._tls()
-
-    @cached_property
-    def proxy(self) -> Proxy:
-        """The model's proxy settings."""
-        return self._proxy()
-
-    @cached_property
-    def provider_record(self) -> tuple[Recorded, ...] | None:
-        """The providers a leader last configured GARM with; None before any did."""
-        return self._provider_record()
+    # Each answer, read on first use.
+    config: _Answer[CharmConfig | ConfigError] = _Answer()  # the pass checks which, once
+    admin: _Answer[AdminLogin | None] = _Answer()  # the charm's own secret; None until made
+    internal: _Answer[InternalSecrets | None] = _Answer()  # the same
+    configurators: _Answer[Configurators] = _Answer()
+    postgresql: _Answer[PostgresqlDatabase | None] = _Answer()  # None until it is usable
+    peers: _Answer[PeerRecords] = _Answer()
+    address: _Answer[str | None] = _Answer()  # where runners reach this unit, once it has one
+    tls: _Answer[ServingTls | Awaited | None] = _Answer()  # to serve; None: no provider related
+    proxy: _Answer[Proxy] = _Answer()  # the model's proxy settings
+    provider_record: _Answer[tuple[Recorded, ...] | None] = _Answer()  # as a leader last set
 
 
 @dataclass(frozen=True)
 class Inputs:
     """What one hook tells this unit: who it is, what its machine is, what Juju says.
 
-    ``now`` reads the clock; ``asked`` is when the hook asked Juju whether this unit
-    leads (``juju.machine.fence`` counts GARM's lease from it). ``dying``: this unit's removal
-    has begun. ``alive`` are this application's units whose removal has not begun, per
-    goal-state (None: unknown). ``leader`` is None on a unit that does not lead.
+    ``asked``: when the hook asked Juju whether this unit leads (GARM's lease counts from
+    it). ``alive``: this application's units whose removal has not begun, per goal-state
+    (None: unknown). ``leader`` is None on a unit that does not lead.
     """
 
     unit: str
@@ -239,25 +196,17 @@ class Inputs:
 
 @dataclass(frozen=True)
 class PassResult:
-    """What a pass comes to, for the charm to tell Juju.
+    """What a pass comes to, for the charm to tell Juju; None leaves a thing as it is.
 
-    ``outcome`` is the scaleset pass's, None when the pass stopped before it. ``ports``
-    are the ports to open and ``workload_version`` GARM's version to show, None to leave
-    either as it is. ``publish_back`` is what to write in garm's application databag per
-    configurator relation, None to leave it. ``sqlite_home``, ``memory`` and ``chosen``
-    (which of org and repo each configurator unit means) go to the peer relation (None:
-    unchanged). ``make_secrets`` asks for the charm's own secrets.
-    ``publish_telemetry`` False leaves the cos-agent data as it was; ``garm_here`` is
-    the leader's GARM for the collector to scrape (None: no GARM runs here).
-    ``next_due`` is about when the reconcile timer this pass kept runs the next pass at
-    the latest: its interval after this pass ended (sooner if a hook comes first); None
-    when this pass kept no timer. ``garm_record`` is what to do with this unit's own
-    ``garm-running`` record (``juju.fence``). ``provider_record`` is the providers GARM
-    is now configured with, for the charm's secret that the next leader reads (None:
-    unchanged). ``garm_identity`` is the GARM to record in the peer relation as the one
-    the charm set up (``garm.identity``; None: unchanged). ``requeue_at`` is when a
-    pass can next make progress, for one extra pass then (``garm.requeue``; None:
-    nothing waits on time).
+    ``outcome``: the scaleset pass's, None when the pass stopped before it.
+    ``publish_back``: garm's application databag per configurator relation.
+    ``sqlite_home``, ``memory``, ``chosen`` and ``garm_identity`` go to the peer relation.
+    ``publish_telemetry`` False leaves the cos-agent data as it was; ``garm_here``: the
+    leader's GARM for the collector to scrape. ``next_due``: when the reconcile timer this
+    pass kept runs the next pass at the latest (sooner if a hook comes first).
+    ``provider_record``: the providers GARM now has, for the next leader to read.
+    ``requeue_at``: when a pass can next make progress, for one extra pass then
+    (``garm.requeue``).
     """
 
     summary: Summary

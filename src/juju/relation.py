@@ -31,9 +31,9 @@ _NO_IMAGE = "image_id not published yet"
 class RelationState:
     """What the garm-configurator relations ask for.
 
-    ``silent``: units with no scaleset published yet (nothing of theirs is in GARM).
-    ``units``: every unit whose data parsed. ``unseen``: what an incomplete view waits
-    for. ``chosen``: which of ``org`` and ``repo`` each unit means, to remember.
+    ``silent``: units with no scaleset published yet. ``units``: every unit whose data
+    parsed. ``unseen``: what an incomplete view waits for. ``chosen``: which of ``org``
+    and ``repo`` each unit means, to remember.
     """
 
     related: bool
@@ -57,8 +57,8 @@ class UnitProblem:
 class GarmInputs:
     """What GARM itself must hold for the related units: providers, credentials, orgs.
 
-    ``published``: every (kind, lower-cased name) some unit names, credentials or not:
-    GARM keeps those entities even when it cannot (re)bind them yet.
+    ``published``: every (kind, lower-cased name) some unit names, which GARM keeps even
+    when it cannot (re)bind them yet.
     """
 
     providers: tuple[OpenstackProvider, ...] = ()
@@ -91,15 +91,13 @@ def relation_state(
     not_ready: dict[tuple[str, str], HeldSpec] = {}
     silent: list[str] = []
     parsed_units: list[tuple[str, ConfiguratorUnitData]] = []
-    unsettled: set[str] = set()
     units = list(units)
+    unsettled = {_raw_name(d).lower() for u, d in units if application_of(u) in view.partial}
     others = {own_provider(unit) for unit, _ in units}
     choices = entities.choose(
         units, remembered or {}, view.complete, view.partial | view.cross_model, app=app
     )
     for unit, data in units:
-        if application_of(unit) in view.partial:
-            unsettled.add(_raw_name(data).lower())
         if not ConfiguratorUnitData.has_scaleset(data):
             silent.append(unit)
             continue
@@ -183,9 +181,9 @@ def failover_address(
 
 
 def check_either_reading(data: Mapping[str, str]) -> None:
-    """Raise ``DatabagError`` unless the data keeps the contract read either way.
+    """Raise ``DatabagError`` unless both ``org`` and ``repo`` readings keep the contract.
 
-    Both ``org`` and ``repo`` are checked before either is quoted (status, action).
+    Both are checked before either is quoted (status, action).
     """
     for kind in entities.KINDS:
         ConfiguratorUnitData.from_databag(data, kind)
@@ -201,10 +199,9 @@ def _owned(
 ) -> ConfiguratorUnitData:
     """The unit's data with its provider named after the unit itself, or a refusal.
 
-    The configurator derives ``provider_name`` from its unit name, so no unit's OpenStack
-    settings can replace another's (whose runners would boot in a foreign project). A
-    cross-model unit is named here after its offer or alias: its derived name may differ
-    in the application part, never in the unit number, and is renamed to the local one.
+    So no unit's OpenStack settings replace another's (whose runners would boot in a
+    foreign project). A cross-model unit's derived name may differ in the application
+    part (its offer or alias), never in the unit number: it is renamed to the local one.
     ``names`` are the providers the related units own.
     """
     own = own_provider(unit)
@@ -238,9 +235,8 @@ def _check_script_names(data: ConfiguratorUnitData) -> None:
 class CredentialConflict:
     """An org or repo that several applications name with different GitHub Apps.
 
-    GARM binds an org or repo to one credential, with which every runner under it
-    registers: one application's runners would act as another's App. ``option`` is
-    ``org`` or ``repo``, ``name`` as the first unit spells it.
+    GARM binds it to one credential, with which every runner under it registers: one
+    application's runners would act as another's App. ``name`` as first spelt.
     """
 
     option: str
@@ -262,10 +258,10 @@ def credential_conflicts(
 ) -> dict[tuple[str, str], CredentialConflict]:
     """The orgs and repos, by ``_key``, named with different GitHub Apps.
 
-    An application's App is the (app id, installation id) of its first unit naming it
-    (a former configurator leader keeps what it published), so one application never
-    conflicts with itself. The key takes no part (it may be mid-rotation), and the ids
-    are in the databag, so a conflict is seen before any secret is readable.
+    An application's App is the (app id, installation id) of its first unit naming it (a
+    former configurator leader keeps what it published), so it never conflicts with
+    itself. The key may be mid-rotation and takes no part; the ids are in the databag, so
+    a conflict is seen before any secret is readable.
     """
     apps: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
     spelt: dict[tuple[str, str], str] = {}
@@ -363,9 +359,8 @@ def garm_inputs(
 ) -> GarmInputs:
     """Providers, GitHub App credentials and entities from the units' Phase B data.
 
-    ``read_secret`` resolves a secret URI to its ``value`` (None when unreadable). One
-    credential per (app id, installation id); an entity is bound to its first unit's,
-    and to none while in conflict (``credential_conflicts``): GARM keeps its binding.
+    One credential per (app id, installation id); an entity is bound to its first unit's,
+    and to none while in conflict: GARM keeps its binding.
     """
     units = list(units)
     conflicts = credential_conflicts(units)

@@ -23,9 +23,8 @@ BEING_REMOVED = "Being removed: this unit changes no scaleset any more"
 def refuse_action(leads: bool, dying: bool, action: str, app: str) -> str:
     """Why an action cannot run on this unit now; "" when it can: every action's guard.
 
-    Actions act on the leader's GARM: on the leader alone, and not on one being removed,
-    whose GARM serves until its stop hook but may start nothing that outlives it. ``app``
-    is the application's name as deployed, which the hint names.
+    Actions act on the leader's GARM, and not on one being removed, whose GARM serves
+    until its stop hook but may start nothing that outlives it.
     """
     if not leads:
         return f"Run this on the leader unit: juju run {app}/leader {action}"
@@ -61,8 +60,7 @@ def summarise(
     ``blocked`` only when the operator must act; ``waiting`` when a later hook may fix it
     by itself; else ``active``, a changeover included (every label is served while it
     drains). ``problems`` are GARM's own setup's, per unit. Runners that keep failing
-    (``describe_failing``) change no kind: they are told after the changeovers. ``app``
-    is the application's name as deployed, for the hints.
+    change no kind: they are told after the changeovers.
     """
     progress = _join([describe_progress(p) for p in outcome.progress])
     failing = _join(describe_failing(outcome, state))
@@ -81,15 +79,11 @@ def summarise(
 
 
 def _parts(*parts: str) -> str:
-    """The parts of a message that say something, in order."""
     return "; ".join(part for part in parts if part)
 
 
 def describe_failing(outcome: Outcome, state: RelationState) -> list[str]:
-    """``ci (ci-768c7d): 2 runners failing`` per generation that serves nothing.
-
-    ``scalesets.reconciler.Runners.keeps_failing``; the logical name as spelt.
-    """
+    """``ci (ci-768c7d): 2 runners failing`` per generation that serves nothing."""
     spelt = {s.name.lower(): s.name for s in state.desired.specs}
     lines = []
     for runners in (r for r in outcome.runners if r.keeps_failing):
@@ -105,11 +99,7 @@ def _scalesets(*groups: Iterable[HeldSpec | ScalesetSpec | Skipped]) -> set[tupl
 
 
 def describe_progress(progress: Progress) -> str:
-    """One changeover as the operator reads it, the logical name first, then GARM's.
-
-    ``Replacing scaleset ci (ci-24ec4a): draining 1 runner`` names the generation being
-    replaced; an orphan is ``Removing``, by its GARM name alone when that is all it has.
-    """
+    """``Replacing scaleset ci (ci-24ec4a): draining 1 runner``, or an orphan ``Removing``."""
     if progress.orphan or progress.logical_name is None:
         return f"Removing scaleset {progress.names}: {progress.describe()}"
     if progress.phase is Phase.CREATING:

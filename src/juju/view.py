@@ -33,21 +33,16 @@ class JujuView(ops.Object):
 
     def __init__(self, charm: ops.CharmBase, endpoint: str):
         super().__init__(charm, endpoint)
-        self._endpoint = endpoint
+        self.endpoint = endpoint
         self._goal_state: ops.hookcmds.GoalState | None = None
         self._stored.set_default(dying=False, emptied=[])
-
-    @property
-    def endpoint(self) -> str:
-        """The configurator relation's endpoint name."""
-        return self._endpoint
 
     def note(self, event: ops.EventBase) -> None:
         """Keep what this hook alone shows: this unit leaving, a relation emptied."""
         if isinstance(event, ops.RelationDepartedEvent):
             if event.departing_unit == self.model.unit:
                 self._stored.dying = True
-            elif event.relation.name == self._endpoint:
+            elif event.relation.name == self.endpoint:
                 remaining = [u for u in event.relation.units if u != event.departing_unit]
                 if not remaining and event.relation.id not in self._stored.emptied:
                     self._stored.emptied.append(event.relation.id)
@@ -70,7 +65,7 @@ class JujuView(ops.Object):
         """Every configurator unit's databag, in a stable order, minus what is leaving."""
         gone_relation = event.relation.id if isinstance(event, ops.RelationBrokenEvent) else None
         gone_unit = event.departing_unit if isinstance(event, ops.RelationDepartedEvent) else None
-        relations = self.model.relations[self._endpoint]
+        relations = self.model.relations[self.endpoint]
         views: list[RelationView] = []
         units: list[tuple[str, dict[str, str]]] = []
         for relation in sorted(relations, key=lambda r: r.id):
@@ -81,7 +76,7 @@ class JujuView(ops.Object):
             views.append(RelationView(relation.id, app, frozenset(u.name for u in seen)))
             units += [(u.name, dict(relation.data[u])) for u in seen]
         gone = gone_unit.name if gone_unit else None
-        view = lifecycle.assess(views, self._goal(self._endpoint), self._stored.emptied, gone)
+        view = lifecycle.assess(views, self._goal(self.endpoint), self._stored.emptied, gone)
         return Configurators(
             bool(views),
             tuple(units),
@@ -91,10 +86,7 @@ class JujuView(ops.Object):
         )
 
     def _runner_context(self) -> RunnerContext:
-        """The debug-ssh server every runner is set up with; bad data holds every template.
-
-        GARM's host is the pass's to fill in, from the config.
-        """
+        """The debug-ssh server every runner is set up with; bad data holds every template."""
         relation = self.model.get_relation(DEBUG_SSH)
         if relation is None:
             return NO_CONTEXT
@@ -111,7 +103,7 @@ class JujuView(ops.Object):
         """Publish ``publish.published``'s answer on each relation; None leaves them."""
         if wanted is None:
             return
-        for relation in self.model.relations[self._endpoint]:
+        for relation in self.model.relations[self.endpoint]:
             if relation.id not in wanted:
                 continue
             try:

@@ -1,10 +1,8 @@
-"""What a plan is made of: GARM as observed, the writes a plan asks for, what it reports.
+"""The planner's vocabulary: GARM as observed, the writes a plan asks for, what it reports.
 
-The planner's vocabulary, shared by the planner (``planner``), the pass that applies its
-plans (``reconciler``) and what reads its outcome (the status line, the metrics,
-publish-back). Each scaleset write is a ``garm.writes.Write``: it knows its keys in the
-one memory of refusals, so the planner holds back and the pass remembers by the same
-names, its description, and how it is sent and folded into the observation.
+Shared by the planner, the reconciler that applies its plans and the readers of its
+outcome. Each scaleset write is a ``garm.writes.Write`` that knows its keys in the one
+memory of refusals (the planner holds back and the pass remembers by the same names).
 """
 
 from __future__ import annotations
@@ -27,9 +25,8 @@ from scalesets.naming import generation_index
 class Observed:
     """What GARM holds, from a constant number of list calls, and what a pass learnt.
 
-    ``refusals`` is what GARM refused before and this pass (``garm.refusals``): no
-    write it holds back is planned. ``taken``: names GitHub holds (lower-cased,
-    remembered for an hour). ``templates`` come without bodies.
+    No write ``refusals`` holds back is planned. ``taken``: names GitHub holds
+    (lower-cased, remembered for an hour). ``templates`` come without bodies.
     """
 
     scalesets: tuple[ScaleSet, ...] = ()
@@ -59,11 +56,9 @@ class Phase(StrEnum):
 
 
 def shown_name(logical_name: str | None, scaleset: str) -> str:
-    """A scaleset as the operator reads it: its logical name, then GARM's.
+    """``ci (ci-24ec4a)``: GARM names are opaque, so the logical name leads.
 
-    ``ci (ci-24ec4a)``. GARM names are opaque (``ci-small`` and ``ci-large`` both show
-    as ``ci-xxxxxx`` under a 10-byte budget), so the logical name leads; either alone
-    when the other is not known, or the same (a legacy scaleset).
+    Either alone when the other is not known, or the same (a legacy scaleset).
     """
     if not logical_name:
         return scaleset
@@ -73,11 +68,9 @@ def shown_name(logical_name: str | None, scaleset: str) -> str:
 
 
 def logical_name_of(scaleset: ScaleSet) -> str | None:
-    """The logical name a scaleset no spec names was made for, when that can be told.
+    """The logical name a scaleset no spec names was made for, if it is a generation.
 
-    A generation carries its logical name as a label and is named after it, which
-    ``generation_index`` checks; anything else (a legacy or foreign scaleset) tells
-    nothing beyond its own name.
+    A generation carries its logical name as a label and is named after it.
     """
     return next(
         (label for label in scaleset.labels if generation_index(label, scaleset) is not None),
@@ -89,12 +82,10 @@ def logical_name_of(scaleset: ScaleSet) -> str | None:
 class Progress:
     """A changeover still under way, of a logical scaleset or of an ``orphan``.
 
-    ``scaleset`` is the GARM name the phase is about: the generation being created,
-    the predecessor being replaced (the least advanced one), or the orphan being
-    removed; "" while a create has no name yet. ``logical_name`` is the spec's name, or
-    for an orphan the one it was made for when that can be told (``logical_name_of``),
-    else None. ``blocked`` is set when it will not move on by itself: the cause and
-    what to do.
+    ``scaleset`` is the GARM name the phase is about: the generation being created, the
+    (least advanced) predecessor being replaced, or the orphan; "" while a create has no
+    name yet. ``logical_name`` is None for an orphan whose logical name cannot be told.
+    ``blocked``: why it will not move on by itself, and what to do.
     """
 
     logical_name: str | None
@@ -125,8 +116,7 @@ class Progress:
 class Skipped:
     """A spec left out of this pass, with why; its live scalesets are untouched.
 
-    ``blocking`` marks what only the operator can fix (bad data, a duplicate name), as
-    opposed to what resolves itself (GARM not yet configured for a provider or org).
+    ``blocking``: only the operator can fix it (bad data, a duplicate name).
     """
 
     source: str
@@ -190,11 +180,10 @@ class UpdateScaleset(Write):
     logical_name: str | None = field(default=None, compare=False)
 
     def asks(self) -> list[tuple[str, str]]:
-        """One write per field of an update (``field_key``); a re-enable, retirement, note one.
+        """One write per field of an update; a re-enable, retirement or note is one.
 
-        A field GARM refuses holds back that field alone. The other three are asked
-        without the notes: they are stamped "now", which would make every pass's one a
-        new request that no refusal holds back.
+        Those three are asked without the notes, which are stamped "now": each pass's
+        would be a new request that no refusal holds back.
         """
         if self.purpose == "update":
             fields = [f for f in self.changes if f != "extended_state"] or ["extended_state"]
@@ -220,9 +209,8 @@ class UpdateScaleset(Write):
     def on_refusal(self, exc: GarmApiError, writes: Writes, garm: Any, seen: Observed) -> Observed:
         """An update of several fields refused is sent again one field at a time.
 
-        So a field GARM refuses is held back alone and the others go. The notes go with
-        ``extra_specs`` when they describe it, else with the first field, so what they
-        say is written with what it is about.
+        So a field GARM refuses is held back alone. The notes go with ``extra_specs``
+        when they describe it, else with the first field.
         """
         fields = [f for f in self.changes if f != "extended_state"]
         if self.purpose != "update" or len(fields) < 2:
@@ -241,9 +229,9 @@ class RemoveInstance(Write):
     """Remove one runner: a force-removal, or a refresh (``force`` False).
 
     Forced: a runner of a retired scaleset past its drain deadline, or one that failed.
-    A refresh removes an idle runner of the current generation made before a change that
-    new runners get, with GARM's ordinary delete: GitHub refuses it while a job runs, so
-    a runner that took one since it was read keeps it (docs/adr/0010).
+    A refresh removes an outdated idle runner with GARM's ordinary delete, which GitHub
+    refuses while a job runs: a runner that took one since it was read keeps it
+    (docs/adr/0010).
     """
 
     instance_name: str
@@ -253,10 +241,7 @@ class RemoveInstance(Write):
     force: bool = True
 
     def asks(self) -> list[tuple[str, str]]:
-        """One runner's, and holding back no other runner.
-
-        A refresh refused (a job started) says nothing of a force-removal, nor back.
-        """
+        """One runner's; a refresh refused (a job started) holds back no force-removal."""
         kind = "remove" if self.force else "refresh"
         return [(f"{kind}:{self.scaleset_name.lower()}:{self.instance_name}", "")]
 
@@ -281,10 +266,9 @@ class RemoveInstance(Write):
         return replace(seen, instances=instances)
 
     def on_refusal(self, exc: GarmApiError, writes: Writes, garm: Any, seen: Observed) -> Observed:
-        """A runner reaped meanwhile is done; a refresh refused is for no operator.
+        """A runner reaped meanwhile is done; a refresh refused (it took a job) never blocks.
 
-        GitHub refusing a refresh means the runner took a job after it was read: nothing
-        for the operator, who hears of it only if it keeps coming (docs/adr/0010).
+        The operator hears of a refused refresh only if it keeps coming (docs/adr/0010).
         """
         if exc.status != 404:
             writes.refuse(self, exc, is_permanent(exc.status) and self.force)
@@ -312,10 +296,9 @@ class DeleteScaleset(Write):
         return ("scaleset", self.scaleset_id)
 
     def send(self, garm: Any, seen: Observed, writes: Writes) -> Observed:
-        """The DELETE, then one read to confirm it.
+        """The DELETE, then a read: a scale set kept (GitHub refused) is a refusal too.
 
-        GARM answers 200 and keeps the scale set when GitHub refuses
-        (docs/reference/garm-api.md §2.6): a refusal all the same.
+        GARM answers such a delete 200 (docs/reference/garm-api.md §2.6).
         """
         garm.delete_scaleset(self.scaleset_id)
         if garm.get_scaleset(self.scaleset_id) is not None:
@@ -341,18 +324,14 @@ def field_key(scaleset: str, field_name: str) -> str:
 class Plan:
     """The writes to do now, in order, and what is still under way.
 
-    ``current`` names, per logical scaleset (lower-cased), its current generation in
-    GARM: the live one, or the one being created. ``wake`` is the earliest moment at
-    which something the plan waits on is due (a listener open, a back-off over, a drain
-    deadline, a runner expected to report), so that a pass then can go on; None when
-    nothing waits on time (controller-runtime's ``RequeueAfter``, as a moment).
-    ``waits`` are the keys of what the plan waits on GARM to do, which the memory of
-    refusals times (``Refusals.waiting``): past its deadline, a wait is put to the operator.
-    ``whole``: the plan looked at every family (none held, contested or partly seen, no
-    unit's name unknown), so a wait it does not name is over; otherwise it may be one it
-    did not look at, and its clock stands. ``phases`` is each retiring scaleset's own
-    phase by GARM id, where ``progress`` tells a family's least advanced one; ``stuck``
-    is what will not move on by itself, by GARM id (both for ``scalesets.fleet``).
+    ``current``: each logical scaleset's (lower-cased) current generation in GARM, live or
+    being created. ``wake``: when the earliest thing the plan waits on is due (a listener,
+    a back-off, a drain deadline, a runner to report), None if nothing waits on time
+    (controller-runtime's ``RequeueAfter``, as a moment). ``waits``: the keys of what it
+    waits on GARM to do, which ``Refusals.waiting`` times and puts to the operator past
+    its deadline. ``whole``: every family was looked at (none held, contested or partly
+    seen), so a wait it does not name is over; else that wait's clock stands. ``phases``
+    (each retiring scaleset's own) and ``stuck`` are by GARM id, for ``scalesets.fleet``.
     """
 
     actions: tuple[Action, ...] = ()
@@ -384,15 +363,16 @@ def family_phase(
     return least_advanced(phases)
 
 
+# A predecessor's phases, least advanced first.
+_RETIREMENT = (
+    Phase.HANDING_OVER,
+    Phase.RETIRING,
+    Phase.FORCE_REMOVING,
+    Phase.DRAINING,
+    Phase.AWAITING_DELETION,
+)
+
+
 def least_advanced(phases: list[Phase]) -> Phase | None:
     """The least advanced of the phases of a family's predecessors; None: none."""
-    for phase in (
-        Phase.HANDING_OVER,
-        Phase.RETIRING,
-        Phase.FORCE_REMOVING,
-        Phase.DRAINING,
-        Phase.AWAITING_DELETION,
-    ):
-        if phase in phases:
-            return phase
-    return None
+    return next((phase for phase in _RETIREMENT if phase in phases), None)

@@ -1,8 +1,7 @@
 """The fleet at a glance: every scaleset GARM holds, by generation, as the pass sees it.
 
-What the ``show-scalesets`` action answers, so that an operator watching a changeover
-needs neither ``garm-cli`` on the leader nor GARM's login. Pure: made from what the pass
-reads (``Observed``) and what its planner makes of it (``Plan``), with nothing written.
+The ``show-scalesets`` answer, so that an operator watching a changeover needs neither
+``garm-cli`` nor GARM's login. Pure: from ``Observed`` and its ``Plan``.
 """
 
 from __future__ import annotations
@@ -30,10 +29,8 @@ RESULTS_BUDGET = 60_000
 class Generation:
     """One scaleset GARM holds, as the operator reads it.
 
-    ``logical`` is the configurator's scaleset it serves ("" when that cannot be told);
-    ``current`` whether it is that scaleset's current generation; ``runners`` counts
-    its runners by GARM's status; ``busy`` those running a job; ``stuck`` what will not
-    move on by itself, and what to do.
+    ``logical``: the scaleset it serves ("" when that cannot be told); ``runners``: counts
+    by GARM's status; ``busy``: those running a job; ``stuck``: why it will not move on.
     """
 
     logical: str
@@ -55,8 +52,7 @@ def generations(
 ) -> tuple[Generation, ...]:
     """Every scaleset in ``observed``, grouped by the logical scaleset it serves.
 
-    ``spelt``: the specs' names as their configurators spell them (the plan keys them
-    lower-cased).
+    ``spelt``: the specs' names as spelt (the plan keys them lower-cased).
     """
     spelling = {name.lower(): name for name in spelt}
     current = {name: spelling.get(logical, logical) for logical, name in plan.current}
@@ -141,10 +137,8 @@ def table(rows: tuple[Generation, ...]) -> str:
 def results(rows: tuple[Generation, ...], held: tuple[Held, ...], now: datetime) -> dict:
     """The action's answer: the table, and each generation as keys Juju accepts.
 
-    Juju's result keys are lower-case letters, digits and hyphens, so a generation is
-    keyed by its GARM id and GARM's runner statuses (``pending_delete``) are hyphenated.
-    A fleet too large for one answer (``RESULTS_BUDGET``) is told by its table alone,
-    cut to fit, and says so.
+    Juju's keys are ``[a-z0-9-]``: a generation is keyed by its GARM id. A fleet too large
+    for one answer (``RESULTS_BUDGET``) is told by its table alone, cut to fit.
     """
     answer: dict[str, object] = {
         "table": table(rows) if rows else "GARM holds no scaleset",
@@ -188,11 +182,7 @@ def _size(answer: dict[str, object]) -> int:
 
 
 def _by_key(runners: Mapping[str, int]) -> dict[str, int]:
-    """Counts by GARM's runner status, keyed as Juju takes keys: ``[a-z0-9-]``.
-
-    GARM's statuses are free text on the wire (``pending_delete``): whatever they are,
-    the action answers rather than fails.
-    """
+    """Counts by GARM's runner status as Juju keys: any free text GARM sends answers."""
     counts: Counter[str] = Counter()
     for status, count in runners.items():
         counts[re.sub(r"[^a-z0-9]+", "-", status.lower()).strip("-") or "unknown"] += count

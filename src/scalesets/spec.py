@@ -6,8 +6,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-SpecEntityKind = Literal["organization", "repository"]
-
 
 def application_of(unit: str) -> str:
     """The application a unit name belongs to (``garm-configurator/3`` → its app)."""
@@ -31,7 +29,7 @@ class ScalesetSpec:
 
     source: str
     name: str
-    entity_kind: SpecEntityKind
+    entity_kind: Literal["organization", "repository"]
     entity_name: str
     provider_name: str
     image: str
