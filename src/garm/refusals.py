@@ -87,11 +87,6 @@ class Refusal:
     cause: str
     permanent: bool
 
-    def again(self, now: datetime, cause: str, permanent: bool) -> Refusal:
-        """One more refusal of the same request."""
-        count = self.refusals + 1
-        return Refusal(self.digest, count, now + backoff(count), cause, permanent)
-
     @property
     def blocked(self) -> bool:
         """Whether the operator must act for this write to go through."""
@@ -104,7 +99,7 @@ class Refusal:
 
 
 def first_refusal(digest: str, now: datetime, cause: str, permanent: bool) -> Refusal:
-    """The first refusal of a request."""
+    """The first refusal of a request, as ``Refusals.refused`` notes it."""
     return Refusal(digest, 1, now + backoff(1), cause, permanent)
 
 
@@ -143,11 +138,8 @@ class Refusals:
     ) -> Refusals:
         """The memory with one more refusal of this write (the first of a new request)."""
         earlier = self.refusals.get(key)
-        refusal = (
-            earlier.again(now, cause, permanent)
-            if earlier is not None and earlier.digest == asked
-            else first_refusal(asked, now, cause, permanent)
-        )
+        count = earlier.refusals + 1 if earlier is not None and earlier.digest == asked else 1
+        refusal = Refusal(asked, count, now + backoff(count), cause, permanent)
         return replace(self, refusals={**self.refusals, key: refusal})
 
     def accepted(self, key: str) -> Refusals:

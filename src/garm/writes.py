@@ -79,9 +79,8 @@ class Write(ABC):
 class ActionError:
     """A call GARM refused; ``action`` is None when it was one of the observing reads.
 
-    ``error`` is the refusal's short cause, fit for a status line; the log has it whole.
-    A write GARM refused is remembered too (``garm.refusals``), and told from there as
-    held back. ``blocking`` marks a write the charm could not even make (``UnmadeError``).
+    ``error`` is the short cause, fit for a status line (the log has it whole).
+    ``blocking`` marks a write the charm could not even make (``UnmadeError``).
     """
 
     action: Write | None
