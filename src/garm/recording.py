@@ -20,7 +20,7 @@ import dataclasses
 import logging
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from garm.client import GarmApiError, GarmClient
 from garm.models import (
@@ -51,6 +51,8 @@ _UPDATABLE = frozenset(
     }
 )
 _SYSTEM_OWNER = "system"
+K = TypeVar("K")
+V = TypeVar("V")
 _CONTROLLER_URLS = ("metadata_url", "callback_url", "webhook_url")
 
 
@@ -67,8 +69,11 @@ def told(garm: object, log: logging.Logger) -> logging.Logger | Rehearsal:
     return Rehearsal(log, {}) if isinstance(garm, SimulatedGarm) else log
 
 
-def _not_found(method: str, path: str, what: str) -> GarmApiError:
-    return GarmApiError(method, path, 404, "Not Found", f"{what} not found")
+def _existing(model: dict[K, V], key: K, method: str, path: str, what: str) -> V:
+    """``model[key]``, or GARM's 404 for a write to what it does not hold."""
+    if key not in model:
+        raise GarmApiError(method, path, 404, "Not Found", f"{what} not found")
+    return model[key]
 
 
 class SimulatedGarm:
@@ -126,8 +131,7 @@ class SimulatedGarm:
         """One template with its body: a base one is read from GARM."""
         if template_id in self._made:
             return self._made[template_id]
-        if template_id not in self._templates:
-            raise _not_found("GET", f"/templates/{template_id}", "template")
+        _existing(self._templates, template_id, "GET", f"/templates/{template_id}", "template")
         return self._client.get_template(template_id)
 
     def get_scaleset(self, scaleset_id: int) -> ScaleSet | None:
@@ -176,11 +180,11 @@ class SimulatedGarm:
 
     def update_scaleset(self, scaleset_id: int, changes: dict[str, Any]) -> ScaleSet:
         """The scale set with the changed fields, as GARM would answer the PUT."""
-        scalesets = self._scalesets
-        if scaleset_id not in scalesets:
-            raise _not_found("PUT", f"/scalesets/{scaleset_id}", "scaleset")
+        have = _existing(
+            self._scalesets, scaleset_id, "PUT", f"/scalesets/{scaleset_id}", "scaleset"
+        )
         fields = {k: v for k, v in changes.items() if k in _UPDATABLE}
-        updated = scalesets[scaleset_id] = dataclasses.replace(scalesets[scaleset_id], **fields)
+        updated = self._scalesets[scaleset_id] = dataclasses.replace(have, **fields)
         return updated
 
     def delete_scaleset(self, scaleset_id: int) -> None:
@@ -189,11 +193,9 @@ class SimulatedGarm:
 
     def delete_instance(self, name: str, *, force: bool = False) -> None:
         """The runner on its way out: force-removed, ``pending_force_delete``."""
-        instances = self._instances
-        if name not in instances:
-            raise _not_found("DELETE", f"/instances/{name}", "instance")
+        have = _existing(self._instances, name, "DELETE", f"/instances/{name}", "instance")
         status = FORCE_REMOVED if force else "pending_delete"
-        instances[name] = dataclasses.replace(instances[name], status=status, updated_at=self._now)
+        self._instances[name] = dataclasses.replace(have, status=status, updated_at=self._now)
 
     def create_template(self, body: dict[str, Any]) -> Template:
         """The template GARM would create, with its description and body."""
@@ -214,15 +216,15 @@ class SimulatedGarm:
 
     def update_template(self, template_id: int, changes: dict[str, Any]) -> Template:
         """The template with its new description and body."""
-        templates = self._templates
-        if template_id not in templates:
-            raise _not_found("PUT", f"/templates/{template_id}", "template")
+        have = _existing(
+            self._templates, template_id, "PUT", f"/templates/{template_id}", "template"
+        )
         named = {k: changes[k] for k in ("name", "description") if k in changes}
         fields: dict[str, Any] = {"updated_at": self._now, **named}
         if changes.get("data"):
             fields["data"] = decoded_text(changes["data"])
-        written = templates[template_id] = dataclasses.replace(templates[template_id], **fields)
-        self._made[template_id] = written
+        written = dataclasses.replace(have, **fields)
+        self._templates[template_id] = self._made[template_id] = written
         return written
 
     def delete_template(self, template_id: int) -> None:
@@ -255,12 +257,10 @@ class SimulatedGarm:
 
     def update_credential(self, credential_id: int, body: dict[str, Any]) -> Credential:
         """The credential with its new description (and key, unseen)."""
-        credentials = self._credentials
-        if credential_id not in credentials:
-            raise _not_found("PUT", f"/github/credentials/{credential_id}", "credential")
-        have = credentials[credential_id]
+        path = f"/github/credentials/{credential_id}"
+        have = _existing(self._credentials, credential_id, "PUT", path, "credential")
         written = dataclasses.replace(have, description=body.get("description", have.description))
-        credentials[credential_id] = written
+        self._credentials[credential_id] = written
         return written
 
     def delete_credential(self, credential_id: int) -> None:
@@ -284,9 +284,7 @@ class SimulatedGarm:
     def update_entity(self, entity: Entity, body: dict[str, Any]) -> None:
         """The entity bound to the credential sent."""
         key = (entity.kind, entity.id)
-        have = self._entities.get(key)
-        if have is None:
-            raise _not_found("PUT", f"/{entity.kind}s/{entity.id}", entity.kind)
+        have = _existing(self._entities, key, "PUT", f"/{entity.kind}s/{entity.id}", entity.kind)
         credentials = body.get("credentials_name", have.credentials_name)
         self._entities[key] = dataclasses.replace(have, credentials_name=credentials)
 
