@@ -188,18 +188,12 @@ class Refusals:
         return replace(self, waits={k: at for k, at in self.waits.items() if k != key})
 
     def since(self, key: str, now: datetime) -> datetime:
-        """When the charm first saw the wait ``key``; ``now`` when not noted.
-
-        A time further ahead than the longest back-off is not believed: it starts afresh.
-        """
+        """When the wait ``key`` was first seen; ``now`` if unnoted or too far ahead to believe."""
         since = self.waits.get(key)
         return since if since is not None and since <= now + LONGEST_RETRY else now
 
     def overdue(self, key: str, deadline: timedelta, now: datetime) -> bool:
-        """Whether the wait ``key`` has lasted ``deadline``: the operator is asked to act.
-
-        The one rule for every wait, each with its own deadline.
-        """
+        """Whether the wait ``key`` has lasted its ``deadline``: the operator is asked to act."""
         return now - self.since(key, now) >= deadline
 
     def current(self, now: datetime) -> Refusals:
@@ -218,7 +212,7 @@ class Refusals:
     def read(cls, text: str | None, old: str | None = None) -> Refusals:
         """Parse the databag value; anything unreadable is dropped (the write is retried).
 
-        ``old``, the value under ``OLD_KEY``, held creates by logical name.
+        ``old`` is the value under ``OLD_KEY``: held creates, by logical name.
         """
         data = _json_object(text)
         earlier = _json_object(old)

@@ -40,10 +40,7 @@ SOONEST_SECONDS = 1
 
 
 def wake(held: tuple[Held, ...], *moments: datetime | None) -> datetime | None:
-    """The first moment a pass can make progress again, None when nothing waits on time.
-
-    A held write's is when its back-off ends (``garm.refusals``); ``moments`` are others.
-    """
+    """The first moment a pass can progress again: a held write's back-off end, or ``moments``."""
     due = [h.refusal.retry_at for h in held] + [m for m in moments if m is not None]
     return min(due, default=None)
 

@@ -80,9 +80,6 @@ class Runners:
     """The runners of one logical scaleset's current generation, as a pass last saw them.
 
     ``logical_name`` is lower-cased (``Outcome.current``); ``scaleset`` is GARM's name.
-    A generation *keeps failing* when some of its runners failed (``drain.failed``)
-    and none works (``drain.working``): it serves no job, whatever GARM's own count of
-    runners says (docs/adr/0005).
     """
 
     logical_name: str
@@ -101,7 +98,7 @@ class Runners:
 
     @property
     def keeps_failing(self) -> bool:
-        """Some runners failed and none works."""
+        """Some runners failed and none works: no job served, whatever GARM counts (ADR 0005)."""
         return self.failing > 0 and self.working == 0
 
 
