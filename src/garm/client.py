@@ -108,10 +108,9 @@ class GarmClient:
 
     @property
     def token(self) -> str | None:
-        """The login token to offer GARM again later; None when there is none to offer.
+        """The login token to offer GARM again later; never one GARM last answered 401.
 
-        Never one GARM last answered 401 (even for GitHub's refusal: that costs a later
-        client one login, never a request with a token known to be bad).
+        Even for GitHub's refusal: that costs a later client one login, never a bad request.
         """
         return None if self._refused else self._token
 
@@ -125,10 +124,7 @@ class GarmClient:
         self._token, self._refused = token, False
 
     def get_metrics_token(self) -> str:
-        """A new token for GARM's ``/metrics`` (``GET /metrics-token``, admin only).
-
-        A JWT with ``read_metrics``, valid for GARM's ``time_to_live`` and not revocable.
-        """
+        """A new ``read_metrics`` JWT for ``/metrics``: valid ``time_to_live``, not revocable."""
         data = self._send("GET", "/metrics-token")
         token = data.get("token") if isinstance(data, dict) else None
         if not isinstance(token, str) or not token:

@@ -59,6 +59,16 @@ def format_time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def decoded_text(data: object) -> str | None:
+    """A template's body as sent on the wire: base64 UTF-8 text decoded, else None."""
+    if not isinstance(data, str):
+        return None
+    try:
+        return base64.b64decode(data, validate=True).decode()
+    except ValueError:  # binascii.Error, UnicodeDecodeError, a str other than ASCII
+        return None
+
+
 def _str(data: dict[str, Any], key: str) -> str:
     value = data.get(key)
     return value if isinstance(value, str) else ""
@@ -183,13 +193,7 @@ class Template:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Template:
         """Build from GARM's JSON; a body that is not base64 UTF-8 text reads as absent."""
-        body = None
-        raw = data.get("data")
-        if isinstance(raw, str):
-            # ValueError: binascii.Error, and a str with other than ASCII in it.
-            with contextlib.suppress(ValueError):
-                body = base64.b64decode(raw, validate=True).decode()
-        return cls(**_fields(cls, data), data=body)
+        return cls(**_fields(cls, data), data=decoded_text(data.get("data")))
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,16 @@
 """A GARM that is read for real and written to in imagination: what ``plan`` runs on.
 
-The ``plan`` action must tell the whole next pass, including the writes earlier writes
-unlock (a retire once a create is live, a delete once a retire drained). The pass finds
-those by folding GARM's answers back into its observation and planning again, so
-``plan`` runs the very same pass, setup and scalesets, through the very same loop
-(``garm.writes``) over this stand-in client: its reads go to GARM, and each write is
-answered as GARM would answer it, from what was read and what was "written" before,
-without sending anything. Its log lines are the rehearsal's (``told``).
+``plan`` must tell the whole next pass, the writes earlier writes unlock included (a
+retire once a create is live, a delete once a retire drained, the scalesets of an org
+registered by setup). So it runs the very same pass, setup and scalesets, through the
+very same loop (``garm.writes``) over this stand-in: its reads go to GARM, each write is
+answered as GARM would answer it from what was read and "written" before, and nothing is
+sent. Its log lines are the rehearsal's (``told``).
 
-What GARM would answer cannot always be known here. A delete GitHub refuses is answered
-200 by GARM, which keeps the scale set (docs/reference/garm-api.md §2.6): the preview
-says it is gone. Likewise a create or a force-removal GitHub refuses is predicted to
-succeed. The preview is the pass as it goes when GARM and GitHub accept every write.
-
-GARM's setup is rehearsed on it too (controller URLs, GitHub credentials, organisations
-and repositories), so the scalesets an org registered in the same pass unlocks are
-told with it.
+The preview is the pass as it goes when GARM and GitHub accept every write: a delete
+GitHub refuses is answered 200 by GARM, which keeps the scale set
+(docs/reference/garm-api.md §2.6), yet the preview says it is gone; a create or a
+force-removal GitHub refuses is predicted to succeed.
 """
 
 from __future__ import annotations
@@ -24,7 +19,8 @@ import base64
 import dataclasses
 import logging
 from datetime import datetime
-from typing import Any
+from functools import cached_property
+from typing import Any, TypeVar
 
 from garm.client import GarmApiError, GarmClient
 from garm.models import (
@@ -35,6 +31,7 @@ from garm.models import (
     Instance,
     ScaleSet,
     Template,
+    decoded_text,
 )
 
 # Scale set fields an update may change, as the planner sends them; each is the
@@ -54,6 +51,8 @@ _UPDATABLE = frozenset(
     }
 )
 _SYSTEM_OWNER = "system"
+K = TypeVar("K")
+V = TypeVar("V")
 _CONTROLLER_URLS = ("metadata_url", "callback_url", "webhook_url")
 
 
@@ -66,58 +65,41 @@ class Rehearsal(logging.LoggerAdapter[logging.Logger]):
 
 
 def told(garm: object, log: logging.Logger) -> logging.Logger | Rehearsal:
-    """Where a pass over ``garm`` tells what it does: ``log``, or a rehearsal's lines.
-
-    Over this stand-in nothing is done, and nothing in the log may read as done.
-    """
+    """``log``, or over this stand-in a rehearsal's: nothing in the log may read as done."""
     return Rehearsal(log, {}) if isinstance(garm, SimulatedGarm) else log
 
 
-def _not_found(method: str, path: str, what: str) -> GarmApiError:
-    return GarmApiError(method, path, 404, "Not Found", f"{what} not found")
-
-
-def _decoded(data: object) -> str | None:
-    """A template body as the client reads it: base64 text decoded, else absent."""
-    if not isinstance(data, str):
-        return None
-    try:
-        return base64.b64decode(data, validate=True).decode()
-    except ValueError:  # binascii.Error, UnicodeDecodeError, a str other than ASCII
-        return None
+def _existing(model: dict[K, V], key: K, method: str, path: str, what: str) -> V:
+    """``model[key]``, or GARM's 404 for a write to what it does not hold."""
+    if key not in model:
+        raise GarmApiError(method, path, 404, "Not Found", f"{what} not found")
+    return model[key]
 
 
 class SimulatedGarm:
     """Reads GARM through ``client``; answers every write as GARM would, writing nothing.
 
-    Scale sets, runners and templates are read once, then held here and changed by the
-    simulated writes, so a later read sees them as GARM would after those writes. A
-    created scale set is enabled as sent and registered on GitHub, made ``now``, under an
-    id no scale set read from GARM has. A base template's body is read for real: that is
-    a read.
+    What GARM holds is read once, then held here and changed by the simulated writes, so
+    a later read sees it as GARM would after those writes. What is made gets an id none
+    read from GARM has. A base template's body is read for real: that is a read.
     """
 
     def __init__(self, client: GarmClient, now: datetime):
         self._client, self._now = client, now
-        self._scalesets: dict[int, ScaleSet] | None = None
-        self._instances: dict[str, Instance] | None = None
-        self._templates: dict[int, Template] | None = None
         self._made: dict[int, Template] = {}
-        self._next_scaleset = self._next_template = 0
         self._controller: ControllerInfo | None = None
-        self._credentials: dict[int, Credential] | None = None
-        self._entities: dict[tuple[str, str], Entity] | None = None
-        self._next_credential = self._next_entity = 0
+        self._next_scaleset = self._next_template = self._next_credential = 0
+        self._next_entity = 0
 
     # --- reads: GARM's, once, then what the simulated writes made of them ------------
 
     def list_scalesets(self) -> list[ScaleSet]:
         """Every scale set, as the simulated writes left them."""
-        return list(self._scaleset_model().values())
+        return list(self._scalesets.values())
 
     def list_instances(self) -> list[Instance]:
         """Every runner, as the simulated force-removals left them."""
-        return list(self._instance_model().values())
+        return list(self._instances.values())
 
     def list_providers(self) -> list[str]:
         """GARM's providers, read for real."""
@@ -125,15 +107,15 @@ class SimulatedGarm:
 
     def list_organizations(self) -> list[Entity]:
         """GARM's organizations, as the simulated setup left them."""
-        return [e for e in self._entity_model().values() if e.kind == "organization"]
+        return [e for e in self._entities.values() if e.kind == "organization"]
 
     def list_repositories(self) -> list[Entity]:
         """GARM's repositories, as the simulated setup left them."""
-        return [e for e in self._entity_model().values() if e.kind == "repository"]
+        return [e for e in self._entities.values() if e.kind == "repository"]
 
     def list_credentials(self) -> list[Credential]:
         """GARM's GitHub credentials, as the simulated setup left them."""
-        return list(self._credential_model().values())
+        return list(self._credentials.values())
 
     def get_controller(self) -> ControllerInfo:
         """The controller's URLs, as the simulated setup left them."""
@@ -143,28 +125,35 @@ class SimulatedGarm:
 
     def list_templates(self) -> list[Template]:
         """Every template without its body, as GARM lists them."""
-        return [dataclasses.replace(t, data=None) for t in self._template_model().values()]
+        return [dataclasses.replace(t, data=None) for t in self._templates.values()]
 
     def get_template(self, template_id: int) -> Template:
         """One template with its body: a base one is read from GARM."""
         if template_id in self._made:
             return self._made[template_id]
-        if template_id not in self._template_model():
-            raise _not_found("GET", f"/templates/{template_id}", "template")
+        _existing(self._templates, template_id, "GET", f"/templates/{template_id}", "template")
         return self._client.get_template(template_id)
 
     def get_scaleset(self, scaleset_id: int) -> ScaleSet | None:
         """One scale set, None once deleted: the read confirming a delete says gone."""
-        return self._scaleset_model().get(scaleset_id)
+        return self._scalesets.get(scaleset_id)
 
     # --- writes: answered, not sent -----------------------------------------------------
 
     def create_scaleset(self, entity: Entity, body: dict[str, Any]) -> ScaleSet:
         """The scale set GARM would create: enabled as sent, registered, made now."""
-        scalesets = self._scaleset_model()
+        scalesets = self._scalesets
         scaleset_id = self._next_scaleset
         self._next_scaleset += 1
-        template_id = body.get("template_id") or self._system_template(body.get("os_type", ""))
+        # Created without a template, a scale set gets GARM's system one for its OS.
+        template_id = body.get("template_id") or next(
+            (
+                t.id
+                for t in self._templates.values()
+                if t.owner_id == _SYSTEM_OWNER and t.os_type == body.get("os_type", "")
+            ),
+            0,
+        )
         created = ScaleSet(
             id=scaleset_id,
             name=body["name"],
@@ -191,28 +180,26 @@ class SimulatedGarm:
 
     def update_scaleset(self, scaleset_id: int, changes: dict[str, Any]) -> ScaleSet:
         """The scale set with the changed fields, as GARM would answer the PUT."""
-        scalesets = self._scaleset_model()
-        if scaleset_id not in scalesets:
-            raise _not_found("PUT", f"/scalesets/{scaleset_id}", "scaleset")
+        have = _existing(
+            self._scalesets, scaleset_id, "PUT", f"/scalesets/{scaleset_id}", "scaleset"
+        )
         fields = {k: v for k, v in changes.items() if k in _UPDATABLE}
-        updated = scalesets[scaleset_id] = dataclasses.replace(scalesets[scaleset_id], **fields)
+        updated = self._scalesets[scaleset_id] = dataclasses.replace(have, **fields)
         return updated
 
     def delete_scaleset(self, scaleset_id: int) -> None:
         """Gone, as if GitHub let go (GARM may keep it; the preview cannot know)."""
-        self._scaleset_model().pop(scaleset_id, None)
+        self._scalesets.pop(scaleset_id, None)
 
     def delete_instance(self, name: str, *, force: bool = False) -> None:
         """The runner on its way out: force-removed, ``pending_force_delete``."""
-        instances = self._instance_model()
-        if name not in instances:
-            raise _not_found("DELETE", f"/instances/{name}", "instance")
+        have = _existing(self._instances, name, "DELETE", f"/instances/{name}", "instance")
         status = FORCE_REMOVED if force else "pending_delete"
-        instances[name] = dataclasses.replace(instances[name], status=status, updated_at=self._now)
+        self._instances[name] = dataclasses.replace(have, status=status, updated_at=self._now)
 
     def create_template(self, body: dict[str, Any]) -> Template:
         """The template GARM would create, with its description and body."""
-        templates = self._template_model()
+        templates = self._templates
         template_id = self._next_template
         self._next_template += 1
         made = Template(
@@ -222,29 +209,27 @@ class SimulatedGarm:
             os_type=body.get("os_type", ""),
             forge_type=body.get("forge_type", ""),
             updated_at=self._now,
-            data=_decoded(body.get("data")),
+            data=decoded_text(body.get("data")),
         )
         templates[template_id] = self._made[template_id] = made
         return made
 
     def update_template(self, template_id: int, changes: dict[str, Any]) -> Template:
         """The template with its new description and body."""
-        templates = self._template_model()
-        if template_id not in templates:
-            raise _not_found("PUT", f"/templates/{template_id}", "template")
-        fields: dict[str, Any] = {"updated_at": self._now}
-        for key in ("name", "description"):
-            if key in changes:
-                fields[key] = changes[key]
+        have = _existing(
+            self._templates, template_id, "PUT", f"/templates/{template_id}", "template"
+        )
+        named = {k: changes[k] for k in ("name", "description") if k in changes}
+        fields: dict[str, Any] = {"updated_at": self._now, **named}
         if changes.get("data"):
-            fields["data"] = _decoded(changes["data"])
-        written = templates[template_id] = dataclasses.replace(templates[template_id], **fields)
-        self._made[template_id] = written
+            fields["data"] = decoded_text(changes["data"])
+        written = dataclasses.replace(have, **fields)
+        self._templates[template_id] = self._made[template_id] = written
         return written
 
     def delete_template(self, template_id: int) -> None:
         """Gone: GARM deletes a template no scale set uses."""
-        self._template_model().pop(template_id, None)
+        self._templates.pop(template_id, None)
         self._made.pop(template_id, None)
 
     def first_run(self, username: str, email: str, password: str) -> bool:
@@ -264,7 +249,7 @@ class SimulatedGarm:
 
     def create_credential(self, body: dict[str, Any]) -> Credential:
         """The credential GARM would create (its secret parts are never read back)."""
-        credentials = self._credential_model()
+        credentials = self._credentials
         made = Credential(self._next_credential, body["name"], body.get("description", ""))
         credentials[made.id] = made
         self._next_credential += 1
@@ -272,17 +257,15 @@ class SimulatedGarm:
 
     def update_credential(self, credential_id: int, body: dict[str, Any]) -> Credential:
         """The credential with its new description (and key, unseen)."""
-        credentials = self._credential_model()
-        if credential_id not in credentials:
-            raise _not_found("PUT", f"/github/credentials/{credential_id}", "credential")
-        have = credentials[credential_id]
+        path = f"/github/credentials/{credential_id}"
+        have = _existing(self._credentials, credential_id, "PUT", path, "credential")
         written = dataclasses.replace(have, description=body.get("description", have.description))
-        credentials[credential_id] = written
+        self._credentials[credential_id] = written
         return written
 
     def delete_credential(self, credential_id: int) -> None:
         """Gone."""
-        self._credential_model().pop(credential_id, None)
+        self._credentials.pop(credential_id, None)
 
     def create_entity(self, kind: str, body: dict[str, Any]) -> Entity:
         """The organization or repository GARM would register, under a new id."""
@@ -295,65 +278,48 @@ class SimulatedGarm:
             body["credentials_name"],
         )
         self._next_entity += 1
-        self._entity_model()[(made.kind, made.id)] = made
+        self._entities[(made.kind, made.id)] = made
         return made
 
     def update_entity(self, entity: Entity, body: dict[str, Any]) -> None:
         """The entity bound to the credential sent."""
-        entities = self._entity_model()
-        have = entities.get((entity.kind, entity.id))
-        if have is None:
-            raise _not_found("PUT", f"/{entity.kind}s/{entity.id}", entity.kind)
+        key = (entity.kind, entity.id)
+        have = _existing(self._entities, key, "PUT", f"/{entity.kind}s/{entity.id}", entity.kind)
         credentials = body.get("credentials_name", have.credentials_name)
-        entities[(entity.kind, entity.id)] = dataclasses.replace(
-            have, credentials_name=credentials
-        )
+        self._entities[key] = dataclasses.replace(have, credentials_name=credentials)
 
     def delete_entity(self, entity: Entity) -> None:
         """Gone (GARM refuses while scale sets live under it; the planner waits for that)."""
-        self._entity_model().pop((entity.kind, entity.id), None)
+        self._entities.pop((entity.kind, entity.id), None)
 
-    # --- the model ----------------------------------------------------------------------
+    # --- the model: read once, lazily; what is made later gets the next id -------------
 
-    def _credential_model(self) -> dict[int, Credential]:
-        if self._credentials is None:
-            self._credentials = {c.id: c for c in self._client.list_credentials()}
-            self._next_credential = max(self._credentials, default=0) + 1
-        return self._credentials
+    @cached_property
+    def _credentials(self) -> dict[int, Credential]:
+        read = {c.id: c for c in self._client.list_credentials()}
+        self._next_credential = max(read, default=0) + 1
+        return read
 
-    def _entity_model(self) -> dict[tuple[str, str], Entity]:
-        if self._entities is None:
-            listed = (*self._client.list_organizations(), *self._client.list_repositories())
-            self._entities = {(e.kind, e.id): e for e in listed}
-        return self._entities
+    @cached_property
+    def _entities(self) -> dict[tuple[str, str], Entity]:
+        listed = (*self._client.list_organizations(), *self._client.list_repositories())
+        return {(e.kind, e.id): e for e in listed}
 
-    def _scaleset_model(self) -> dict[int, ScaleSet]:
-        if self._scalesets is None:
-            self._scalesets = {s.id: s for s in self._client.list_scalesets()}
-            self._next_scaleset = max(self._scalesets, default=0) + 1
-        return self._scalesets
+    @cached_property
+    def _scalesets(self) -> dict[int, ScaleSet]:
+        read = {s.id: s for s in self._client.list_scalesets()}
+        self._next_scaleset = max(read, default=0) + 1
+        return read
 
-    def _instance_model(self) -> dict[str, Instance]:
-        if self._instances is None:
-            self._instances = {i.name: i for i in self._client.list_instances()}
-        return self._instances
+    @cached_property
+    def _instances(self) -> dict[str, Instance]:
+        return {i.name: i for i in self._client.list_instances()}
 
-    def _template_model(self) -> dict[int, Template]:
-        if self._templates is None:
-            self._templates = {t.id: t for t in self._client.list_templates()}
-            self._next_template = max(self._templates, default=0) + 1
-        return self._templates
-
-    def _system_template(self, os_type: str) -> int:
-        """The template GARM gives a scale set created without one: its system one."""
-        return next(
-            (
-                t.id
-                for t in self._template_model().values()
-                if t.owner_id == _SYSTEM_OWNER and t.os_type == os_type
-            ),
-            0,
-        )
+    @cached_property
+    def _templates(self) -> dict[int, Template]:
+        read = {t.id: t for t in self._client.list_templates()}
+        self._next_template = max(read, default=0) + 1
+        return read
 
 
 # What a pass asks of GARM: GARM itself, or this stand-in for it.

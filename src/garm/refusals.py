@@ -1,28 +1,24 @@
 """What GARM refused, remembered so that no refused write is re-sent on every pass.
 
-One memory for every write the charm makes to GARM: scaleset creates, field updates,
-re-enables, retirements and notes, deletes (GARM answering 200 yet keeping the scaleset
-is a refusal too), runner force-removals, runner templates, GitHub credentials,
-organisations and repositories, and the controller's URLs. Each write has a key naming
-what it writes (``create:ci``, ``update:ci-24ec4a:runner_group``,
-``credential:app-1-2``) and a digest of what it asks for. A refusal is noted with GARM's
-short cause and held back on one schedule (``backoff``: 1, 2, 4 ... minutes, at most an
-hour); the operator is asked to act once it is ``blocked`` (a 4xx, which GARM or GitHub
-will answer the same way again, or ``REFUSALS_BEFORE_BLOCKED`` in a row). It is forgotten
-when GARM accepts the write, and holds nothing once the write asks for something else
-(the operator fixed the runner group, say): the next pass sends it at once. ADR 0003.
+One memory for every write the charm makes to GARM (``garm.writes``). Each write has a
+key naming what it writes (``create:ci``, ``update:ci-24ec4a:runner_group``,
+``credential:app-1-2``) and a digest of what it asks for. A refusal (GARM answering 200
+yet keeping a scaleset is one too) is noted with GARM's short cause and held back on one
+schedule (``backoff``: 1, 2, 4 ... minutes, at most an hour); the operator is asked to
+act once it is ``blocked`` (a 4xx, which GARM or GitHub will answer the same way again,
+or ``REFUSALS_BEFORE_BLOCKED`` in a row). It is forgotten when GARM accepts the write,
+and holds nothing once the write asks for something else (the operator fixed the runner
+group, say): the next pass sends it at once. ADR 0003.
 
-A wait is a write GARM has not refused but has not carried out either: a force-removal
-it took and undid, a refresh whose runners it does not make, an org or a provider it
-does not have. So the same memory keeps, for each wait the last pass saw (``waits``), when
-the charm first saw it, and says when one has lasted too long (``overdue``): the
-operator is then asked to act, as for a write refused too often (ADR 0003, 4).
+A wait is a write GARM took but has not carried out (a force-removal it undid, a refresh
+whose runners it does not make, an org or a provider it does not have): the memory keeps
+when the charm first saw each wait the last pass saw (``waits``), and says when one has
+lasted too long (``overdue``): the operator is then asked to act (ADR 0003, 4).
 
-The memory lives in the application's databag of the peer relation: Juju keeps it,
-every unit reads it and the leader writes it, so a new leader goes on with the same
-back-off instead of asking GitHub again at once. Names GitHub answered "already exists"
-for are remembered for an hour too, so a create does not walk the same taken names on
-every pass. Pure: values in, values out.
+It lives in the application's databag of the peer relation: every unit reads it and the
+leader writes it, so a new leader goes on with the same back-off instead of asking GitHub
+again at once. Names GitHub answered "already exists" for are remembered for an hour
+too, so a create does not walk the same taken names on every pass. Pure.
 """
 
 from __future__ import annotations
@@ -60,7 +56,7 @@ def believed_wait(until: datetime | None, now: datetime) -> bool:
     """Whether something must still wait until ``until``, as written by a back-off.
 
     A time further ahead than the longest back-off was not written by this rule (a clock
-    that jumped, a hand edit): it is not believed, so nothing waits forever.
+    that jumped, a hand edit): not believed, so nothing waits forever.
     """
     return until is not None and now < until <= now + LONGEST_RETRY
 
@@ -83,22 +79,13 @@ def is_permanent(status: int) -> bool:
 
 @dataclass(frozen=True)
 class Refusal:
-    """The last refusals of one write, in a row.
-
-    ``permanent``: the answer says GitHub or GARM will not accept this request as it is
-    (a 4xx), so the operator is told at once rather than after a few tries.
-    """
+    """The last refusals of one write, in a row; ``permanent``: a 4xx, told at once."""
 
     digest: str
     refusals: int
     retry_at: datetime
     cause: str
     permanent: bool
-
-    def again(self, now: datetime, cause: str, permanent: bool) -> Refusal:
-        """One more refusal of the same request."""
-        count = self.refusals + 1
-        return Refusal(self.digest, count, now + backoff(count), cause, permanent)
 
     @property
     def blocked(self) -> bool:
@@ -112,7 +99,7 @@ class Refusal:
 
 
 def first_refusal(digest: str, now: datetime, cause: str, permanent: bool) -> Refusal:
-    """The first refusal of a request."""
+    """The first refusal of a request, as ``Refusals.refused`` notes it."""
     return Refusal(digest, 1, now + backoff(1), cause, permanent)
 
 
@@ -120,8 +107,7 @@ def first_refusal(digest: str, now: datetime, cause: str, permanent: bool) -> Re
 class Held:
     """A write GARM refused before, held back until its back-off is over.
 
-    ``write`` says what, as the operator reads it (``update runner_group of ci
-    (ci-24ec4a)``); ``refusal`` how often, why, and whether the operator must act.
+    ``write`` as the operator reads it: ``update runner_group of ci (ci-24ec4a)``.
     """
 
     write: str
@@ -152,11 +138,8 @@ class Refusals:
     ) -> Refusals:
         """The memory with one more refusal of this write (the first of a new request)."""
         earlier = self.refusals.get(key)
-        refusal = (
-            earlier.again(now, cause, permanent)
-            if earlier is not None and earlier.digest == asked
-            else first_refusal(asked, now, cause, permanent)
-        )
+        count = earlier.refusals + 1 if earlier is not None and earlier.digest == asked else 1
+        refusal = Refusal(asked, count, now + backoff(count), cause, permanent)
         return replace(self, refusals={**self.refusals, key: refusal})
 
     def accepted(self, key: str) -> Refusals:
@@ -168,8 +151,7 @@ class Refusals:
     def due_now(self, now: datetime, which: Callable[[str], bool]) -> Refusals:
         """The memory with the writes ``which`` picks due again at ``now``, counts kept.
 
-        For a cause that may be gone: what GitHub refused is tried again at once once
-        GARM's access to GitHub (a credential, an org's binding) changed.
+        For a cause that may be gone: GARM's access to GitHub (a credential) changed.
         """
         return replace(
             self,
@@ -190,11 +172,10 @@ class Refusals:
     def waiting(self, keys: Iterable[str], now: datetime, *, over: bool = True) -> Refusals:
         """The memory with the waits a pass saw: first seen when noted, else ``now``.
 
-        With ``over``, the pass looked at everything that could wait, so the waits it no
-        longer saw are over (done, or nobody waits on them) and are forgotten, and one
-        seen again later starts afresh. Otherwise (a family held, the view partial) a
-        wait it did not name may be one it did not look at: not knowing counts as still
-        waiting, and its clock stands.
+        With ``over`` the pass looked at everything that could wait: a wait it no longer
+        saw is over and forgotten (seen again, it starts afresh). Otherwise (a family
+        held, the view partial) one it did not name may be one it did not look at: not
+        knowing counts as still waiting, and its clock stands.
         """
         kept = {} if over else dict(self.waits)
         waits = kept | {key: self.since(key, now) for key in keys}
@@ -207,28 +188,19 @@ class Refusals:
         return replace(self, waits={k: at for k, at in self.waits.items() if k != key})
 
     def since(self, key: str, now: datetime) -> datetime:
-        """When the charm first saw the wait ``key``; ``now`` when it has not noted it.
-
-        A time further ahead than the longest back-off was not written by a pass (a clock
-        that jumped, a hand edit): it is not believed, so the wait starts afresh.
-        """
+        """When the wait ``key`` was first seen; ``now`` if unnoted or too far ahead to believe."""
         since = self.waits.get(key)
         return since if since is not None and since <= now + LONGEST_RETRY else now
 
     def overdue(self, key: str, deadline: timedelta, now: datetime) -> bool:
-        """Whether the wait ``key`` has lasted ``deadline``: the operator is asked to act.
-
-        The one rule for every wait, each with its own deadline; until then it may still
-        end by itself, at the latest by ``since(key) + deadline``.
-        """
+        """Whether the wait ``key`` has lasted its ``deadline``: the operator is asked to act."""
         return now - self.since(key, now) >= deadline
 
     def current(self, now: datetime) -> Refusals:
         """Only what still matters.
 
-        A write still wanted is sent again once its back-off is over, and then refused
-        again or accepted: a refusal not renewed for the longest back-off after that is
-        of a write nobody asks for any more (the input changed, the thing is gone).
+        A write still wanted is sent again once its back-off is over: a refusal not renewed
+        for the longest back-off after that is of a write nobody asks for any more.
         """
         return Refusals(
             {k: r for k, r in self.refusals.items() if now - r.retry_at <= LONGEST_RETRY},
@@ -240,8 +212,7 @@ class Refusals:
     def read(cls, text: str | None, old: str | None = None) -> Refusals:
         """Parse the databag value; anything unreadable is dropped (the write is retried).
 
-        ``old`` is the value under ``OLD_KEY``, creates by logical name, read as the
-        creates they were.
+        ``old`` is the value under ``OLD_KEY``: held creates, by logical name.
         """
         data = _json_object(text)
         earlier = _json_object(old)

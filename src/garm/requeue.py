@@ -1,30 +1,21 @@
 """One extra pass at the moment the last one said it can next make progress.
 
-The reconcile timer (``garm.timer``) runs a pass every ``reconcile-interval``, whatever
-is going on: the safety net. A changeover, though, waits on moments it knows (a new
-scale set's listener open, a back-off over, a drain deadline) or expects soon (a runner
-to report idle), and the leader's pass says which comes first (``PassResult.requeue_at``).
-This module asks systemd for one pass then: a transient timer (``systemd-run
---on-active``) that dispatches the same ``reconcile-tick`` as the periodic timer, through
-juju-exec, so it is a hook like any other and waits for the machine lock. No hook ever
-sleeps waiting.
+The reconcile timer (``garm.timer``) runs a pass every ``reconcile-interval``: the safety
+net. A changeover waits on moments it knows (a new scale set's listener open, a back-off
+over, a drain deadline) or expects soon (a runner to report idle); the pass names the
+first (``PassResult.requeue_at``), and this module asks systemd for one pass then: a
+transient timer (``systemd-run --on-active``) dispatching the same ``reconcile-tick``
+through juju-exec, so it is a hook like any other and waits for the machine lock. No
+hook ever sleeps waiting.
 
-Each pass replaces what the one before asked for: the timers still pending are stopped
-first (``systemctl stop 'garm-requeue-*.timer'``), then one is made if the moment comes
-before the periodic timer's run at the latest. Each transient timer has a name of its
-own (the moment it fires, in seconds since the epoch): a pass that is itself dispatched
-by ``garm-requeue-<n>.service`` runs inside that service, which systemd still holds
-while the next one is asked for, so a fixed name would be refused. ``RemainAfterElapse=no``
-and ``--collect`` unload each timer and service once it has run, failed or not.
-
-The requeue comes at the moment the pass named, rounded up to the whole second
-(``systemd-run --on-active`` takes whole seconds; the timer's ``AccuracySec=1s`` is no
-finer), and at least ``SOONEST_SECONDS`` on: a pass never asks for itself again at once.
-Nothing else delays it: a pass that lands just before a moment (the periodic timer's,
-say) asks for the next one at that moment, not some seconds past it. None is asked for
-when the periodic timer's run comes no later. Every pass stops the requeue still
-pending and asks for its own; one whose timer already elapsed and whose dispatch waits
-for the machine lock runs after the hook that holds it.
+Each pass stops the requeue still pending (``systemctl stop 'garm-requeue-*.timer'``)
+and asks for its own, unless the periodic timer runs no later. Each is named by the
+moment it fires (seconds since the epoch): a pass dispatched by
+``garm-requeue-<n>.service`` runs inside that service, which systemd still holds while
+the next is asked for, so a fixed name would be refused. ``RemainAfterElapse=no`` and
+``--collect`` unload each timer and service once it has run, failed or not. One whose
+timer elapsed while its dispatch waits for the machine lock runs after the hook holding
+it.
 """
 
 from __future__ import annotations
@@ -49,11 +40,7 @@ SOONEST_SECONDS = 1
 
 
 def wake(held: tuple[Held, ...], *moments: datetime | None) -> datetime | None:
-    """The first moment a pass can make progress again, None when nothing waits on time.
-
-    A write held back is due when its back-off ends, setup's and the scalesets' alike
-    (``garm.refusals``); each of ``moments`` is another (None: none).
-    """
+    """The first moment a pass can progress again: a held write's back-off end, or ``moments``."""
     due = [h.refusal.retry_at for h in held] + [m for m in moments if m is not None]
     return min(due, default=None)
 
@@ -61,11 +48,10 @@ def wake(held: tuple[Held, ...], *moments: datetime | None) -> datetime | None:
 def delay(at: datetime | None, now: datetime, periodic: datetime | None) -> int | None:
     """Whole seconds from ``now`` until the pass asked for at ``at``; None for no pass.
 
-    Rounded up, so the pass never comes before its moment, and never sooner than
-    ``SOONEST_SECONDS``; never later, so what the planner waits for is seen when it is
-    due. No pass is needed when nothing waits on time (``at`` None) or when the periodic
-    timer runs by then anyway: ``periodic`` is when it does at the latest (None: no
-    periodic timer).
+    Rounded up to the whole second ``systemd-run`` takes (and ``AccuracySec=1s`` keeps),
+    at least ``SOONEST_SECONDS``, never later: a pass that lands just before a moment asks
+    for one at that moment. None when nothing waits on time (``at`` None) or the periodic
+    timer runs by then anyway (``periodic``: its latest run; None: no periodic timer).
     """
     if at is None:
         return None
@@ -78,10 +64,9 @@ def delay(at: datetime | None, now: datetime, periodic: datetime | None) -> int 
 def keep(paths: workload.Paths, unit_name: str, seconds: int | None, now: datetime) -> None:
     """The one pending requeue, ``seconds`` after ``now``; none when ``seconds`` is None.
 
-    The name of the timer asked for is kept in ``paths.requeue_file``, so a pass with
-    nothing to ask for costs no call to systemd when none is pending. A failure of
-    systemd is logged and swallowed: the periodic timer is the safety net, and no hook
-    may fail for want of an early pass.
+    Its name is kept in ``paths.requeue_file``, so a pass with nothing to ask for costs no
+    call to systemd when none is pending. A failure of systemd is logged and swallowed: no
+    hook may fail for want of an early pass, the periodic timer is the safety net.
     """
     cancel(paths)
     if seconds is None:

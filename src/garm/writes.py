@@ -2,15 +2,13 @@
 
 Each kind of write GARM is asked (setup: the admin, the controller's URLs, credentials,
 orgs and repos; scalesets: create, field update, re-enable, retire, note, delete, runner
-removal; runner templates) is a value, a ``Write``: it carries its key in the memory
-(``garm.refusals``), its description for the operator, and how it is sent and how
-GARM's answer changes what the pass sees. ``Writes`` sends a plan's writes in order: one
-GARM refused before waits out its back-off, one that needs what a held write makes
-waits unsent, a refusal is remembered and the next write goes on, an accepted write is
-forgotten by the memory; an unreachable GARM ends the writes, with what was learnt kept.
-GARM's setup and the scaleset pass send through it alike, and the ``plan`` action is the
-same loop against a GARM that records the writes instead of making them
-(``garm.recording``). ADR 0003.
+removal; runner templates) is a ``Write``: its key in the memory (``garm.refusals``), its
+description for the operator, how it is sent and how GARM's answer changes what the pass
+sees. ``Writes`` sends a plan's writes in order: one refused before waits out its
+back-off, one that needs what a held write makes waits unsent, a refusal is remembered
+and the next write goes on, an accepted write is forgotten by the memory; an unreachable
+GARM ends the writes, with what was learnt kept. ``plan`` is the same loop against a GARM
+that records the writes instead of making them (``garm.recording``). ADR 0003.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from garm.client import GarmApiError, GarmUnreachable
-from garm.refusals import Held, Refusal, Refusals, is_permanent
+from garm.refusals import Held, Refusals, is_permanent
 
 Log = logging.Logger | logging.LoggerAdapter[logging.Logger]
 Seen = TypeVar("Seen")
@@ -81,9 +79,8 @@ class Write(ABC):
 class ActionError:
     """A call GARM refused; ``action`` is None when it was one of the observing reads.
 
-    ``error`` is the refusal's short cause, fit for a status line; the log has it whole.
-    A write GARM refused is remembered too (``garm.refusals``), and told from there as
-    held back. ``blocking`` marks a write the charm could not even make (``UnmadeError``).
+    ``error`` is the short cause, fit for a status line (the log has it whole).
+    ``blocking`` marks a write the charm could not even make (``UnmadeError``).
     """
 
     action: Write | None
@@ -124,7 +121,8 @@ class Writes:
         """
         self.seen = seen
         for write in writes:
-            refusal = self.holding(write)
+            held = (self.memory.holding(k, a, self.now) for k, a in write.asks())
+            refusal = next((r for r in held if r is not None), None)
             if refusal is not None:
                 self._hold(write, Held(write.line(), refusal))
                 continue
@@ -137,12 +135,6 @@ class Writes:
                 return seen
             seen = self.seen = self.send(garm, write, seen)
         return seen
-
-    def holding(self, write: Write) -> Refusal | None:
-        """The refusal that holds the write back now, as this pass left the memory."""
-        return next(
-            (r for k, a in write.asks() if (r := self.memory.holding(k, a, self.now))), None
-        )
 
     def send(self, garm: Any, write: Write, seen: Seen) -> Seen:
         """Make one write, unchecked, and keep what GARM answered."""

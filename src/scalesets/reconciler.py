@@ -1,17 +1,12 @@
 """One reconcile pass: observe GARM, plan, apply, and say what happened.
 
 The imperative shell around the pure planner. Observation is a constant number of list
-calls whatever the number of scalesets. Each plan's writes are sent through the one loop
-(``garm.writes``), whose answers are folded back into the observation before the planner
-is asked again, so a pass goes as far as GARM's answers allow. Failures are contained: an
-API error is kept against its write and the pass goes on; an unreachable GARM ends the
-pass at once. What each answer tells (a kept delete, a taken name, a reaped runner) is
-the write's own to say (``scalesets.actions``); a refused write is remembered
-(``garm.refusals``), so none is re-sent on every pass (ADR 0003).
-
-The ``plan`` action is this pass over a GARM that is read for real and written to in
-imagination (``garm.recording.SimulatedGarm``), so it tells every write the pass would make,
-those that earlier writes unlock included, and can never drift from it.
+calls whatever the number of scalesets. Each plan's writes go through the one loop
+(``garm.writes``, which remembers refusals: ADR 0003), and GARM's answers are folded back
+into the observation before the planner is asked again, so a pass goes as far as they
+allow. An API error is kept against its write and the pass goes on; an unreachable GARM
+ends it at once. Over ``garm.recording.SimulatedGarm`` this pass is the ``plan`` action's
+rehearsal, so ``plan`` tells every write the pass would make and never drifts from it.
 """
 
 from __future__ import annotations
@@ -67,10 +62,7 @@ class Outcome:
 
     @property
     def runners(self) -> tuple[Runners, ...]:
-        """The runners of each logical scaleset's current generation, by logical name.
-
-        Empty when GARM could not be read. A generation still being created has none.
-        """
+        """The runners of each logical scaleset's current generation; none unread."""
         if self.observed is None:
             return ()
         ids = {s.name.lower(): s.id for s in self.observed.scalesets}
@@ -88,9 +80,6 @@ class Runners:
     """The runners of one logical scaleset's current generation, as a pass last saw them.
 
     ``logical_name`` is lower-cased (``Outcome.current``); ``scaleset`` is GARM's name.
-    A generation *keeps failing* when some of its runners failed (``drain.failed``)
-    and none works (``drain.working``): it serves no job, whatever GARM's own count of
-    runners says (docs/adr/0005).
     """
 
     logical_name: str
@@ -109,7 +98,7 @@ class Runners:
 
     @property
     def keeps_failing(self) -> bool:
-        """Some runners failed and none works."""
+        """Some runners failed and none works: no job served, whatever GARM counts (ADR 0005)."""
         return self.failing > 0 and self.working == 0
 
 
@@ -137,14 +126,10 @@ def reconcile(
 ) -> Outcome:
     """Run one pass towards ``desired`` and return its outcome; never raises for GARM.
 
-    ``writing`` False: GARM is read and the pass planned, and nothing is sent (a paused
-    charm, ADR 0014): the outcome tells what GARM holds, with nothing done.
-
-    ``budget`` bounds the pass in seconds so a hook never hangs on a slow GARM: past it
-    no further write is started, and the next hook carries on from what it observes.
-    ``observed`` saves the reads when the caller has just made them. ``memory`` is
-    what GARM refused before (``garm.refusals``); the outcome carries it when this pass
-    changed it. Over a ``garm.recording.SimulatedGarm`` it is the ``plan`` action's rehearsal.
+    ``writing`` False: GARM is read and the pass planned, nothing is sent (a paused charm,
+    ADR 0014). ``budget`` (seconds, ``garm.writes``) bounds the writes. ``observed`` saves
+    the reads when the caller has just made them. ``memory`` is what GARM refused before
+    (``garm.refusals``); the outcome carries it when this pass changed it.
     """
     writes = Writes(now, Refusals(), told(client, logger), budget)
     try:
@@ -197,9 +182,8 @@ def _outcome(
     """The pass's outcome: progress from the latest plan, GARM as last observed.
 
     Writes the last plan still holds were left for the next pass (a scaleset closed by a
-    refusal of one of its fields, the budget spent): that pass is due at once, unless
-    GARM went away. What the last plan waits on GARM to do is remembered with when it was
-    first seen (``Refusals.waiting``), so the next pass can tell how long.
+    refusal, the budget spent): it is due at once, unless GARM went away. What the plan
+    waits on GARM to do is remembered with when it was first seen (``Refusals.waiting``).
     """
     writes.remember(writes.memory.waiting(current.waits, writes.now, over=current.whole))
     wake = writes.now if current.actions and unreachable is None else current.wake
@@ -235,9 +219,8 @@ def _log_refused(
 ) -> None:
     """Log at error level the specs the operator must fix.
 
-    Held specs are not repeated here: they were logged when their data was parsed. Nor
-    are creates refused before: the refusal was logged whole when it came, and the
-    timer's pass every 30 s would repeat it for as long as it lasts.
+    Not held specs (logged when their data was parsed), nor creates refused before (the
+    refusal was logged whole when it came; each timer's pass would repeat it).
     """
     held = {(h.source, h.name) for h in desired.held}
     for skipped in current.skipped:
