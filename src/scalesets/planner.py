@@ -160,11 +160,10 @@ def _waits(key: str, deadline: timedelta, ctx: _Context) -> bool:
 def _choose_templates(
     selection: _Selection, hold: bool, ctx: _Context
 ) -> tuple[_Selection, dict[str, Choice]]:
-    """Each chosen spec's runner template, its writes planned first.
+    """Each chosen spec's runner template by logical name, its writes planned first.
 
-    A spec whose template cannot be made is left out like one whose provider is not
-    registered yet: its live scalesets keep serving as they are. Returns the selection
-    without such specs, and the others' choices by logical name.
+    A spec whose template cannot be made is left out of the selection like one whose
+    provider is not registered yet: its live scalesets keep serving as they are.
     """
     choices: dict[str, Choice] = {}
     specs: list[ScalesetSpec] = []
@@ -467,11 +466,11 @@ def _plan_predecessors(family: _Family, cover: Cover, ctx: _Context) -> None:
 def _plan_create(
     spec: ScalesetSpec, key: GenerationKey, template_id: int, taken: set[str], ctx: _Context
 ) -> str:
-    """Create the generation under the first candidate name not ``taken``; its name.
+    """Create the generation under the first candidate name not ``taken``; its name, or "".
 
     ``taken`` holds GitHub's names too, so a name left on GitHub moves the create on to
     the next candidate. A create refused earlier for the same request waits out its
-    back-off. Returns "" when no create is planned.
+    back-off.
     """
     observed = ctx.observed
     candidates = (generation_name(key, i, ctx.settings.name_budget) for i in range(MAX_CANDIDATES))
@@ -600,10 +599,7 @@ def _plan_update(
 
 
 def _plan_write(action: Action, write: str, ctx: _Context) -> bool:
-    """Plan a write unless GARM refused it before and its back-off is not over.
-
-    Whether it was planned; a write held back is told (``Held``) as ``write``.
-    """
+    """Plan a write unless the memory of refusals holds it back; whether it was planned."""
     if _held(action, write, ctx):
         return False
     ctx.actions.append(action)
@@ -611,7 +607,7 @@ def _plan_write(action: Action, write: str, ctx: _Context) -> bool:
 
 
 def _held(action: Action, write: str, ctx: _Context) -> bool:
-    """Whether the memory of refusals holds ``action`` back now; if so it is told."""
+    """Whether the memory of refusals holds ``action`` back now; if so it is told as ``write``."""
     for key, asked in action.asks():
         refusal = ctx.observed.refusals.holding(key, asked, ctx.now)
         if refusal is not None:
