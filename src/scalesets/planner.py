@@ -118,14 +118,16 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
     cover = Cover.of(desired.specs, live)
     for family in planned:
         _plan_predecessors(family, cover, ctx)
-    for orphan in orphans if selection.sweep and desired.complete else ():
+    # Only a full view of Juju says what is not wanted (ADR 0002).
+    sweep = selection.sweep and desired.complete
+    for orphan in orphans if sweep else ():
         logical = logical_name_of(orphan)
         phase = _plan_retirement(orphan, logical, cover.covers(orphan), False, ctx)
         ctx.phases[orphan.id] = phase
         runners = len(instances[orphan.id])
         blocked = ctx.blocked.get(orphan.id, "")
         ctx.progress.append(Progress(logical, orphan.name, phase, runners, blocked, orphan=True))
-    if selection.sweep and desired.complete and not desired.template_hold:
+    if sweep and not desired.template_hold:
         _plan_template_deletes(selection, choices, ctx)
     current = tuple((f.spec.name.lower(), f.name) for f in planned if f.name)
     # A plan that left a family alone did not look at its waits: they are not over.
@@ -138,7 +140,7 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
         tuple(ctx.held),
         ctx.wake.earliest(changing=bool(ctx.progress)),
         tuple(ctx.waits),
-        selection.sweep and desired.complete and not held,
+        sweep and not held,
         dict(ctx.phases),
         dict(ctx.blocked),
     )
@@ -912,10 +914,7 @@ def _noted(
 
 
 def _removable(instance: Instance, waited: timedelta) -> bool:
-    """Whether GARM accepts a force-removal of this runner, and one is worth sending.
-
-    ``waited`` is how long this charm has seen it in its status (``Notes.seen``).
-    """
+    """Whether GARM accepts a force-removal of this runner, and one is worth sending."""
     if instance.status == "pending_delete":
         return waited >= PENDING_DELETE_GRACE
     return instance.status in _REMOVABLE_STATUSES
