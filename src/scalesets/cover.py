@@ -21,29 +21,18 @@ def _entity_of(scaleset: ScaleSet) -> EntityKey:
     return (scaleset.entity_kind or "", scaleset.entity_name.lower())
 
 
-def _served_by(scaleset: ScaleSet) -> set[str]:
+def _served_by(scaleset: ScaleSet) -> frozenset[str]:
     """The labels jobs can target a scaleset by: its tags and, as GARM sends it, its name."""
-    return set(normalise_labels((*scaleset.labels, scaleset.name)))
-
-
-def _spec_entity(spec: ScalesetSpec) -> EntityKey:
-    return (spec.entity_kind, spec.entity_name.lower())
-
-
-def _related(a: EntityKey, b: EntityKey) -> bool:
-    """Whether jobs of one entity can run on the other's runners, or the other way round.
-
-    A repository's jobs run on its own runners and on its owner organisation's.
-    """
-    return _serves(a, b) or _serves(b, a)
+    return frozenset(normalise_labels((*scaleset.labels, scaleset.name)))
 
 
 def _serves(runners: EntityKey, jobs: EntityKey) -> bool:
-    """Whether runners registered at ``runners`` take jobs of ``jobs``."""
-    if runners == jobs:
-        return True
+    """Whether runners registered at ``runners`` take jobs of ``jobs``.
+
+    A repository's jobs run on its own runners and on its owner organisation's.
+    """
     (runner_kind, runner_name), (job_kind, job_name) = runners, jobs
-    return (
+    return runners == jobs or (
         runner_kind == "organization"
         and job_kind == "repository"
         and job_name.partition("/")[0] == runner_name
@@ -65,8 +54,11 @@ class Cover:
     def of(cls, specs: Iterable[ScalesetSpec], live: Iterable[ScaleSet]) -> Cover:
         """What ``specs`` ask for, and what the ``live`` current generations serve."""
         return cls(
-            tuple((_spec_entity(s), frozenset(spec_key(s).labels)) for s in specs),
-            tuple((_entity_of(c), frozenset(_served_by(c))) for c in live),
+            tuple(
+                ((s.entity_kind, s.entity_name.lower()), frozenset(spec_key(s).labels))
+                for s in specs
+            ),
+            tuple((_entity_of(c), _served_by(c)) for c in live),
         )
 
     def covers(self, leaving: ScaleSet) -> bool:
@@ -77,12 +69,12 @@ class Cover:
         scaleset takes, the labels it shares with that spec must all be on one live
         scaleset that takes those jobs too. What nobody asks for goes at once.
         """
-        entity, labels = _entity_of(leaving), frozenset(_served_by(leaving))
+        entity, labels = _entity_of(leaving), _served_by(leaving)
         needs = {
             # The jobs both take: the repository's, when either side is one.
             (entity if entity[0] == "repository" else jobs, shared)
             for jobs, asked in self.asked
-            if _related(entity, jobs) and (shared := labels & asked)
+            if (_serves(entity, jobs) or _serves(jobs, entity)) and (shared := labels & asked)
         }
         return all(
             any(_serves(runners, jobs) and shared <= served for runners, served in self.live)

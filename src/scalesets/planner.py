@@ -90,37 +90,15 @@ LISTENER_STARTUP = timedelta(seconds=8)
 YOUNGEST_DELETE = timedelta(seconds=30)
 
 
-@dataclass
-class _Draft:
-    """Accumulates one plan while the planner walks the families.
-
-    Each field becomes the ``Plan``'s of its name; ``blocked`` (by scaleset id: what
-    will not move on by itself, and what to do) becomes ``Plan.stuck``.
-    """
-
-    wake: Wake
-    actions: list[Action] = field(default_factory=list)
-    progress: list[Progress] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
-    blocked: dict[int, str] = field(default_factory=dict)
-    held: list[Held] = field(default_factory=list)
-    waits: list[str] = field(default_factory=list)
-    phases: dict[int, Phase] = field(default_factory=dict)
-
-
 def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings) -> Plan:
-    """Plan the next writes that take GARM towards ``desired``.
-
-    Only steps whose preconditions are observed are planned; applying the plan and
-    planning again on the new observation continues the changeover.
-    """
-    draft = _Draft(Wake(now))
+    """Plan the next writes that take GARM towards ``desired``."""
+    instances: dict[int, list[Instance]] = defaultdict(list)
+    for instance in observed.instances:
+        if instance.scale_set_id:
+            instances[instance.scale_set_id].append(instance)
     templates = Templates(observed.templates)
-    instances = _instances_by_scaleset(observed.instances)
-    ctx = _Context(instances, now, settings, desired.unsettled, draft, observed, templates)
-    selection, choices = _choose_templates(
-        _select(desired, observed, draft), bool(desired.template_hold), ctx
-    )
+    ctx = _Context(instances, now, settings, desired.unsettled, observed, templates, Wake(now))
+    selection, choices = _choose_templates(_select(desired, ctx), bool(desired.template_hold), ctx)
     families, orphans = _claim(
         observed.scalesets, [s.name for s in selection.specs], selection.held
     )
@@ -136,57 +114,58 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
         )
         for spec in selection.specs
     ]
-    live = [c.scaleset for c in planned if c.live and c.scaleset is not None]
+    live = [f.scaleset for f in planned if f.live and f.scaleset is not None]
     cover = Cover.of(desired.specs, live)
-    for current in planned:
-        _plan_predecessors(current, cover, ctx)
-    for orphan in orphans if selection.sweep and desired.complete else ():
+    for family in planned:
+        _plan_predecessors(family, cover, ctx)
+    # Only a full view of Juju says what is not wanted (ADR 0002).
+    sweep = selection.sweep and desired.complete
+    for orphan in orphans if sweep else ():
         logical = logical_name_of(orphan)
         phase = _plan_retirement(orphan, logical, cover.covers(orphan), False, ctx)
-        draft.phases[orphan.id] = phase
+        ctx.phases[orphan.id] = phase
         runners = len(instances[orphan.id])
-        blocked = draft.blocked.get(orphan.id, "")
-        draft.progress.append(Progress(logical, orphan.name, phase, runners, blocked, orphan=True))
-    if selection.sweep and desired.complete and not desired.template_hold:
-        _plan_template_deletes(selection, choices, desired.unsettled, ctx)
-    current = tuple((c.family.spec.name.lower(), c.name) for c in planned if c.name)
+        blocked = ctx.blocked.get(orphan.id, "")
+        ctx.progress.append(Progress(logical, orphan.name, phase, runners, blocked, orphan=True))
+    if sweep and not desired.template_hold:
+        _plan_template_deletes(selection, choices, ctx)
+    current = tuple((f.spec.name.lower(), f.name) for f in planned if f.name)
     # A plan that left a family alone did not look at its waits: they are not over.
     held = desired.unsettled or selection.held or selection.contested
     return Plan(
-        tuple(draft.actions),
-        tuple(draft.progress),
-        tuple(draft.skipped),
+        tuple(ctx.actions),
+        tuple(ctx.progress),
+        tuple(ctx.skipped),
         current,
-        tuple(draft.held),
-        draft.wake.earliest(changing=bool(draft.progress)),
-        tuple(draft.waits),
-        selection.sweep and desired.complete and not held,
-        dict(draft.phases),
-        dict(draft.blocked),
+        tuple(ctx.held),
+        ctx.wake.earliest(changing=bool(ctx.progress)),
+        tuple(ctx.waits),
+        sweep and not held,
+        dict(ctx.phases),
+        dict(ctx.blocked),
     )
 
 
-def _waits(key: str, deadline: timedelta, observed: Observed, draft: _Draft) -> bool:
+def _waits(key: str, deadline: timedelta, ctx: _Context) -> bool:
     """Note a wait on GARM, timed by the memory of refusals; whether it is overdue.
 
     Until it is, a pass is due at its deadline, so the operator hears of it on time.
     """
-    draft.waits.append(key)
-    memory, now = observed.refusals, draft.wake.now
+    ctx.waits.append(key)
+    memory, now = ctx.observed.refusals, ctx.now
     if memory.overdue(key, deadline, now):
         return True
-    draft.wake.due(memory.since(key, now) + deadline)
+    ctx.wake.due(memory.since(key, now) + deadline)
     return False
 
 
 def _choose_templates(
     selection: _Selection, hold: bool, ctx: _Context
 ) -> tuple[_Selection, dict[str, Choice]]:
-    """Each chosen spec's runner template, its writes planned first.
+    """Each chosen spec's runner template by logical name, its writes planned first.
 
-    A spec whose template cannot be made is left out like one whose provider is not
-    registered yet: its live scalesets keep serving as they are. Returns the selection
-    without such specs, and the others' choices by logical name.
+    A spec whose template cannot be made is left out of the selection like one whose
+    provider is not registered yet: its live scalesets keep serving as they are.
     """
     choices: dict[str, Choice] = {}
     specs: list[ScalesetSpec] = []
@@ -196,7 +175,7 @@ def _choose_templates(
         choice = ctx.templates.choose(spec.name, spec.template_blocks, hold=hold)
         if choice.problem:
             skipped = Skipped(spec.source, spec.name, choice.problem, blocking=True)
-            ctx.draft.skipped.append(skipped)
+            ctx.skipped.append(skipped)
             held.add(logical)
             continue
         if choice.action is not None:
@@ -207,7 +186,7 @@ def _choose_templates(
 
 
 def _plan_template_deletes(
-    selection: _Selection, choices: Mapping[str, Choice], unsettled: frozenset[str], ctx: _Context
+    selection: _Selection, choices: Mapping[str, Choice], ctx: _Context
 ) -> None:
     """Delete the charm's templates nothing uses and nothing asks for.
 
@@ -216,7 +195,7 @@ def _plan_template_deletes(
     seen family keeps its template, as it keeps its scalesets.
     """
     wanted = {template_name(n) for n, c in choices.items() if c.template_id or c.action}
-    wanted |= {template_name(n) for n in selection.held | selection.contested | unsettled}
+    wanted |= {template_name(n) for n in selection.held | selection.contested | ctx.unsettled}
     in_use = {s.template_id for s in ctx.observed.scalesets}
     for template_id, template in sorted(ctx.templates.ours.items()):
         if template.name not in wanted and template_id not in in_use:
@@ -224,21 +203,30 @@ def _plan_template_deletes(
             _plan_write(delete, f"delete runner template {template.name}", ctx)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Context:
-    """What every step of one plan reads: runners, time, limits, and the view's state.
+    """One plan as the planner walks the families: what it reads, and what it gathers.
 
     ``unsettled``: families whose units may not all be seen; none of theirs is retired.
-    ``observed`` also carries what this pass's writes were answered (``Observed``).
+    ``observed`` also carries what this pass's writes were answered (``Observed``). Each
+    gathered field becomes the ``Plan``'s of its name; ``blocked`` (by scaleset id: what
+    will not move on by itself, and what to do) becomes ``Plan.stuck``.
     """
 
     instances: dict[int, list[Instance]]
     now: datetime
     settings: Settings
     unsettled: frozenset[str]
-    draft: _Draft
     observed: Observed
     templates: Templates
+    wake: Wake
+    actions: list[Action] = field(default_factory=list)
+    progress: list[Progress] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    blocked: dict[int, str] = field(default_factory=dict)
+    held: list[Held] = field(default_factory=list)
+    waits: list[str] = field(default_factory=list)
+    phases: dict[int, Phase] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -257,7 +245,7 @@ class _Selection:
     sweep: bool
 
 
-def _select(desired: Desired, observed: Observed, draft: _Draft) -> _Selection:
+def _select(desired: Desired, ctx: _Context) -> _Selection:
     """Pick the specs to act on; the rest are reported and their scalesets kept.
 
     Units of one application publishing one name are one scaleset (every configurator
@@ -268,10 +256,11 @@ def _select(desired: Desired, observed: Observed, draft: _Draft) -> _Selection:
     the others are reported as duplicates. A spec whose provider or org/repo is not
     registered in GARM yet cannot be created, but its live scalesets are kept.
     """
+    observed = ctx.observed
     held: set[str] = set()
     sweep = True
     for item in desired.held:
-        draft.skipped.append(Skipped(item.source, item.name, item.reason, item.blocking))
+        ctx.skipped.append(Skipped(item.source, item.name, item.reason, item.blocking))
         if item.name:
             held.add(item.name.lower())
         else:
@@ -287,7 +276,7 @@ def _select(desired: Desired, observed: Observed, draft: _Draft) -> _Selection:
             group = sorted(group, key=lambda s: (not _serving(s, observed), _unit_order(s)))
             for loser in group[1:]:
                 reason = f"duplicate scaleset name {loser.name!r}, already published by "
-                draft.skipped.append(
+                ctx.skipped.append(
                     Skipped(loser.source, loser.name, reason + group[0].source, blocking=True)
                 )
         winners.append(group[0])
@@ -300,9 +289,9 @@ def _select(desired: Desired, observed: Observed, draft: _Draft) -> _Selection:
             chosen[logical] = spec
             continue
         key, kind, name = lacking
-        overdue = _waits(key, registration.REGISTRATION_STUCK, observed, draft)
+        overdue = _waits(key, registration.REGISTRATION_STUCK, ctx)
         reason = registration.reason(kind, name, overdue)
-        draft.skipped.append(Skipped(spec.source, spec.name, reason, blocking=overdue))
+        ctx.skipped.append(Skipped(spec.source, spec.name, reason, blocking=overdue))
         held.add(logical)
     contested |= held & set(chosen)
     return _Selection(list(chosen.values()), held - set(chosen), contested, sweep)
@@ -383,38 +372,24 @@ def _claim(
     return families, orphans
 
 
-def _instances_by_scaleset(instances: Iterable[Instance]) -> dict[int, list[Instance]]:
-    grouped: dict[int, list[Instance]] = defaultdict(list)
-    for instance in instances:
-        if instance.scale_set_id:
-            grouped[instance.scale_set_id].append(instance)
-    return grouped
-
-
 @dataclass(frozen=True)
 class _Family:
-    """One logical scaleset: the spec that won its name and the live scalesets it has."""
+    """One logical scaleset: the spec that won its name and the live scalesets it has.
+
+    Once its current generation is planned: that one (``scaleset``), whether it is live,
+    and its GARM ``name`` (the live one's, or the one this plan creates, or "" while no
+    create can be planned).
+    """
 
     spec: ScalesetSpec
     members: list[Member]
     contested: bool
-
-
-@dataclass(frozen=True)
-class _Current:
-    """A family after its current generation was planned: which one it is, and if live.
-
-    ``name`` is the current generation's GARM name: the live one's, or the one this plan
-    creates, or "" while no create can be planned.
-    """
-
-    family: _Family
-    scaleset: ScaleSet | None
-    live: bool
+    scaleset: ScaleSet | None = None
+    live: bool = False
     name: str = ""
 
 
-def _plan_current(family: _Family, choice: Choice, taken: set[str], ctx: _Context) -> _Current:
+def _plan_current(family: _Family, choice: Choice, taken: set[str], ctx: _Context) -> _Family:
     """Create the family's current generation, or update it in place.
 
     A new generation is created only once its runner template is current, so its first
@@ -425,15 +400,15 @@ def _plan_current(family: _Family, choice: Choice, taken: set[str], ctx: _Contex
     current = current_generation(spec.name, family.members, key, ctx.settings.name_budget)
     if current is None:
         name = _plan_create(spec, key, choice.template_id, taken, ctx) if choice.ready else ""
-        return _Current(family, None, False, name)
+        return replace(family, name=name)
     # Registered late on GitHub: noted, and not live before its listener (``registration``).
     noted = registration.note(current, spec.name, ctx.now) if current.enabled else None
     if noted is not None and _plan_write(noted, f"note on scaleset {noted.name}", ctx):
-        return _Current(family, current, False, current.name)
+        return replace(family, scaleset=current, name=current.name)
     _plan_update(spec, current, _template_change(current, choice, ctx), ctx)
     live = _is_live(current, spec, ctx)
     _plan_refresh(family, current, live, ctx)
-    return _Current(family, current, live, current.name)
+    return replace(family, scaleset=current, live=live, name=current.name)
 
 
 def _plan_refresh(family: _Family, current: ScaleSet, live: bool, ctx: _Context) -> None:
@@ -445,39 +420,38 @@ def _plan_refresh(family: _Family, current: ScaleSet, live: bool, ctx: _Context)
     step = refresh(spec, current, ctx.instances[current.id], ctx.observed.templates, ctx.now)
     if step is not None:
         progress = step.progress
-        if step.waiting and _waits(wait_key(progress), REFRESH_STUCK, ctx.observed, ctx.draft):
+        if step.waiting and _waits(wait_key(progress), REFRESH_STUCK, ctx):
             blocked = stuck(current, spec.min_idle_runners)
             progress = Progress(spec.name, current.name, progress.phase, progress.runners, blocked)
-        ctx.draft.progress.append(progress)
+        ctx.progress.append(progress)
         if step.removal is not None:
             runner = step.removal.instance_name
             _plan_write(step.removal, f"refresh runner {runner} of {step.progress.names}", ctx)
         if step.due is not None:
-            ctx.draft.wake.due(step.due)
+            ctx.wake.due(step.due)
         if step.awaited is not None:
-            ctx.draft.wake.expected(step.awaited)
+            ctx.wake.expected(step.awaited)
 
 
-def _plan_predecessors(current: _Current, cover: Cover, ctx: _Context) -> None:
+def _plan_predecessors(family: _Family, cover: Cover, ctx: _Context) -> None:
     """Retire, drain and delete a family's predecessors once its current one serves.
 
     In a contested family (a duplicate name) another unit's generation may be among the
     members, so nothing serving is retired until the operator settles the duplicate.
     """
-    family, serving = current.family, current.scaleset
-    logical = family.spec.name
+    serving, logical = family.scaleset, family.spec.name
     predecessors = [m.scaleset for m in family.members if m.scaleset is not serving]
-    may_retire = current.live and not family.contested
+    may_retire = family.live and not family.contested
     hold = logical.lower() in ctx.unsettled
     phases = [
         _plan_retirement(p, logical, may_retire and cover.covers(p), hold, ctx)
         for p in predecessors
     ]
-    ctx.draft.phases.update((p.id, at) for p, at in zip(predecessors, phases, strict=True))
+    ctx.phases.update((p.id, at) for p, at in zip(predecessors, phases, strict=True))
     runners = sum(len(ctx.instances[p.id]) for p in predecessors)
     phase = family_phase(serving, bool(predecessors), phases)
-    causes = [ctx.draft.blocked[p.id] for p in predecessors if p.id in ctx.draft.blocked]
-    if serving is None and not current.name:
+    causes = [ctx.blocked[p.id] for p in predecessors if p.id in ctx.blocked]
+    if serving is None and not family.name:
         # Nothing is created while no create can be planned (held back, or skipped): the
         # status tells why, and never says "creating" of what is not being created; a
         # generation being replaced that is stuck is told all the same.
@@ -486,42 +460,30 @@ def _plan_predecessors(current: _Current, cover: Cover, ctx: _Context) -> None:
         # The GARM name the phase is about: what is created, else what is replaced.
         about = [p.name for p, at in zip(predecessors, phases, strict=True) if at is phase]
         replaced = about or [p.name for p in predecessors]
-        name = current.name if phase is Phase.CREATING else replaced[0]
+        name = family.name if phase is Phase.CREATING else replaced[0]
         blocked = causes[0] if causes else ""
-        ctx.draft.progress.append(Progress(logical, name, phase, runners, blocked))
+        ctx.progress.append(Progress(logical, name, phase, runners, blocked))
 
 
 def _plan_create(
-    spec: ScalesetSpec,
-    key: GenerationKey,
-    template_id: int,
-    taken: set[str],
-    ctx: _Context,
+    spec: ScalesetSpec, key: GenerationKey, template_id: int, taken: set[str], ctx: _Context
 ) -> str:
-    """Create the generation under the first candidate name not ``taken``; its name.
+    """Create the generation under the first candidate name not ``taken``; its name, or "".
 
     ``taken`` holds GitHub's names too, so a name left on GitHub moves the create on to
     the next candidate. A create refused earlier for the same request waits out its
-    back-off. Returns "" when no create is planned.
+    back-off.
     """
     observed = ctx.observed
-    name = next(
-        (
-            candidate
-            for candidate in (
-                generation_name(key, i, ctx.settings.name_budget) for i in range(MAX_CANDIDATES)
-            )
-            if candidate.lower() not in taken
-        ),
-        None,
-    )
+    candidates = (generation_name(key, i, ctx.settings.name_budget) for i in range(MAX_CANDIDATES))
+    name = next((c for c in candidates if c.lower() not in taken), None)
     if name is None:
         reason = "every candidate scaleset name is taken in GARM or on GitHub"
-        ctx.draft.skipped.append(Skipped(spec.source, spec.name, reason, blocking=True))
+        ctx.skipped.append(Skipped(spec.source, spec.name, reason, blocking=True))
         # A name GitHub was found to hold is tried again once that is forgotten.
         remembered = observed.refusals.taken.values()
         if remembered:
-            ctx.draft.wake.due(min(remembered))
+            ctx.wake.due(min(remembered))
         return ""
     entity = next(
         e
@@ -532,18 +494,14 @@ def _plan_create(
     ((write, asked),) = create.asks()
     refusal = observed.refusals.holding(write, asked, ctx.now)
     if refusal is not None:
-        _report_refusal(spec, refusal, ctx.draft)
-        ctx.draft.wake.due(refusal.retry_at)
+        # Waiting out its back-off: the operator hears of it once it needs them.
+        reason = f"its create was refused ({refusal.times}): {refusal.cause}"
+        ctx.skipped.append(Skipped(spec.source, spec.name, reason, blocking=refusal.blocked))
+        ctx.wake.due(refusal.retry_at)
         return ""
     taken.add(name.lower())
-    ctx.draft.actions.append(create)
+    ctx.actions.append(create)
     return name
-
-
-def _report_refusal(spec: ScalesetSpec, refusal: Refusal, draft: _Draft) -> None:
-    """A create waiting out its back-off: the operator hears of it once it needs them."""
-    reason = f"its create was refused ({refusal.times}): {refusal.cause}"
-    draft.skipped.append(Skipped(spec.source, spec.name, reason, blocking=refusal.blocked))
 
 
 def create_body(
@@ -639,27 +597,24 @@ def _plan_update(
     noted = stamped(noted, fields, ctx.now)
     if noted.text() != current.extended_state:
         fields["extended_state"] = noted.text()
-    ctx.draft.actions.append(UpdateScaleset(current.id, current.name, fields, "update", spec.name))
+    ctx.actions.append(UpdateScaleset(current.id, current.name, fields, "update", spec.name))
 
 
 def _plan_write(action: Action, write: str, ctx: _Context) -> bool:
-    """Plan a write unless GARM refused it before and its back-off is not over.
-
-    Whether it was planned; a write held back is told (``Held``) as ``write``.
-    """
+    """Plan a write unless the memory of refusals holds it back; whether it was planned."""
     if _held(action, write, ctx):
         return False
-    ctx.draft.actions.append(action)
+    ctx.actions.append(action)
     return True
 
 
 def _held(action: Action, write: str, ctx: _Context) -> bool:
-    """Whether the memory of refusals holds ``action`` back now; if so it is told."""
+    """Whether the memory of refusals holds ``action`` back now; if so it is told as ``write``."""
     for key, asked in action.asks():
         refusal = ctx.observed.refusals.holding(key, asked, ctx.now)
         if refusal is not None:
-            ctx.draft.held.append(Held(write, refusal))
-            ctx.draft.wake.due(refusal.retry_at)
+            ctx.held.append(Held(write, refusal))
+            ctx.wake.due(refusal.retry_at)
             return True
     return False
 
@@ -676,23 +631,10 @@ def _field_changes(spec: ScalesetSpec, current: ScaleSet, notes: Notes) -> dict[
     The digest of what the charm last set, kept in the notes, stands in for it then, so a
     GARM that fixes the quirk costs no PUT per pass (and no outdated runners).
     """
-    wanted: dict[str, Any] = {
-        "image": spec.image,
-        "flavor": spec.flavor,
-        "os_arch": spec.os_arch,
-        "max_runners": spec.max_runners,
-        "min_idle_runners": spec.min_idle_runners,
-        "runner_group": spec.runner_group or "Default",
-    }
-    have: dict[str, Any] = {
-        "image": current.image,
-        "flavor": current.flavor,
-        "os_arch": current.os_arch,
-        "max_runners": current.max_runners,
-        "min_idle_runners": current.min_idle_runners,
-        "runner_group": current.runner_group or "Default",
-    }
-    changes = {k: v for k, v in wanted.items() if have[k] != v}
+    fields = ("image", "flavor", "os_arch", "max_runners", "min_idle_runners")
+    changes = {k: getattr(spec, k) for k in fields if getattr(current, k) != getattr(spec, k)}
+    if (current.runner_group or "Default") != (spec.runner_group or "Default"):
+        changes["runner_group"] = spec.runner_group or "Default"
     # No extra_specs at all is noted as no digest, so such a scaleset's notes stay empty.
     digest_now = specs_digest(spec.extra_specs) if spec.extra_specs else ""
     if current.extra_specs is None:
@@ -718,35 +660,27 @@ def _is_live(current: ScaleSet, spec: ScalesetSpec, ctx: _Context) -> bool:
     if not current.scale_set_id or not current.enabled:
         return False
     now, instances = ctx.now, ctx.instances[current.id]
-    since = _enabled_since(current, now)
+    # Created or, later, enabled again: its listener's start.
+    enabled_at = Notes.read(current.extended_state).believed(now).enabled_at
+    since = max(current.created_at, enabled_at or current.created_at)
     if now - since < LISTENER_STARTUP:
-        ctx.draft.wake.due(since + LISTENER_STARTUP, live=True)
+        ctx.wake.due(since + LISTENER_STARTUP, live=True)
         return False
     if spec.min_idle_runners == 0 or any(i.is_idle for i in instances):
         return True
     if now - since >= ctx.settings.handover_timeout:
         return True
-    ctx.draft.wake.due(since + ctx.settings.handover_timeout, live=True)
+    ctx.wake.due(since + ctx.settings.handover_timeout, live=True)
     # GARM makes the runner, then it boots and reports idle: awaited since the newest
     # of those that are on their way, or since the listener opened when none is yet.
-    booting = [i.created_at for i in instances if _booting(i)]
-    ctx.draft.wake.expected(max(booting) if booting else since + LISTENER_STARTUP, live=True)
+    booting = [
+        i.created_at
+        for i in instances
+        if i.runner_status in ("pending", "installing")
+        and i.status in ("pending_create", "creating", "running")
+    ]
+    ctx.wake.expected(max(booting) if booting else since + LISTENER_STARTUP, live=True)
     return False
-
-
-def _booting(instance: Instance) -> bool:
-    """A runner GARM is making or that has yet to report idle: it is on its way."""
-    return instance.runner_status in ("pending", "installing") and instance.status in (
-        "pending_create",
-        "creating",
-        "running",
-    )
-
-
-def _enabled_since(scaleset: ScaleSet, now: datetime) -> datetime:
-    """When a scaleset was created or, later, enabled again (its listener's start)."""
-    enabled_at = Notes.read(scaleset.extended_state).believed(now).enabled_at
-    return max(scaleset.created_at, enabled_at or scaleset.created_at)
 
 
 def _plan_retirement(
@@ -760,10 +694,13 @@ def _plan_retirement(
     ``hold`` (a partially seen family) writes nothing: the phase is only reported.
     """
     instances, now = ctx.instances[scaleset.id], ctx.now
-    if scaleset.enabled and (hold or not may_retire):
-        return Phase.HANDING_OVER
-    if hold:
-        return Phase.DRAINING if instances else Phase.AWAITING_DELETION
+    # Where it stands when nothing is written: serving, else draining or empty.
+    if scaleset.enabled:
+        standing = Phase.HANDING_OVER
+    else:
+        standing = Phase.DRAINING if instances else Phase.AWAITING_DELETION
+    if hold or (scaleset.enabled and not may_retire):
+        return standing
     notes = Notes.read(scaleset.extended_state).believed(now)
     changes: dict[str, Any] = {}
     if scaleset.enabled:
@@ -779,10 +716,7 @@ def _plan_retirement(
         action = UpdateScaleset(scaleset.id, scaleset.name, changes, "retire", logical)
         if _plan_write(action, f"retire scaleset {shown_name(logical, scaleset.name)}", ctx):
             return Phase.RETIRING
-        # Held back: nothing is retired; the status tells the held write.
-        if scaleset.enabled:
-            return Phase.HANDING_OVER
-        return Phase.DRAINING if instances else Phase.AWAITING_DELETION
+        return standing  # Held back: nothing is retired; the status tells the held write.
     return _plan_drain(scaleset, logical, notes, ctx)
 
 
@@ -801,7 +735,7 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
     # Subtracted, not added: a stamp at the calendar's edge must not overflow.
     past_deadline = bool(deadline) and retired_at is not None and now - retired_at >= deadline
     shown = shown_name(logical, scaleset.name)
-    noted = _noted(scaleset, notes, _waited_on(instances, past_deadline), ctx)
+    noted = _noted(scaleset, notes, instances, past_deadline, ctx)
     if noted != notes:
         changes = {"extended_state": noted.text()}
         note = UpdateScaleset(scaleset.id, scaleset.name, changes, "note", logical)
@@ -824,7 +758,7 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
         i
         for i in instances
         if (i.status == FORCE_REMOVED or force_key(scaleset, i) in ctx.observed.refusals.waits)
-        and _waits(force_key(scaleset, i), FORCE_STUCK, ctx.observed, ctx.draft)
+        and _waits(force_key(scaleset, i), FORCE_STUCK, ctx)
     ]
     # Before a force may be sent, a runner GARM keeps failing to delete is a wait too.
     lingering = [
@@ -832,7 +766,7 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
         for i in instances
         if not past_deadline
         and i.status == "pending_delete"
-        and _waits(delete_key(scaleset, i), STUCK_RUNNER, ctx.observed, ctx.draft)
+        and _waits(delete_key(scaleset, i), STUCK_RUNNER, ctx)
     ]
     removing = [
         i
@@ -853,18 +787,18 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
             if past_deadline
             else "that failed: see /var/log/garm/garm.log"
         )
-        ctx.draft.blocked[scaleset.id] = (
+        ctx.blocked[scaleset.id] = (
             f"GARM refused {refusal.times} to remove runner {runner} of {scaleset.name} {why}"
         )
     elif stuck:
-        ctx.draft.blocked[scaleset.id] = (
+        ctx.blocked[scaleset.id] = (
             f"GARM will not remove runner {stuck[0].name} ({stuck[0].status}) of "
             f"{scaleset.name}: check its provider (/var/log/garm/garm.log)"
         )
     elif undone:
-        ctx.draft.blocked[scaleset.id] = force_stuck(scaleset, undone[0])
+        ctx.blocked[scaleset.id] = force_stuck(scaleset, undone[0])
     elif lingering:
-        ctx.draft.blocked[scaleset.id] = delete_stuck(scaleset, lingering[0])
+        ctx.blocked[scaleset.id] = delete_stuck(scaleset, lingering[0])
     # Said only of what is being done: force-removals to send, or sent and under way; a
     # runner waiting out its grace, or one GARM will not remove, is still draining.
     forcing = sending or any(i.status == FORCE_REMOVED for i in instances)
@@ -887,17 +821,17 @@ def _drain_due(
     """
     deadline = ctx.settings.drain_deadline
     if deadline and retired_at is not None and not past_deadline:
-        ctx.draft.wake.due(retired_at + deadline)
+        ctx.wake.due(retired_at + deadline)
     for instance in instances:
         if instance.status == "pending_delete" and waited(instance) < PENDING_DELETE_GRACE:
-            ctx.draft.wake.due(ctx.now - waited(instance) + PENDING_DELETE_GRACE)
+            ctx.wake.due(ctx.now - waited(instance) + PENDING_DELETE_GRACE)
         elif (
             past_deadline
             and instance.status not in _REMOVABLE_STATUSES
             and waited(instance) < STUCK_RUNNER
         ):
             # Named to the operator once it has sat there long (``STUCK_RUNNER``).
-            ctx.draft.wake.due(ctx.now - waited(instance) + STUCK_RUNNER)
+            ctx.wake.due(ctx.now - waited(instance) + STUCK_RUNNER)
     # GARM scales down what is up and not busy, and reaps what it is deleting, within
     # its grace; a runner it will not remove, or whose delete keeps failing past the
     # grace, is not expected (the periodic timer looks at it).
@@ -909,7 +843,7 @@ def _drain_due(
         or (i.status == "pending_delete" and waited(i) < PENDING_DELETE_GRACE)
     ]
     if going and retired_at is not None:
-        ctx.draft.wake.expected(retired_at)
+        ctx.wake.expected(retired_at)
 
 
 def _plan_removals(
@@ -942,7 +876,7 @@ def _plan_delete(scaleset: ScaleSet, logical: str | None, ctx: _Context) -> Phas
     """
     kept = ctx.observed.refusals.refusals.get(f"delete:{scaleset.name.lower()}")
     if kept is not None and kept.cause == KEPT_CAUSE and kept.blocked:
-        ctx.draft.blocked[scaleset.id] = (
+        ctx.blocked[scaleset.id] = (
             f"GARM kept scaleset {scaleset.name} after {kept.refusals} deletes: GitHub "
             "refused (GARM logs no reason); check the GitHub App's permissions, or "
             "delete it on GitHub"
@@ -951,34 +885,28 @@ def _plan_delete(scaleset: ScaleSet, logical: str | None, ctx: _Context) -> Phas
         delete = DeleteScaleset(scaleset.id, scaleset.name, logical)
         _plan_write(delete, f"delete scaleset {shown_name(logical, scaleset.name)}", ctx)
     else:
-        ctx.draft.wake.due(scaleset.created_at + YOUNGEST_DELETE)
+        ctx.wake.due(scaleset.created_at + YOUNGEST_DELETE)
     return Phase.AWAITING_DELETION
 
 
-def _waited_on(instances: Iterable[Instance], past_deadline: bool) -> list[tuple[str, str]]:
-    """The runners whose time in their status a drain acts on, with that status.
+def _noted(
+    scaleset: ScaleSet, notes: Notes, instances: list[Instance], past_deadline: bool, ctx: _Context
+) -> Notes:
+    """The notes with the runners the drain times newly noted as first seen now.
 
     One in ``pending_delete`` is forced once it has sat there a while; past the deadline,
     one GARM will not remove is named once it has sat there long. Their own
     ``updated_at`` cannot tell how long: GARM re-stamps it on every retry of a delete
     its provider fails. A force-removal GARM took is not retried, so its stamp stands.
+    A note of a runner that has gone is dropped only with another change, so a runner
+    leaving costs no write.
     """
-    return [
+    waited_on = [
         (i.name, i.status)
         for i in instances
         if i.status == "pending_delete"
         or (past_deadline and i.status not in _REMOVABLE_STATUSES and i.status != FORCE_REMOVED)
     ]
-
-
-def _noted(
-    scaleset: ScaleSet, notes: Notes, waited_on: list[tuple[str, str]], ctx: _Context
-) -> Notes:
-    """The notes with the runners newly ``waited_on`` noted as first seen now.
-
-    A note of a runner that has gone is dropped only with another change, so a runner
-    leaving costs no write.
-    """
     seeing = notes.seeing(waited_on, ctx.now)
     new = {(s.runner, s.status) for s in seeing.seen} - {(s.runner, s.status) for s in notes.seen}
     unchanged = notes == Notes.read(scaleset.extended_state)
@@ -986,10 +914,7 @@ def _noted(
 
 
 def _removable(instance: Instance, waited: timedelta) -> bool:
-    """Whether GARM accepts a force-removal of this runner, and one is worth sending.
-
-    ``waited`` is how long this charm has seen it in its status (``Notes.seen``).
-    """
+    """Whether GARM accepts a force-removal of this runner, and one is worth sending."""
     if instance.status == "pending_delete":
         return waited >= PENDING_DELETE_GRACE
     return instance.status in _REMOVABLE_STATUSES

@@ -109,11 +109,9 @@ def refresh(
     if before is None:
         return None
     runners = list(instances)
-    outdated = tuple(
-        sorted(
-            (i for i in runners if i.is_idle and i.created_at < before),
-            key=lambda i: (i.created_at, i.name),
-        )
+    outdated = sorted(
+        (i for i in runners if i.is_idle and i.created_at < before),
+        key=lambda i: (i.created_at, i.name),
     )
     if not outdated:
         return None

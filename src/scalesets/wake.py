@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 # How soon to look again at what GARM is expected to do without telling when: a tenth of
 # how long it has been awaited, within these bounds, so a runner that boots in half a
-# minute is seen within seconds of reporting, and what takes long costs few reads.
+# minute (or a scale-down) is seen within seconds, and what takes long costs few reads.
 SOON_FIRST = timedelta(seconds=3)
 SOON_LONGEST = timedelta(minutes=1)
 
@@ -36,12 +36,7 @@ class Wake:
         (self.live_moments if live else self.moments).append(max(at, self.now))
 
     def expected(self, since: datetime, *, live: bool = False) -> None:
-        """GARM is expected to do something soon, awaited since ``since``, without a moment.
-
-        Looked at again after a tenth of the wait so far, between ``SOON_FIRST`` and
-        ``SOON_LONGEST``: every 3 s for the first half minute (a runner's boot, a
-        scale-down), then less often, at least once a minute.
-        """
+        """GARM is expected to do something soon, awaited since ``since``, without a moment."""
         waited = max(self.now - since, timedelta(0))
         self.due(self.now + min(max(waited / 10, SOON_FIRST), SOON_LONGEST), live=live)
 
