@@ -9,9 +9,11 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 
+import ops
 from ops import testing
 
 from juju.secrets import ADMIN_SECRET_LABEL, INTERNAL_SECRET_LABEL
+from juju.status import CUT
 from tests.databags import KEY_SECRET_URI, PASSWORD_SECRET_URI
 from tests.garm_double import FAKE_APP_KEY, GarmDouble
 from tests.machine import Machine
@@ -111,3 +113,21 @@ def backend(machine: Machine) -> str:
 def providers_in_config(machine: Machine) -> list[str]:
     config = tomllib.loads(machine.paths.config_file.read_text())
     return [p["name"] for p in config.get("provider", [])]
+
+
+def in_full(ctx: testing.Context, state: testing.State) -> ops.StatusBase:
+    """The unit's status with its message in full.
+
+    ``juju status`` shows a line of at most 120 characters; a longer message is cut to
+    fit, ends in `` …``, and is logged whole beside it (``juju.unit.status``), as an
+    operator reads it in ``juju debug-log``.
+    """
+    status = state.unit_status
+    if not status.message.endswith(CUT):
+        return ops.StatusBase.from_name(status.name, status.message)
+    prefix = "Status in full: "
+    logged = [line.message for line in ctx.juju_log if line.message.startswith(prefix)]
+    assert logged, f"the cut status {status.message!r} is not logged in full"
+    full = logged[-1].removeprefix(prefix)
+    assert full.startswith(status.message.removesuffix(CUT)), (status.message, full)
+    return ops.StatusBase.from_name(status.name, full)

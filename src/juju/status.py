@@ -31,19 +31,44 @@ def refuse_action(leads: bool, dying: bool, action: str, app: str) -> str:
     return BEING_REMOVED if dying else ""
 
 
+# Where a line too long for `juju status` is cut, the latest first: after a part, before
+# a hint, before the parentheses of the changeovers. Every message says what and where
+# first, so what is cut is the detail.
+CUTS = ("; ", ": ", " (")
+CUT = " …"
+
+
 @dataclass(frozen=True)
 class Summary:
-    """The status a pass earns: its kind and the message."""
+    """The status a pass earns: its kind and the message in full."""
 
     kind: StatusKind
     message: str
 
+    @property
+    def line(self) -> str:
+        """The message as ``juju status`` shows it: at most ``MAX_STATUS`` characters.
+
+        A longer one is cut at its last part, hint or parentheses that fits (at a word
+        when none keeps half the line), and ends in `` …``; the message in full goes to
+        the log beside it (``juju.unit.status``) and to the ``reconcile`` action's answer.
+        """
+        if len(self.message) <= MAX_STATUS:
+            return self.message
+        room = MAX_STATUS - len(CUT)
+        head = self.message[: room + 1]  # a cut may fall just past the room's end
+        at = max(head.rfind(cut, 0, room) for cut in CUTS)
+        if at < room // 2:
+            at = head.rfind(" ", 0, room + 1)
+        return (self.message[:at] if at > 0 else self.message[:room]) + CUT
+
 
 def paused(since: datetime, app: str) -> Summary:
     """A leader that writes nothing to GARM, since when, and how to resume (ADR 0014)."""
-    message = f"Paused since {since:%Y-%m-%d %H:%M} UTC"
-    resume = f"{message}: juju config {app} paused=false resumes"
-    return Summary("maintenance", resume if len(resume) <= MAX_STATUS else message)
+    return Summary(
+        "maintenance",
+        f"Paused since {since:%Y-%m-%d %H:%M} UTC: juju config {app} paused=false resumes",
+    )
 
 
 def _join(items: list[str]) -> str:

@@ -6,6 +6,7 @@ a guessed address would give every runner a URL that reaches no GARM.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ import ops
 from garm.config import Proxy
 from juju.config import CharmConfig, ConfigError
 from juju.status import Summary
+
+logger = logging.getLogger(__name__)
 
 
 def config(charm: ops.CharmBase) -> CharmConfig | ConfigError:
@@ -37,8 +40,14 @@ def leads(unit: ops.Unit) -> bool:
 
 
 def status(summary: Summary) -> ops.StatusBase:
-    """The unit status a pass's summary says."""
-    return ops.StatusBase.from_name(summary.kind, summary.message)
+    """The unit status a pass's summary says, its line cut to fit ``juju status``.
+
+    A cut line's message is logged in full beside it, where ``juju debug-log`` shows it.
+    """
+    if summary.line != summary.message:
+        level = logging.WARNING if summary.kind == "blocked" else logging.INFO
+        logger.log(level, "Status in full: %s", summary.message)
+    return ops.StatusBase.from_name(summary.kind, summary.line)
 
 
 def attached(model: ops.Model, name: str) -> Path | None:

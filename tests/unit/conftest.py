@@ -20,8 +20,10 @@ from ops import testing
 from charm import GarmCharm
 from garm import workload
 from garm.client import GarmClient
+from juju.status import CUT, MAX_STATUS
 from scalesets.planner import YOUNGEST_DELETE
 from tests.binaries import fake_garm, fake_provider
+from tests.charm_states import in_full
 from tests.clock import FakeClock
 from tests.garm_double import GarmDouble
 from tests.machine import FakeSystemctl, Machine
@@ -80,6 +82,23 @@ def _fast_harness_yaml() -> Iterator[None]:
         patch.setattr(scenario._runtime, "yaml", _HarnessYaml)
         patch.setattr(scenario.state, "yaml", _HarnessYaml)
         yield
+
+
+@pytest.fixture(autouse=True)
+def statuses_fit_juju_status(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every status the real charm sets, in every test, fits ``juju status``, and one cut
+    to fit has its message in full in the log beside it (``juju.status.Summary.line``)."""
+    run = testing.Context.run
+
+    def checked(self: testing.Context, event: Any, state: testing.State) -> testing.State:
+        out = run(self, event, state)
+        line = out.unit_status.message
+        assert len(line) <= MAX_STATUS, line
+        if line.endswith(CUT):
+            in_full(self, out)
+        return out
+
+    monkeypatch.setattr(testing.Context, "run", checked)
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from tests.charm_states import (
     INTERNAL_SECRET,
     backend,
     configurator,
+    in_full,
     make_state,
     providers_in_config,
     publish,
@@ -255,7 +256,7 @@ def test_a_force_garm_never_carries_out_is_put_to_the_operator_and_not_sent_fore
         if second == 60:  # its job ends; the row goes pending_delete, and stays
             world.set_runner(busy, status="pending_delete", runner_status="terminated")
         state = ctx.run(reconcile_tick(), state)
-        statuses.append((clock.now, state.unit_status))
+        statuses.append((clock.now, in_full(ctx, state)))
     forced = [at for _, _, at, force in world.removals if force]
     assert forced and forced[0] - T0 <= timedelta(seconds=60 + 5 * 60 + 60)
     assert old["id"] in [s["id"] for s in world.scalesets()]  # GARM never carried it out
@@ -549,7 +550,7 @@ def test_a_refused_github_key_waits_out_its_back_off_and_blocks_naming_the_unit(
     assert creates[-1] == 4
     # The org's re-bind names a credential GARM does not have: it waits, unsent.
     assert not any(w.method == "PUT" and "/organizations" in w.path for w in world.writes())
-    assert state.unit_status == ops.BlockedStatus(
+    assert in_full(ctx, state) == ops.BlockedStatus(
         "Fix GARM refused to create GitHub credential app-123456-78901234 for "
         "garm-configurator/0 (4 times): invalid private_key_bytes"
     )
@@ -558,7 +559,7 @@ def test_a_refused_github_key_waits_out_its_back_off_and_blocks_naming_the_unit(
     fixed.append(testing.Secret({"value": FAKE_APP_KEY}, id=KEY_SECRET_URI))
     state = ctx.run(reconcile_tick(), dataclasses.replace(state, secrets=fixed))
     assert [c["name"] for c in world.credentials()] == ["app-123456-78901234"]
-    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+    assert in_full(ctx, state) == ops.ActiveStatus("1 scaleset in sync")
 
 
 def test_a_create_github_refused_goes_again_at_once_when_the_key_is_rotated(
@@ -728,7 +729,7 @@ def test_a_pkcs8_github_key_is_refused_with_the_remedy(ctx, world, resources):
     relation = configurator(EXAMPLE_UNIT)
     state = make_state(world, resources, relation, secrets=secrets)
     state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
-    assert state.unit_status == ops.BlockedStatus(
+    assert in_full(ctx, state) == ops.BlockedStatus(
         "Fix garm-configurator/0: GitHub App key must be PKCS#1 (BEGIN RSA PRIVATE KEY); "
         "convert it with openssl rsa -in key.pem -out key-rsa.pem -traditional"
     )
@@ -1042,7 +1043,7 @@ def test_a_runner_garm_cannot_delete_is_told_though_no_force_may_be_sent(
         if second == 60:  # its job ends; the row goes pending_delete, and stays
             world.set_runner(busy, status="pending_delete", runner_status="terminated")
         state = ctx.run(reconcile_tick(), state)
-        statuses.append((clock.now, state.unit_status))
+        statuses.append((clock.now, in_full(ctx, state)))
     stuck = (
         f"Stuck: sm-x64: GARM has not deleted runner {busy} of {old['name']} in 30 minutes: "
         "its provider cannot delete the VM (/var/log/garm/garm.log); it is force-removed "

@@ -24,7 +24,7 @@ from ops import testing
 from charm import GarmCharm
 from juju.peers import PEERS
 from tests.binaries import fake_garm
-from tests.charm_states import configurator, make_state
+from tests.charm_states import configurator, in_full, make_state
 from tests.databags import SOLE_UNIT
 
 pytestmark = pytest.mark.usefixtures("machine")
@@ -84,9 +84,9 @@ def test_a_wrong_resource_names_the_application_to_attach_it_to(ci, world, resou
     cli = Path(next(r for r in resources if r.name == "garm").path)
     fake_garm(cli, main="github.com/cloudbase/garm/cmd/garm-cli")
     state = ci.run(ci.on.install(), make_state(world, resources, configurator(SOLE_UNIT)))
-    assert isinstance(state.unit_status, ops.BlockedStatus)
-    assert state.unit_status.message.startswith("Resource garm is not GARM: ")
-    names_the_app(state.unit_status.message, f"juju attach-resource {APP} garm=<file>")
+    assert isinstance(in_full(ci, state), ops.BlockedStatus)
+    assert in_full(ci, state).message.startswith("Resource garm is not GARM: ")
+    names_the_app(in_full(ci, state).message, f"juju attach-resource {APP} garm=<file>")
     names_the_app(logged(ci), f"juju attach-resource {APP} garm=<file>")
 
 
@@ -125,17 +125,17 @@ def test_another_garm_in_the_charms_place_names_the_action_to_adopt_it(ci, world
     world.add_provider("garm-configurator-0")
     other = world.controller()["controller_id"]
     state = ci.run(ci.on.update_status(), state)
-    assert isinstance(state.unit_status, ops.BlockedStatus)
-    assert state.unit_status.message.startswith(f"GARM in sqlite on {APP}/0 is {other}")
+    assert isinstance(in_full(ci, state), ops.BlockedStatus)
+    assert in_full(ci, state).message.startswith(f"GARM in sqlite on {APP}/0 is {other}")
     adopt = f"juju run {APP}/leader adopt-garm controller-id={other}"
-    names_the_app(state.unit_status.message, adopt)
+    names_the_app(in_full(ci, state).message, adopt)
 
 
 def test_a_unit_publishing_org_and_repo_names_the_action_to_choose(ci, world, resources):
     peer = testing.PeerRelation(PEERS, id=9)
     state = ci.run(ci.on.install(), make_state(world, resources, configurator(BOTH), peer))
-    assert isinstance(state.unit_status, ops.BlockedStatus)
-    names_the_app(state.unit_status.message, f"juju run {APP}/leader choose-entity unit={CFG0}")
+    assert isinstance(in_full(ci, state), ops.BlockedStatus)
+    names_the_app(in_full(ci, state).message, f"juju run {APP}/leader choose-entity unit={CFG0}")
     state = ci.run(ci.on.action("choose-entity", params={"unit": CFG0, "use": "org"}), state)
     assert ci.action_results is not None
     names_the_app(ci.action_results["next"], f"juju run {APP}/leader reconcile")
@@ -189,3 +189,34 @@ def test_a_planted_literal_command_is_found(tmp_path: Path):
         "hint.py:1: 'juju run garm/leader plan'",
         "hint.py:3: 'juju config garm paused='",
     ]
+
+
+def test_a_status_with_the_longest_real_names_fits_juju_status_and_is_told_in_full(
+    world, resources
+):
+    """Names at their limits: the line says what and where, the log and ``reconcile`` the rest."""
+    app = "garm-for-the-platform-teams-self-hosted-runners-x64"  # about Juju's longest
+    configurators = "garm-configurator-for-the-platform-team-x64-large"
+    org = "o" * 39  # GitHub's longest login
+    world.add_provider(f"{configurators}-0")
+    world.add_org(org)
+    data = {**SOLE_UNIT, "provider_name": f"{configurators}-0", "org": org}
+    relation = testing.Relation(
+        "garm-configurator",
+        remote_app_name=configurators,
+        remote_units_data={0: {**data, "repo": f"{org}/{'r' * 100}"}},
+    )
+    ctx = testing.Context(GarmCharm, app_name=app)
+    unit = f"{configurators}/0"
+
+    state = ctx.run(ctx.on.install(), make_state(world, resources, relation))
+
+    line = state.unit_status.message
+    assert len(line) <= 120
+    assert line == f"Fix {unit}: publishes both org '{org}' …"
+    told = in_full(ctx, state).message
+    names_the_app(told, f"juju run {app}/leader choose-entity unit={unit}")
+    assert f"Status in full: {told}" in logged(ctx)
+    ctx.run(ctx.on.action("reconcile"), state)
+    assert ctx.action_results is not None
+    assert ctx.action_results["status"] == f"blocked: {told}"

@@ -12,7 +12,7 @@ import ops
 import pytest
 from ops import testing
 
-from tests.charm_states import make_state, publish
+from tests.charm_states import in_full, make_state, publish
 from tests.databags import EXAMPLE_UNIT
 from tests.juju_events import reconcile_tick
 
@@ -73,7 +73,7 @@ def test_an_org_two_applications_name_with_different_apps_stays_bound_as_it_was(
     state = ctx.run(
         ctx.on.relation_changed(cfg_a, remote_unit=0), make_state(world, resources, cfg_a)
     )
-    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+    assert in_full(ctx, state) == ops.ActiveStatus("1 scaleset in sync")
     assert credential_of(world, "example-org") == "app-111-11"
     before = kept(world)
     written = len(world.writes())
@@ -83,11 +83,11 @@ def test_an_org_two_applications_name_with_different_apps_stays_bound_as_it_was(
     state = make_state(world, resources, cfg_a, cfg_b)
     state = ctx.run(ctx.on.relation_changed(cfg_b, remote_unit=0), state)
     blocked = ops.BlockedStatus(f"Fix cfg-b/0: {WHY}; cfg-a/0: {WHY}")
-    assert state.unit_status == blocked
+    assert in_full(ctx, state) == blocked
     for hook in (reconcile_tick, ctx.on.update_status, reconcile_tick):
         later()
         state = ctx.run(hook(), state)
-        assert state.unit_status == blocked
+        assert in_full(ctx, state) == blocked
     since = world.writes()[written:]
     # cfg-b's credential is made (its App may serve elsewhere); nothing else is written.
     assert [(w.method, w.path) for w in since] == [("POST", "/github/credentials")]
@@ -100,7 +100,7 @@ def test_an_org_two_applications_name_with_different_apps_stays_bound_as_it_was(
     for _ in range(2):
         later()
         state = ctx.run(reconcile_tick(), state)
-    assert state.unit_status == ops.ActiveStatus("2 scalesets in sync")
+    assert in_full(ctx, state) == ops.ActiveStatus("2 scalesets in sync")
     assert served(world) == [("cfg-a", "example-org"), ("cfg-b", "other-org")]
     assert credential_of(world, "example-org") == "app-111-11"
     assert credential_of(world, "other-org") == "app-222-22"

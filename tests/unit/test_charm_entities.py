@@ -22,6 +22,7 @@ from juju.peers import PEERS
 from tests.charm_states import (
     CONFIGURATOR_SECRETS,
     configurator,
+    in_full,
     make_state,
     publish,
     relate_postgresql,
@@ -132,7 +133,7 @@ def test_both_at_first_sight_block_naming_the_unit_and_leave_the_scaleset(
     state = changed(ctx, state, real_configurator(org="example-org", repo="example-org/ci"))
     later()
     state = ctx.run(ctx.on.update_status(), state)
-    assert state.unit_status == ops.BlockedStatus(
+    assert in_full(ctx, state) == ops.BlockedStatus(
         f"Fix {CFG0}: publishes both org 'example-org' and repo 'example-org/ci' and which is "
         f"current is not known: juju run garm/leader choose-entity unit={CFG0} use=org "
         "(or use=repo)"
@@ -239,7 +240,7 @@ def test_an_org_the_charm_cannot_register_is_put_to_the_operator(ctx, world, res
     for _ in range(32):  # 16 minutes of the timer's passes
         later()
         state = ctx.run(ctx.on.update_status(), state)
-        statuses.append(state.unit_status)
+        statuses.append(in_full(ctx, state))
     waiting = ops.WaitingStatus(
         f"Waiting for {CFG0}: organization 'new-org' is not registered in GARM yet; "
         f"{CFG0}: GitHub App key secret not readable yet"
@@ -254,4 +255,4 @@ def test_an_org_the_charm_cannot_register_is_put_to_the_operator(ctx, world, res
     granted = dataclasses.replace(state, secrets=[*state.secrets, key])
     state = ctx.run(ctx.on.update_status(), granted)
     assert served(world) == ["org:new-org"]
-    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+    assert in_full(ctx, state) == ops.ActiveStatus("1 scaleset in sync")

@@ -23,7 +23,7 @@ from garm import workload
 from garm.identity import KEY, Identity, where
 from juju.peers import HOME_KEY, PEERS
 from leader import BEING_REMOVED
-from tests.charm_states import configurator, make_state, relate_postgresql
+from tests.charm_states import configurator, in_full, make_state, relate_postgresql
 from tests.databags import EXAMPLE_UNIT, SOLE_UNIT
 from tests.garm_double import GarmDouble
 from tests.juju_events import reconcile_tick
@@ -213,10 +213,10 @@ def test_an_empty_postgresql_in_place_of_the_lost_one_is_set_up_only_when_adopte
         "database again, or delete the old GARM's scale sets on GitHub, then run: "
         "juju run garm/leader adopt-garm controller-id=new"
     )
-    assert state.unit_status == blocked
+    assert in_full(ctx, state) == blocked
     for event in (ctx.on.update_status(), ctx.on.config_changed(), reconcile_tick()):
         state = ctx.run(event, state)
-        assert state.unit_status == blocked
+        assert in_full(ctx, state) == blocked
     with pytest.raises(testing.ActionFailed, match="The next pass would stop: GARM in"):
         ctx.run(ctx.on.action("plan"), state)
     assert sent(fresh) == []  # no first run, no credential, org or scaleset
@@ -232,7 +232,7 @@ def test_an_empty_postgresql_in_place_of_the_lost_one_is_set_up_only_when_adopte
     }
     assert recorded(state) is None and sent(fresh) == []
     state = ctx.run(ctx.on.update_status(), state)
-    assert state.unit_status == IN_SYNC
+    assert in_full(ctx, state) == IN_SYNC
     assert ("POST", "/first-run") in sent(fresh)
     assert len(fresh.scalesets()) == 1 and controller_id(fresh) != old
     assert recorded(state) == Identity(controller_id(fresh), NEW_DB)
@@ -264,7 +264,7 @@ def test_another_garm_is_set_up_only_once_its_id_is_adopted(
     world.add_org("example-org")
     other = controller_id(world)
     state = ctx.run(ctx.on.update_status(), state)
-    assert state.unit_status == ops.BlockedStatus(
+    assert in_full(ctx, state) == ops.BlockedStatus(
         f"GARM in {OLD_DB} is {other}, not the charm's GARM {old} in {OLD_DB}: integrate that "
         "database again, or delete the old GARM's scale sets on GitHub, then run: "
         f"juju run garm/leader adopt-garm controller-id={other}"
@@ -287,7 +287,7 @@ def test_another_garm_is_set_up_only_once_its_id_is_adopted(
     assert ctx.action_results["adopted"] == f"{other} in {OLD_DB}"
     assert recorded(state) == Identity(other, OLD_DB)
     state = ctx.run(reconcile_tick(), state)
-    assert state.unit_status == IN_SYNC
+    assert in_full(ctx, state) == IN_SYNC
     assert len(world.scalesets()) == 1
 
 
@@ -379,8 +379,8 @@ def test_start_empty_garm_keeps_a_record_that_names_other_data(ctx, world, resou
     assert recorded(state) == other
     state = ctx.run(ctx.on.update_status(), state)
     state = ctx.run(ctx.on.update_status(), state)
-    assert state.unit_status.name == "blocked"
-    assert "adopt-garm" in state.unit_status.message
+    assert in_full(ctx, state).name == "blocked"
+    assert "adopt-garm" in in_full(ctx, state).message
 
 
 def test_start_empty_garm_gives_up_nothing_while_goal_state_cannot_be_read(

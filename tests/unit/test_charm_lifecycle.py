@@ -25,6 +25,7 @@ from leader import BEING_REMOVED
 from scalesets.planner import YOUNGEST_DELETE
 from tests.charm_states import (
     configurator,
+    in_full,
     live_names,
     make_state,
     providers_in_config,
@@ -328,7 +329,7 @@ def test_a_unit_cannot_rewrite_another_units_provider(ctx, world, resources, mac
     state = ctx.run(ctx.on.relation_changed(relation, remote_unit=1), state)
     assert clouds.read_text() == before
     assert providers_in_config(machine) == [f"{APP}-0"]
-    assert state.unit_status == ops.BlockedStatus(
+    assert in_full(ctx, state) == ops.BlockedStatus(
         f"Fix {APP}/1: invalid provider_name: '{APP}-0' is not this unit's own provider "
         f"('{APP}-1'); a unit may only define its own"
     )
@@ -548,7 +549,7 @@ def test_goal_state_failing_keeps_everything_and_raises_nothing(ctx, world, reso
     machine.systemctl.goal_state = None  # the hook tool fails
     state, relation = with_units(state, relation, {0: {**SOLE_UNIT, "labels": "linux,arm64"}})
     state = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
-    assert state.unit_status == ops.WaitingStatus(
+    assert in_full(ctx, state) == ops.WaitingStatus(
         "Waiting for Juju's goal-state to answer: nothing it may serve is retired until then "
         f"(Replacing scaleset sm-x64 ({serving['name']}): handing over)"
     )

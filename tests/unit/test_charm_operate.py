@@ -24,7 +24,7 @@ from ops import testing
 from garm.client import GarmClient
 from tests.archives import long_names, tar_bytes
 from tests.binaries import fake_garm
-from tests.charm_states import configurator, make_state
+from tests.charm_states import configurator, in_full, make_state
 from tests.databags import SOLE_UNIT
 from tests.juju_events import leader_settings_changed, reconcile_tick
 from tests.machine import goal_state
@@ -145,10 +145,10 @@ def test_a_wrong_file_blocks_naming_the_resource_and_installs_nothing(
     else:
         target.write_bytes(content)
     state = ctx.run(ctx.on.install(), make_state(world, resources, configurator(SOLE_UNIT)))
-    assert isinstance(state.unit_status, ops.BlockedStatus)
-    assert state.unit_status.message.startswith(f"Resource {resource} is not")
-    assert why in state.unit_status.message
-    assert f"juju attach-resource garm {resource}=" in state.unit_status.message
+    assert isinstance(in_full(ctx, state), ops.BlockedStatus)
+    assert in_full(ctx, state).message.startswith(f"Resource {resource} is not")
+    assert why in in_full(ctx, state).message
+    assert f"juju attach-resource garm {resource}=" in in_full(ctx, state).message
     assert not machine.paths.binary.exists()
     assert state.opened_ports == frozenset()
     assert world.requests == []
@@ -296,7 +296,7 @@ def test_a_hostile_archive_blocks_naming_the_resource_instead_of_raising(
     hostile = gzip.compress(long_names(2000) + tar_bytes(binary))
     attached(resources, "garm").write_bytes(hostile)
     state = ctx.run(ctx.on.install(), make_state(world, resources, configurator(SOLE_UNIT)))
-    assert state.unit_status == ops.BlockedStatus(
+    assert in_full(ctx, state) == ops.BlockedStatus(
         "Resource garm is not GARM: the archive holds a chain of extended headers; attach a "
         "GARM release binary or archive (juju attach-resource garm garm=<file>)"
     )

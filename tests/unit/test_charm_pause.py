@@ -135,8 +135,9 @@ def test_paused_the_metrics_go_on_telling_the_fleet_and_no_pass_failed(
 
 
 def test_the_paused_line_names_the_application_as_deployed_within_120_characters(clock):
-    assert status.paused(clock.now, "ci-garm").message.endswith(
+    assert status.paused(clock.now, "ci-garm").line.endswith(
         "juju config ci-garm paused=false resumes"
     )
-    long = status.paused(clock.now, "a" * 60).message
-    assert long == f"Paused since {clock.now:%Y-%m-%d %H:%M} UTC"
+    long = status.paused(clock.now, "a" * 60)
+    assert long.line == f"Paused since {clock.now:%Y-%m-%d %H:%M} UTC: juju config {'a' * 60} …"
+    assert long.message.endswith(f"juju config {'a' * 60} paused=false resumes")

@@ -25,7 +25,13 @@ from garm import workload
 from garm.providers import read_record
 from juju.peers import PEERS
 from juju.secrets import PROVIDERS_KEY, PROVIDERS_SECRET_LABEL
-from tests.charm_states import CONFIGURATOR_SECRETS, configurator, make_state, relate_postgresql
+from tests.charm_states import (
+    CONFIGURATOR_SECRETS,
+    configurator,
+    in_full,
+    make_state,
+    relate_postgresql,
+)
 from tests.databags import EXAMPLE_UNIT, PASSWORD_SECRET_URI
 from tests.garm_double import CONSOLIDATION_INTERVAL
 from tests.juju_events import leader_settings_changed, reconcile_tick
@@ -250,7 +256,7 @@ def test_a_reused_provider_name_waits_until_the_earlier_relations_scalesets_are_
         return json.loads(clouds.read_text())["clouds"][f"{APP}-0"]["auth"]["project_name"]
 
     assert project() == "ci-runners"  # the earlier relation's, while its scaleset drains
-    assert state.unit_status == ops.WaitingStatus(
+    assert in_full(ctx, state) == ops.WaitingStatus(
         f"Waiting for {APP}/0: provider '{APP}-0' keeps the settings of an earlier "
         f"relation (id 1) while its scalesets drain (Removing scaleset lg-x64 "
         f"({earlier['name']}): draining 1 runner)"

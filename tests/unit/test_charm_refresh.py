@@ -18,7 +18,7 @@ from charms.garm_machine.v0.garm_configurator import GarmAppData
 from ops import testing
 
 from scalesets.refresh import REFRESH_MARGIN
-from tests.charm_states import configurator, make_state, publish
+from tests.charm_states import configurator, in_full, make_state, publish
 from tests.databags import SOLE_UNIT
 from tests.garm_double import GarmDouble
 from tests.juju_events import reconcile_tick
@@ -145,7 +145,7 @@ def test_a_refresh_whose_runners_never_come_is_put_to_the_operator(ctx, world, r
     for _ in range(70):  # 35 minutes of the timer's passes
         later()
         state = ctx.run(reconcile_tick(), state)
-        statuses.append(state.unit_status)
+        statuses.append(in_full(ctx, state))
     assert statuses[:55] == [refreshing] * 55  # 27.5 minutes: still a wait
     assert statuses[-1] == ops.BlockedStatus(
         f"Stuck: sm-x64: GARM has not made {name} up to 2 idle runners in 30 minutes of its "
@@ -158,4 +158,4 @@ def test_a_refresh_whose_runners_never_come_is_put_to_the_operator(ctx, world, r
     for _ in range(10):
         later()
         state = ctx.run(reconcile_tick(), state)
-    assert state.unit_status == ops.ActiveStatus("1 scaleset in sync")
+    assert in_full(ctx, state) == ops.ActiveStatus("1 scaleset in sync")

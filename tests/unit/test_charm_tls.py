@@ -39,7 +39,7 @@ from ops import testing
 
 from charm import GarmCharm
 from garm import tls, workload
-from tests.charm_states import configurator, live_names, make_state, publish
+from tests.charm_states import configurator, in_full, live_names, make_state, publish
 from tests.collector import collector_reads
 from tests.databags import SOLE_UNIT
 from tests.garm_double import GarmDouble
@@ -321,14 +321,14 @@ def test_a_refused_renewal_leaves_the_pass_going_on_with_the_served_certificate(
     assert len(live_names(world)) == len(before) + 1  # the replacement was created
     assert machine.paths.config_dir.joinpath(tls.CERTIFICATE_FILE).read_text() == served
     expires = (T0 + timedelta(days=90)).date()
-    assert state.unit_status.name == "blocked"
-    assert state.unit_status.message.startswith(
+    assert in_full(ctx, state).name == "blocked"
+    assert in_full(ctx, state).message.startswith(
         f"Fix certificates: {PROVIDER} refused GARM's certificate (certificates): "
         f"the CA is sealed; GARM serves its certificate until {expires:%Y-%m-%d} ("
     )
     assert (
-        "Creating scaleset" in state.unit_status.message
-        or "Replacing" in state.unit_status.message
+        "Creating scaleset" in in_full(ctx, state).message
+        or "Replacing" in in_full(ctx, state).message
     )
 
 

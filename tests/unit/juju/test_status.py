@@ -356,3 +356,72 @@ def test_the_hand_over_seen_on_a_real_garm_reads_failing_not_just_in_sync(passes
     assert summarise(outcome, RelationState(True, Desired((new,))), app="garm") == Summary(
         "active", f"1 scaleset in sync; ci ({current}): 1 runner failing"
     )
+
+
+# --- the line `juju status` shows ---------------------------------------------------------
+
+# The longest values real deployments give: a configurator application named at length
+# (Juju's names run to about 50 characters) with a unit number in the hundreds, an org at
+# GitHub's limit of 39 characters, a repository at its limit of 100, GARM's ids (UUIDs).
+LONG_UNIT = "garm-configurator-for-the-platform-team-x64-large/119"
+LONG_ORG = "o" * 39
+LONG_REPO = f"{LONG_ORG}/{'r' * 100}"
+GARM_ID = "0b5be2c2-1e9f-4bfa-9d3c-6a5e2b7c3d41"
+
+
+@pytest.mark.parametrize(
+    ("message", "line"),
+    [
+        ("1 scaleset in sync", "1 scaleset in sync"),
+        ("x" * 120, "x" * 120),
+        # At the last part, hint or parentheses that fits: the what and where are kept.
+        (
+            "Fix garm-configurator/0: organization 'example-org' is not registered in GARM "
+            "after 15 minutes: check that its configurator publishes a GitHub App for it",
+            "Fix garm-configurator/0: organization 'example-org' is not registered in GARM "
+            "after 15 minutes …",
+        ),
+        (
+            "Fix garm-configurator/1: invalid max_runner: must be at least 1 (Replacing "
+            "scaleset ci (ci-08f883): draining 3 runners; Creating scaleset sm (sm-173dac))",
+            "Fix garm-configurator/1: invalid max_runner: must be at least 1 (Replacing "
+            "scaleset ci (ci-08f883) …",
+        ),
+        # A part that fits only early would keep the where without the what: cut at a word.
+        (
+            f"Fix {LONG_UNIT}: publishes both org '{LONG_ORG}' and repo '{LONG_REPO}'",
+            f"Fix {LONG_UNIT}: publishes both org …",
+        ),
+        ("y" * 300, "y" * 118 + " …"),
+    ],
+)
+def test_a_line_past_120_characters_is_cut_after_its_what_and_where(message: str, line: str):
+    summary = Summary("blocked", message)
+
+    assert summary.line == line
+    assert len(summary.line) <= 120
+    assert summary.message == message  # kept whole for the log and the reconcile answer
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        f"GARM in PostgreSQL is {GARM_ID}, not the charm's GARM {GARM_ID} in sqlite on "
+        f"{LONG_UNIT}: integrate that database again, or delete the old GARM's scale sets",
+        f"Fix {LONG_UNIT}: org '{LONG_ORG}' is named by {LONG_UNIT} and {LONG_UNIT} with "
+        "different GitHub Apps: give them one App, or point all but one elsewhere",
+        f"Waiting for {LONG_UNIT}: no scaleset published yet; {LONG_UNIT}: no scaleset "
+        "published yet; and 3 more",
+        f"Stuck: {'s' * 64}: GARM has not deleted runner garm-{'r' * 12} of {'s' * 64}-abcdef",
+        "a" * 118 + " bc",
+        "a" * 119 + " b",
+        "a;" * 100,
+    ],
+)
+def test_every_line_fits_juju_status_and_begins_the_message(message: str):
+    line = Summary("waiting", message).line
+
+    assert len(line) <= 120
+    assert line.endswith(" …")
+    assert message.startswith(line.removesuffix(" …"))
+    assert len(line) >= 60  # at least half the line says something
