@@ -322,3 +322,21 @@ def test_a_cross_model_unit_named_after_its_alias_defines_its_own_provider():
     local = relation_state(True, [(unit, data)], app="garm")
     assert local.desired.specs == () and local.units == ()
     assert local.desired.held[0].reason.startswith("invalid provider_name")
+
+
+def test_what_a_partly_seen_application_publishes_is_unsettled_and_nothing_else():
+    """ADR 0002: a unit of an application this unit may not see whole can publish a name
+    another unit also publishes; the planner retires none of those (``Desired.unsettled``).
+    An invalid name is kept too when it can be read, as spelt in any case."""
+    bad = {**SECOND_UNIT, "name": "Sm-X64", "max_runner": "0"}
+    units = [
+        ("cfg-a/0", EXAMPLE_UNIT),
+        ("cfg-b/0", bad),
+        ("cfg-b/1", {**SECOND_UNIT, "name": "not a name!"}),
+    ]
+
+    partial = relation_state(True, units, View(False, "cfg-b", frozenset({"cfg-b"})), app="garm")
+    whole = relation_state(True, units, app="garm")
+
+    assert partial.desired.unsettled == {"sm-x64"}
+    assert whole.desired.unsettled == frozenset()
