@@ -18,12 +18,12 @@ import ops
 
 import leader
 from garm import workload
-from juju import inputs, machine, secrets, telemetry, unit
+from juju import machine, secrets, telemetry, unit
 from juju.certificates import Certificates
 from juju.events import CONFIGURATOR, POSTGRESQL, GarmEvents, changes
 from juju.peers import Peers
 from juju.postgresql import GarmDatabase
-from juju.records import Machine
+from juju.records import LeaderInputs, Machine
 from juju.status import Summary
 from juju.view import JujuView
 
@@ -103,18 +103,28 @@ class GarmCharm(ops.CharmBase):
 
     def _on_adopt_garm(self, event: ops.ActionEvent) -> None:
         answer, change = leader.adopt(self._inputs(None), str(event.params["controller-id"]))
-        if answer.failure:
-            event.fail(answer.failure)
-            return
-        self.peers.keep_identity(change)
-        event.set_results(dict(answer.results))
+        if not answer.failure:
+            self.peers.keep_identity(change)
+        self._answer(event, answer)
 
     def _inputs(self, event: ops.EventBase | None) -> leader.Inputs:
         """What Juju tells this hook, as the pass takes it: the leader's, read on first use."""
         lead, asked = None, self.now()  # before is-leader: GARM's lease counts from it
         if unit.leads(self.unit):
-            lead = inputs.read(
-                self, self.view, self.peers, self.database, self.certificates, event
+            lead = LeaderInputs(
+                config=lambda: unit.config(self),
+                admin=lambda: secrets.read_admin(self.model),
+                internal=lambda: secrets.read_internal(self.model),
+                configurators=lambda: self.view.configurators(event),
+                postgresql=self.database.postgresql,
+                peers=self.peers.records,
+                # On the configurator relation's network: where runners reach this unit.
+                address=lambda: unit.ingress_address(self.model, self.view.endpoint),
+                tls=self.certificates.read,
+                proxy=unit.model_proxy,
+                provider_record=lambda: secrets.read_providers(self.model),
+                resource=lambda name: unit.attached(self.model, name),
+                read_secret=lambda uri: secrets.configurator_value(self.model, uri),
             )
         return leader.Inputs(
             unit=self.unit.name,

@@ -16,13 +16,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from garm import requeue, workload
-from garm.client import GarmApiError, GarmUnreachable
+from garm.client import GarmApiError, GarmClient, GarmUnreachable
 from garm.identity import adoption
-from garm.recording import SimulatedGarm
+from garm.recording import Garm, SimulatedGarm
+from garm.refusals import Refusals
 from garm.setup import (
     NO_ADMIN_YET,
     AdminLogin,
@@ -48,6 +51,8 @@ from scalesets import fleet, planner
 from scalesets.reconciler import Outcome, observe, reconcile, remembered
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # A whole pass stops starting writes after this long; update-status picks up the rest.
 PASS_BUDGET_SECONDS = 60.0
@@ -108,15 +113,15 @@ def _serve_until_stopped(
 
 
 @dataclass(frozen=True)
-class _Asked:
-    """What every action that reads GARM needs: the leader's reads, usable."""
+class _Reads:
+    """The leader's reads that every use of GARM needs, usable."""
 
     leader: LeaderInputs
     config: CharmConfig
     admin: AdminLogin
 
 
-def _asked(inputs: Inputs, action: str) -> _Asked | ActionAnswer:
+def _asked(inputs: Inputs, action: str) -> _Reads | ActionAnswer:
     """The leader's reads for ``action``, or why it cannot run (as its failure)."""
     refused = refuse_action(inputs, action)
     if refused or inputs.leader is None:
@@ -127,7 +132,18 @@ def _asked(inputs: Inputs, action: str) -> _Asked | ActionAnswer:
         return ActionAnswer(failure=f"Invalid config: {config}")
     if admin is None:
         return ActionAnswer(failure=NO_ADMIN_YET)
-    return _Asked(leader, config, admin)
+    return _Reads(leader, config, admin)
+
+
+def _read(inputs: Inputs, asked: _Reads, read: Callable[[GarmClient], T]) -> T | ActionAnswer:
+    """What ``read`` makes of GARM, or the action's failure when GARM cannot be read."""
+    try:
+        with machine.client(inputs, asked.config, asked.admin) as client:
+            return read(client)
+    except GarmUnreachable as exc:
+        return ActionAnswer(failure=f"Could not read GARM: {exc}")
+    except GarmApiError as exc:
+        return ActionAnswer(failure=f"Could not read GARM: {exc.cause}")
 
 
 def show_scalesets(inputs: Inputs) -> ActionAnswer:
@@ -139,15 +155,11 @@ def show_scalesets(inputs: Inputs) -> ActionAnswer:
     asked = _asked(inputs, "show-scalesets")
     if isinstance(asked, ActionAnswer):
         return asked
-    now, memory = inputs.now(), asked.leader.peers.memory
-    try:
-        with machine.client(inputs, asked.config, asked.admin) as client:
-            seen = observe(client)
-    except GarmUnreachable as exc:
-        return ActionAnswer(failure=f"Could not read GARM: {exc}")
-    except GarmApiError as exc:
-        return ActionAnswer(failure=f"Could not read GARM: {exc.cause}")
-    seen = remembered(seen, memory, now)
+    now = inputs.now()
+    seen = _read(inputs, asked, observe)
+    if isinstance(seen, ActionAnswer):
+        return seen
+    seen = remembered(seen, asked.leader.peers.memory, now)
     desired = machine.relation_state(asked.leader, asked.config, inputs.app).desired
     planned = planner.plan(desired, seen, now, asked.config.settings)
     rows = fleet.generations(seen, planned, (s.name for s in desired.specs))
@@ -159,44 +171,25 @@ def plan(inputs: Inputs) -> ActionAnswer:
     asked = _asked(inputs, "plan")
     if isinstance(asked, ActionAnswer):
         return asked
-    leader, config, admin = asked.leader, asked.config, asked.admin
+    leader, config, memory = asked.leader, asked.config, asked.leader.peers.memory
     state = machine.relation_state(leader, config, inputs.app)
     now, wanted = inputs.now(), garm_inputs(state.units, leader.read_secret)
     ready = machine.serving(inputs, leader, config)
     if ready.stop:
         return ActionAnswer(failure=f"The next pass would stop: {ready.stop}")
-    try:
-        with machine.client(inputs, config, admin) as client:
-            # The pass's own steps over a GARM that is read, never written: its setup,
-            # then its scalesets from what the setup would leave.
-            garm = SimulatedGarm(client, now)
-            setup = garm_setup.ensure(
-                garm,
-                admin,
-                machine.controller_urls(config, leader, ready.tls),
-                wanted,
-                state,
-                SetupOutcome(leader.peers.memory),
-                now,
-                leader.peers.identity,
-                machine.where(inputs),
-                inputs.app,
-            )
-            if setup.stopped is not None:
-                return ActionAnswer(failure=f"The next pass would stop: {setup.stopped.message}")
-            planned = reconcile(
-                garm,
-                state.desired,
-                now,
-                config.settings,
-                budget=PASS_BUDGET_SECONDS,
-                observed=setup.observed,
-                memory=setup.outcome.memory,
-            )
-    except GarmUnreachable as exc:
-        return ActionAnswer(failure=f"Could not read GARM: {exc}")
-    except GarmApiError as exc:
-        return ActionAnswer(failure=f"Could not read GARM: {exc.cause}")
+    # The pass's own steps over a GARM that is read, never written.
+    went = _read(
+        inputs,
+        asked,
+        lambda client: _garm(
+            SimulatedGarm(client, now), inputs, asked, wanted, state, ready.tls, now, memory
+        ),
+    )
+    if isinstance(went, ActionAnswer):
+        return went
+    setup, planned = went
+    if isinstance(planned, Summary):
+        return ActionAnswer(failure=f"The next pass would stop: {planned.message}")
     if planned.unreachable is not None:
         return ActionAnswer(failure=f"Could not read GARM: {planned.unreachable}")
     held = (*setup.outcome.held, *planned.held)
@@ -249,15 +242,10 @@ def adopt(inputs: Inputs, asked: str) -> tuple[ActionAnswer, IdentityChange]:
     reads = _asked(inputs, "adopt-garm")
     if isinstance(reads, ActionAnswer):
         return reads, None
-    leader = reads.leader
-    try:
-        with machine.client(inputs, reads.config, reads.admin) as client:
-            have = read_controller(client)
-    except GarmUnreachable as exc:
-        return ActionAnswer(failure=f"Could not read GARM: {exc}"), None
-    except GarmApiError as exc:
-        return ActionAnswer(failure=f"Could not read GARM: {exc.cause}"), None
-    here, recorded = machine.where(inputs), leader.peers.identity
+    have = _read(inputs, reads, read_controller)
+    if isinstance(have, ActionAnswer):
+        return have, None
+    here, recorded = machine.where(inputs), reads.leader.peers.identity
     taken = adoption(asked, have.controller_id if have else None, here, inputs.app)
     if taken.refused:
         return ActionAnswer(failure=taken.refused), None
@@ -336,8 +324,10 @@ def _lead(
     elif summary is None:
         # GARM runs here now: so does the timer that reconciles it, and its API port is
         # open (``juju expose`` lets runners reach it).
-        now = inputs.now()
-        setup, went = _garm(inputs, leader, config, admin, wanted, state, on.tls, now)
+        now, memory = inputs.now(), leader.peers.memory.without_wait(PAUSED)
+        reads = _Reads(leader, config, admin)
+        with machine.client(inputs, config, admin) as client:
+            setup, went = _garm(client, inputs, reads, wanted, state, on.tls, now, memory)
         memory = setup.outcome.memory
         if isinstance(went, Summary):
             summary, wake = went, requeue.wake(setup.outcome.held)
@@ -373,38 +363,41 @@ def _lead(
 
 
 def _garm(
+    garm: Garm,
     inputs: Inputs,
-    leader: LeaderInputs,
-    config: CharmConfig,
-    admin: AdminLogin,
+    reads: _Reads,
     wanted: GarmInputs,
     state: RelationState,
     tls: ServingTls | None,
     now: datetime,
+    memory: Refusals,
 ) -> tuple[garm_setup.Setup, Outcome | Summary]:
-    """GARM's setup, then its scalesets, through one client: or why the setup stopped."""
-    with machine.client(inputs, config, admin) as client:
-        setup = garm_setup.ensure(
-            client,
-            admin,
-            machine.controller_urls(config, leader, tls),
-            wanted,
-            state,
-            SetupOutcome(leader.peers.memory.without_wait(PAUSED)),
-            now,
-            leader.peers.identity,
-            machine.where(inputs),
-            inputs.app,
-        )
-        if setup.stopped is not None:
-            return setup, setup.stopped
-        outcome = reconcile(
-            client,
-            state.desired,
-            now,
-            config.settings,
-            budget=PASS_BUDGET_SECONDS,
-            observed=setup.observed,
-            memory=setup.outcome.memory,
-        )
+    """GARM's setup, then its scalesets from what the setup left: or why the setup stopped.
+
+    The pass's own steps, which ``plan`` takes over a GARM that is read, never written.
+    """
+    leader, config = reads.leader, reads.config
+    setup = garm_setup.ensure(
+        garm,
+        reads.admin,
+        machine.controller_urls(config, leader, tls),
+        wanted,
+        state,
+        SetupOutcome(memory),
+        now,
+        leader.peers.identity,
+        machine.where(inputs),
+        inputs.app,
+    )
+    if setup.stopped is not None:
+        return setup, setup.stopped
+    outcome = reconcile(
+        garm,
+        state.desired,
+        now,
+        config.settings,
+        budget=PASS_BUDGET_SECONDS,
+        observed=setup.observed,
+        memory=setup.outcome.memory,
+    )
     return setup, outcome

@@ -71,7 +71,10 @@ class Certificates:
         if issued.revoked:
             # The library forgets a revoked certificate but asks for none. A revocation
             # may mean the key is known to others: ask anew, with a new key.
-            self._rekey()
+            try:
+                self.requirer.regenerate_private_key()
+            except (TLSCertificatesError, ValueError, ops.ModelError) as exc:
+                logger.warning("cannot ask for a new certificate: %s", exc)
             return Awaited(f"{provider} revoked GARM's certificate; waiting for a new one")
         return ServingTls(
             certificate=str(issued.certificate),
@@ -80,17 +83,16 @@ class Certificates:
             private_key=str(key),
         )
 
-    def hosts(self) -> tuple[str, ...]:
-        """The names this unit's certificate is asked for (a refused external-url: none)."""
-        checked = unit.config(self._charm)
-        external = "" if isinstance(checked, ConfigError) else checked.external_url
-        return serving_hosts(unit.ingress_address(self._charm.model, self._network), external)
-
     def _requests(
         self, _capabilities: ProviderCapabilities | None
     ) -> list[CertificateRequestAttributes]:
-        """One request: every host as a SAN, the first as the common name if it fits."""
-        hosts = self.hosts()
+        """One request: every host as a SAN, the first as the common name if it fits.
+
+        A refused external-url names no host.
+        """
+        checked = unit.config(self._charm)
+        external = "" if isinstance(checked, ConfigError) else checked.external_url
+        hosts = serving_hosts(unit.ingress_address(self._charm.model, self._network), external)
         first = hosts[0]
         return [
             CertificateRequestAttributes(
@@ -107,12 +109,6 @@ class Certificates:
             if refused is not None:
                 return refused.error.message
         return ""
-
-    def _rekey(self) -> None:
-        try:
-            self.requirer.regenerate_private_key()
-        except (TLSCertificatesError, ValueError, ops.ModelError) as exc:
-            logger.warning("cannot ask for a new certificate: %s", exc)
 
 
 class _GuardedRequirer(TLSCertificatesRequiresV4):

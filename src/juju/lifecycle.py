@@ -15,7 +15,7 @@ missing from it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from scalesets.spec import unit_order
@@ -116,10 +116,6 @@ def _is_unit_of(name: str, app: str) -> bool:
 def unit_dying(units: Mapping[str, str] | None, unit: str) -> bool:
     """Whether goal-state says this unit's life is dying (its removal has begun)."""
     return units is not None and units.get(unit) == "dying"
-
-
-# This application's units whose life is not over, per goal-state (None: unknown).
-Alive = Callable[[], "frozenset[str] | None"]
 
 
 @dataclass(frozen=True)

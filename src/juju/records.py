@@ -1,6 +1,6 @@
 """What the readers of Juju hand the leader's pass, and what it hands back: plain records.
 
-No ops: the pass takes these without knowing whether a hook read them (``juju.inputs``)
+No ops: the pass takes these without knowing whether a hook read them (``charm``)
 or a test built them by hand.
 """
 

@@ -21,7 +21,6 @@ import copy
 import json
 import logging
 from collections.abc import MutableMapping
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -45,13 +44,8 @@ LOGS_RULES_DIR = "src/loki_alert_rules"
 DASHBOARDS_DIR = "src/grafana_dashboards"
 
 
-@dataclass(frozen=True)
-class Telemetry:
-    """What every unit publishes alike: alert rules and dashboards."""
-
-    metrics_alert_rules: dict[str, Any]
-    log_alert_rules: dict[str, Any]
-    dashboards: tuple[str, ...]
+# What every unit publishes alike, under their keys of ``config``: alert rules, dashboards.
+Telemetry = dict[str, Any]
 
 
 def scrape_jobs(
@@ -99,11 +93,11 @@ def load_telemetry(charm_root: Path, topology: JujuTopology) -> Telemetry:
     logs = AlertRules(query_type="logql", topology=topology)
     logs.add_path(charm_root / LOGS_RULES_DIR)
     charm_name = topology.charm_name or topology.application
-    return Telemetry(
-        metrics_alert_rules=metrics.as_dict(),
-        log_alert_rules=logs.as_dict(),
-        dashboards=_dashboards(charm_root, charm_name),
-    )
+    return {
+        "metrics_alert_rules": metrics.as_dict(),
+        "log_alert_rules": logs.as_dict(),
+        "dashboards": _dashboards(charm_root, charm_name),
+    }
 
 
 def _dashboards(charm_root: Path, charm_name: str) -> tuple[str, ...]:
@@ -119,19 +113,6 @@ def _dashboards(charm_root: Path, charm_name: str) -> tuple[str, ...]:
         dashboard["tags"] = tags
         encoded.append(LZMABase64.compress(json.dumps(dashboard)))
     return tuple(encoded)
-
-
-def unit_config(telemetry: Telemetry, jobs: list[dict[str, Any]]) -> str:
-    """The value of ``config``, in the shape ``CosAgentProviderUnitData`` parses."""
-    return json.dumps(
-        {
-            "metrics_alert_rules": telemetry.metrics_alert_rules,
-            "log_alert_rules": telemetry.log_alert_rules,
-            "dashboards": list(telemetry.dashboards),
-            "metrics_scrape_jobs": jobs,
-            "log_slots": [],
-        }
-    )
 
 
 def publish(
@@ -156,7 +137,9 @@ def publish(
         else:
             _put(databag, TOKEN_KEY, held.record())
         jobs = scrape_jobs(leader.api_port, held.token if held else None, leader.https, leader.ca)
-    _put(databag, KEY, unit_config(telemetry, jobs))
+    # The shape ``CosAgentProviderUnitData`` parses.
+    config = {**telemetry, "metrics_scrape_jobs": jobs, "log_slots": []}
+    _put(databag, KEY, json.dumps(config))
 
 
 def _published_token(databag: MutableMapping[str, str]) -> str | None:

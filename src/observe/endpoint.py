@@ -200,7 +200,10 @@ def publish(
             settings=settings,
             version=version,
         )
-        _ensure_directory(files.directory)
+        # 0755 for the service's user; its parent stays root's (the bind mount).
+        workload.ensure_directory(files.directory.parent, None)
+        files.directory.mkdir(mode=0o755, exist_ok=True)
+        files.directory.chmod(0o755)
         workload._write_atomic(files.metrics, text.encode(), 0o644, owner=None)
         if ensure(paths):
             logger.info("charm metrics served at 127.0.0.1:%s/metrics", PORT)
@@ -256,29 +259,19 @@ def remove(paths: workload.Paths) -> bool:
     return installed
 
 
-def _read_total(files: Files) -> int:
-    """The running count of force-removals kept on this unit (0 if none or unreadable)."""
-    try:
-        state = json.loads(files.state.read_text())
-    except (OSError, ValueError, RecursionError):
-        return 0
-    total = state.get("force_removals_total") if isinstance(state, dict) else None
-    return total if isinstance(total, int) and not isinstance(total, bool) and total > 0 else 0
-
-
 def _count_force_removals(files: Files, more: int) -> int:
-    """Add ``more`` to the running count and keep it; the new total.
+    """Add ``more`` to the running count kept on this unit and keep it; the new total.
 
     An unreadable state starts again from zero: Prometheus reads that as a reset.
     """
-    total = _read_total(files) + more
+    try:
+        state = json.loads(files.state.read_text())
+    except (OSError, ValueError, RecursionError):
+        state = None
+    kept = state.get("force_removals_total") if isinstance(state, dict) else None
+    if not isinstance(kept, int) or isinstance(kept, bool) or kept < 0:
+        kept = 0
+    total = kept + more
     if more or not files.state.exists():
         workload.write_own(files.state, json.dumps({"force_removals_total": total}) + "\n")
     return total
-
-
-def _ensure_directory(path: Path) -> None:
-    """Make ``path`` 0755 for the service's user; its parent stays root's (the bind mount)."""
-    workload.ensure_directory(path.parent, None)
-    path.mkdir(mode=0o755, exist_ok=True)
-    path.chmod(0o755)

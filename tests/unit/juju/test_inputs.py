@@ -6,7 +6,6 @@ import pytest
 from ops import testing
 
 from charm import GarmCharm
-from juju import inputs
 from juju.config import CharmConfig, ConfigError
 from juju.records import LeaderInputs
 from tests.charm_states import make_state
@@ -16,7 +15,9 @@ pytestmark = pytest.mark.usefixtures("machine")
 
 def reads(manager) -> LeaderInputs:
     charm: GarmCharm = manager.charm
-    return inputs.read(charm, charm.view, charm.peers, charm.database, charm.certificates, None)
+    leader = charm._inputs(None).leader
+    assert leader is not None
+    return leader
 
 
 def test_an_option_juju_leaves_out_reads_as_its_charmcraft_yaml_default(ctx, world, resources):

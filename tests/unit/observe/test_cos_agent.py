@@ -195,7 +195,7 @@ def test_leader_databag_parses_as_the_collector_reads_it(telemetry):
 
 
 def test_rules_carry_the_topology_and_the_generic_groups(telemetry):
-    groups = {g["name"]: g for g in telemetry.metrics_alert_rules["groups"]}
+    groups = {g["name"]: g for g in telemetry["metrics_alert_rules"]["groups"]}
     assert set(groups) == {
         "ci_3f9c6d2e_garm_garm_rules",  # from the file, named after the topology
         "ci_3f9c6d2e_garm_HostHealth_rules",  # what every cos_agent provider adds
@@ -208,12 +208,12 @@ def test_rules_carry_the_topology_and_the_generic_groups(telemetry):
         "juju_application": "garm",
         "juju_charm": "garm",
     }
-    [log_group] = telemetry.log_alert_rules["groups"]
+    [log_group] = telemetry["log_alert_rules"]["groups"]
     assert log_group["rules"][0]["labels"]["juju_application"] == "garm"
 
 
 def test_dashboards_decode_as_the_collector_decodes_them(telemetry):
-    [encoded] = telemetry.dashboards
+    [encoded] = telemetry["dashboards"]
     content = json.loads(LZMABase64.decompress(encoded))
     assert content["title"] == "GARM"
     assert content["uid"] == DashboardPath40UID.generate(
