@@ -1,17 +1,12 @@
 """GARM's lease on this machine: a deadline the leader renews and systemd enforces.
 
-A unit that lost leadership stops GARM at its next hook, but a unit whose agent cannot
-run hooks (the machine cut off from the controller, juju-exec failing, the agent hung)
-never gets one. The lease makes such a GARM stop by itself: each leader pass writes a
-deadline (``lease_file``: seconds since the epoch, nothing secret), and
-
-- ``garm-lease.timer`` runs ``garm-lease.service`` every ``CHECK_SECONDS``,
-  whose script stops ``garm.service`` once the deadline has passed;
-- ``garm.service`` runs the same script as its ``ExecStartPre=`` (as root, ``+``), so a
-  GARM whose lease lapsed cannot start again: not by its ``Restart=``, not at boot.
-
-Neither needs the Juju agent. The deadline is this machine's own wall clock plus the
-lease's length, so no two machines' clocks are ever compared (``docs/adr/0009``).
+A unit whose agent cannot run hooks never gets the hook that would stop its GARM; the
+lease stops it by itself. Each leader pass writes a deadline (``lease_file``: seconds
+since the epoch, nothing secret); ``garm-lease.timer`` runs a script every
+``CHECK_SECONDS`` that stops ``garm.service`` once it has passed, and ``garm.service``
+runs the same script as its ``ExecStartPre=`` (as root), so a lapsed GARM cannot start
+again, by ``Restart=`` or at boot. The deadline is this machine's own clock plus the
+lease's length: no two machines' clocks are ever compared (``docs/adr/0009``).
 """
 
 from __future__ import annotations
@@ -42,7 +37,7 @@ class LeaseUnits:
     timer: str
 
 
-def render(lease_file: str, script_file: str, garm_service: str = "garm.service") -> LeaseUnits:
+def render(lease_file: str, script_file: str) -> LeaseUnits:
     """The lease's script (``check`` exits 1 once lapsed; ``enforce`` stops GARM then).
 
     The deadline is read as digits only: anything else (a torn write, a hand edit) reads
@@ -65,9 +60,9 @@ def render(lease_file: str, script_file: str, garm_service: str = "garm.service"
             "    exit 0",
             "fi",
             'if [ "${1:-check}" = enforce ]; then',
-            f"    if systemctl --quiet is-active {garm_service}; then",
-            f'        echo "GARM\'s lease has lapsed: stopping {garm_service}"',
-            f"        systemctl stop --no-block {garm_service}",
+            "    if systemctl --quiet is-active garm.service; then",
+            '        echo "GARM\'s lease has lapsed: stopping garm.service"',
+            "        systemctl stop --no-block garm.service",
             "    fi",
             "    exit 0",
             "fi",
@@ -128,8 +123,8 @@ def end(paths: workload.Paths) -> None:
 def keep(paths: workload.Paths) -> bool:
     """The script and units installed and the timer running; whether anything changed.
 
-    Checked at every leader pass, not only when a file changes: a checker stopped out of
-    band would leave a cut-off leader's GARM running past its lease.
+    At every leader pass: a checker stopped out of band would leave a cut-off leader's
+    GARM running past its lease.
     """
     units = render(str(paths.lease_file), str(paths.lease_script))
     changed = workload.write_own(paths.lease_script, units.script, 0o700)

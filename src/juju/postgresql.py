@@ -52,10 +52,7 @@ class GarmDatabase:
             return None
         try:
             contract = self._requirer.interface.build_model(relation.id, component=relation.app)
-            response = next(
-                (r for r in contract.requests if r.resource == DATABASE_NAME),
-                None,
-            )
+            response = next((r for r in contract.requests if r.resource == DATABASE_NAME), None)
             if response is None or not (
                 response.endpoints and response.username and response.password
             ):
