@@ -12,20 +12,20 @@ lease's length: no two machines' clocks are ever compared (``docs/adr/0009``).
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 
 from charmlibs import systemd
 
 from garm import workload
+from garm.timer import activate, check_path
 
 logger = logging.getLogger(__name__)
 
 SERVICE = "garm-lease.service"
 TIMER = "garm-lease.timer"
 CHECK_SECONDS = 10
-_ABSOLUTE = re.compile(r"/[A-Za-z0-9/._+-]+")
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,7 @@ def render(lease_file: str, script_file: str) -> LeaseUnits:
     as lapsed, so a lease that cannot be read never keeps GARM running.
     """
     for path in (lease_file, script_file):
-        if not _ABSOLUTE.fullmatch(path):
-            raise ValueError(f"not usable as an absolute path in a systemd unit: {path!r}")
+        check_path(path)
     script = "\n".join(
         [
             "#!/bin/sh",
@@ -129,15 +128,10 @@ def keep(paths: workload.Paths) -> bool:
     units = render(str(paths.lease_file), str(paths.lease_script))
     changed = workload.write_own(paths.lease_script, units.script, 0o700)
     wanted = ((paths.lease_service_file, units.service), (paths.lease_timer_file, units.timer))
-    changed = workload.install_units(wanted, _start, TIMER) or changed
+    changed = workload.install_units(wanted, partial(activate, TIMER), TIMER) or changed
     if changed:
         logger.info("GARM's lease is checked every %ss", CHECK_SECONDS)
     return changed
-
-
-def _start() -> None:
-    systemd.daemon_reload()
-    systemd.service_enable("--now", TIMER)
 
 
 def remove(paths: workload.Paths) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from functools import partial
 
 from charmlibs import systemd
 
@@ -41,7 +42,7 @@ TIMEOUT_SECONDS = 600
 # Juju's unit-name grammar: nothing in it is special to systemd (no whitespace, quotes,
 # backslash, "%" or "$"). Used with fullmatch: "$" would also match before a final newline.
 _UNIT_NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]*[a-z][a-z0-9]*)*/(?:0|[1-9][0-9]*)")
-# An absolute path made of characters systemd passes through unchanged in ExecStart.
+# An absolute path made of characters systemd passes through unchanged in a unit.
 _EXECUTABLE = re.compile(r"/[A-Za-z0-9/._+-]+")
 
 
@@ -104,11 +105,16 @@ def dispatch_command(
     """
     if not _UNIT_NAME.fullmatch(unit_name):
         raise ValueError(f"not a Juju unit name: {unit_name!r}")
-    if not _EXECUTABLE.fullmatch(juju_exec):
-        raise ValueError(f"not usable as an absolute path in a systemd unit: {juju_exec!r}")
+    check_path(juju_exec)
     _whole("timeout", timeout_seconds)
     command = f"JUJU_DISPATCH_PATH=hooks/{EVENT} /usr/bin/timeout {timeout_seconds} ./dispatch"
     return juju_exec, unit_name, command
+
+
+def check_path(path: str) -> None:
+    """ValueError unless systemd takes ``path`` unchanged in a unit (the lease's too)."""
+    if not _EXECUTABLE.fullmatch(path):
+        raise ValueError(f"not usable as an absolute path in a systemd unit: {path!r}")
 
 
 def _whole(what: str, value: object) -> None:
@@ -134,12 +140,13 @@ def ensure(paths: workload.Paths, units: TimerUnits) -> bool:
     renewed by the passes it dispatches.
     """
     wanted = ((paths.timer_service_file, units.service), (paths.timer_file, units.timer))
-    return workload.install_units(wanted, _start, TIMER)
+    return workload.install_units(wanted, partial(activate, TIMER), TIMER)
 
 
-def _start() -> None:
+def activate(unit: str) -> None:
+    """Load changed unit files, and ``unit`` enabled and running now and after a reboot."""
     systemd.daemon_reload()
-    systemd.service_enable("--now", TIMER)
+    systemd.service_enable("--now", unit)
 
 
 def remove(paths: workload.Paths) -> bool:
