@@ -100,24 +100,16 @@ class Peers(ops.Object):
     def record(self, change: RecordChange) -> None:
         """Write this unit's own ``garm-running`` record as a pass decided (``juju.fence``)."""
         relation = self.model.get_relation(PEERS)
-        if relation is None or change is None:
-            return
-        bag = relation.data[self.model.unit]
-        if change == "clear":
-            bag.pop(fence.RECORD_KEY, None)
-        else:
-            bag[fence.RECORD_KEY] = str(change)
+        if relation is not None and change is not None:
+            value = None if change == "clear" else str(change)
+            _put(relation.data[self.model.unit], fence.RECORD_KEY, value)
 
     def keep_identity(self, change: IdentityChange) -> None:
         """Write the GARM the charm set up, as a leader's pass or ``adopt-garm`` decided."""
         relation = self.model.get_relation(PEERS)
-        if relation is None or change is None:
-            return
-        bag = relation.data[self.model.app]
-        if change == "forget":
-            bag.pop(IDENTITY_KEY, None)
-        else:
-            bag[IDENTITY_KEY] = change.render()
+        if relation is not None and change is not None:
+            value = None if change == "forget" else change.render()
+            _put(relation.data[self.model.app], IDENTITY_KEY, value)
 
     def keep(
         self, home: HomeChange, memory: Refusals | None, chosen: entities.Memory | None = None
@@ -128,21 +120,12 @@ class Peers(ops.Object):
             return
         bag = relation.data[self.model.app]
         if chosen is not None:
-            if chosen:
-                bag[entities.KEY] = entities.render(chosen)
-            else:
-                bag.pop(entities.KEY, None)
-        if home == "claim":
-            bag[HOME_KEY] = self.model.unit.name
-        elif home == "forget":
-            bag.pop(HOME_KEY, None)
-        if memory is None:
-            return
-        bag.pop(OLD_MEMORY_KEY, None)  # read into the memory: kept under the new key
-        if memory:
-            bag[MEMORY_KEY] = memory.text()
-        else:
-            bag.pop(MEMORY_KEY, None)
+            _put(bag, entities.KEY, entities.render(chosen) if chosen else None)
+        if home is not None:
+            _put(bag, HOME_KEY, self.model.unit.name if home == "claim" else None)
+        if memory is not None:
+            bag.pop(OLD_MEMORY_KEY, None)  # read into the memory: kept under the new key
+            _put(bag, MEMORY_KEY, memory.text() if memory else None)
 
     def _home(self) -> str | None:
         relation = self.model.get_relation(PEERS)
@@ -224,6 +207,14 @@ class Peers(ops.Object):
                     "next": f"the next pass acts on it (now: juju run {app}/leader reconcile)",
                 }
             )
+
+
+def _put(bag: ops.RelationDataContent, key: str, value: str | None) -> None:
+    """``key`` set to ``value``, or gone from ``bag`` (None)."""
+    if value is None:
+        bag.pop(key, None)
+    else:
+        bag[key] = value
 
 
 def _refused(data: dict[str, str]) -> DatabagError | None:
