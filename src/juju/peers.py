@@ -41,7 +41,7 @@ DATA_KEY = "sqlite-data"
 
 
 class Peers(ops.Object):
-    """The peer relation's records, and the action that gives up GARM's sqlite data."""
+    """The peer relation's records, and the actions that write to it."""
 
     def __init__(self, charm: ops.CharmBase, view: JujuView, paths: workload.Paths):
         super().__init__(charm, PEERS)
