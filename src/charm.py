@@ -50,7 +50,7 @@ class GarmCharm(ops.CharmBase):
         self.admin_login = secrets.AdminLoginAction(self, self.view)
         # Writes the database request and tracks the provider's answer; the events it
         # would add all come inside hooks observed below, so none is observed twice.
-        self.database = GarmDatabase(self, POSTGRESQL)
+        self.database = GarmDatabase(self)
         # Asks for this unit's certificate and renews it, before the pass observes.
         self.certificates = Certificates(self, CONFIGURATOR)
         for event in changes(self):

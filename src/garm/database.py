@@ -41,9 +41,8 @@ def choose_database(
 ) -> DatabaseChoice:
     """The database for GARM's configuration.
 
-    ``current``: what it names now (None before written); ``answer``: the provider's
-    usable answer; ``scalesets``: GARM's, None when unread (they may exist); ``local``:
-    the sqlite file GARM uses without PostgreSQL.
+    ``current``: what it names now (None before written); ``scalesets``: GARM's, None
+    when unread (they may exist); ``local``: the sqlite file used without PostgreSQL.
     """
     if answer is not None:
         if moving_to_postgresql(current, answer) and scalesets != []:

@@ -1,36 +1,31 @@
 """GARM's lease on this machine: a deadline the leader renews and systemd enforces.
 
-A unit that lost leadership stops GARM at its next hook, but a unit whose agent cannot
-run hooks (the machine cut off from the controller, juju-exec failing, the agent hung)
-never gets one. The lease makes such a GARM stop by itself: each leader pass writes a
-deadline (``lease_file``: seconds since the epoch, nothing secret), and
-
-- ``garm-lease.timer`` runs ``garm-lease.service`` every ``CHECK_SECONDS``,
-  whose script stops ``garm.service`` once the deadline has passed;
-- ``garm.service`` runs the same script as its ``ExecStartPre=`` (as root, ``+``), so a
-  GARM whose lease lapsed cannot start again: not by its ``Restart=``, not at boot.
-
-Neither needs the Juju agent. The deadline is this machine's own wall clock plus the
-lease's length, so no two machines' clocks are ever compared (``docs/adr/0009``).
+A unit whose agent cannot run hooks never gets the hook that would stop its GARM; the
+lease stops it by itself. Each leader pass writes a deadline (``lease_file``: seconds
+since the epoch, nothing secret); ``garm-lease.timer`` runs a script every
+``CHECK_SECONDS`` that stops ``garm.service`` once it has passed, and ``garm.service``
+runs the same script as its ``ExecStartPre=`` (as root), so a lapsed GARM cannot start
+again, by ``Restart=`` or at boot. The deadline is this machine's own clock plus the
+lease's length: no two machines' clocks are ever compared (``docs/adr/0009``).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 
 from charmlibs import systemd
 
 from garm import workload
+from garm.timer import activate, check_path
 
 logger = logging.getLogger(__name__)
 
 SERVICE = "garm-lease.service"
 TIMER = "garm-lease.timer"
 CHECK_SECONDS = 10
-_ABSOLUTE = re.compile(r"/[A-Za-z0-9/._+-]+")
 
 
 @dataclass(frozen=True)
@@ -42,15 +37,14 @@ class LeaseUnits:
     timer: str
 
 
-def render(lease_file: str, script_file: str, garm_service: str = "garm.service") -> LeaseUnits:
+def render(lease_file: str, script_file: str) -> LeaseUnits:
     """The lease's script (``check`` exits 1 once lapsed; ``enforce`` stops GARM then).
 
     The deadline is read as digits only: anything else (a torn write, a hand edit) reads
     as lapsed, so a lease that cannot be read never keeps GARM running.
     """
     for path in (lease_file, script_file):
-        if not _ABSOLUTE.fullmatch(path):
-            raise ValueError(f"not usable as an absolute path in a systemd unit: {path!r}")
+        check_path(path)
     script = "\n".join(
         [
             "#!/bin/sh",
@@ -65,9 +59,9 @@ def render(lease_file: str, script_file: str, garm_service: str = "garm.service"
             "    exit 0",
             "fi",
             'if [ "${1:-check}" = enforce ]; then',
-            f"    if systemctl --quiet is-active {garm_service}; then",
-            f'        echo "GARM\'s lease has lapsed: stopping {garm_service}"',
-            f"        systemctl stop --no-block {garm_service}",
+            "    if systemctl --quiet is-active garm.service; then",
+            '        echo "GARM\'s lease has lapsed: stopping garm.service"',
+            "        systemctl stop --no-block garm.service",
             "    fi",
             "    exit 0",
             "fi",
@@ -128,21 +122,16 @@ def end(paths: workload.Paths) -> None:
 def keep(paths: workload.Paths) -> bool:
     """The script and units installed and the timer running; whether anything changed.
 
-    Checked at every leader pass, not only when a file changes: a checker stopped out of
-    band would leave a cut-off leader's GARM running past its lease.
+    At every leader pass: a checker stopped out of band would leave a cut-off leader's
+    GARM running past its lease.
     """
     units = render(str(paths.lease_file), str(paths.lease_script))
     changed = workload.write_own(paths.lease_script, units.script, 0o700)
     wanted = ((paths.lease_service_file, units.service), (paths.lease_timer_file, units.timer))
-    changed = workload.install_units(wanted, _start, TIMER) or changed
+    changed = workload.install_units(wanted, partial(activate, TIMER), TIMER) or changed
     if changed:
         logger.info("GARM's lease is checked every %ss", CHECK_SECONDS)
     return changed
-
-
-def _start() -> None:
-    systemd.daemon_reload()
-    systemd.service_enable("--now", TIMER)
 
 
 def remove(paths: workload.Paths) -> bool:

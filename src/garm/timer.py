@@ -2,23 +2,16 @@
 
 ``update-status`` is model-wide, user-set and not meant for critical work, so the charm
 keeps its own clock: ``garm-reconcile.timer`` starts the oneshot ``garm-reconcile.service``,
-which runs ``juju-exec <unit> "JUJU_DISPATCH_PATH=hooks/reconcile-tick ... ./dispatch"``.
-juju-exec runs that command in the unit's charm directory as a normal hook context, so ops
-emits the custom event ``reconcile_tick`` (the charm declares it on its events; an unknown
-event is only logged at debug). Like every hook it waits for the machine lock, and it also
-runs while the unit is dying or a hook is in error: the handler must check leadership and
-liveness itself.
+which runs ``juju-exec <unit> "JUJU_DISPATCH_PATH=hooks/reconcile-tick ... ./dispatch"``,
+a normal hook context in which ops emits the charm's custom ``reconcile_tick``. Like
+every hook it waits for the machine lock, and it also runs while the unit is dying or a
+hook is in error: the handler checks leadership and liveness itself.
 
-Why no ``run-one`` wrapper: a oneshot service stays *activating* until its command exits,
-and a timer that elapses while the service it triggers is still activating merges into
-the running start job instead of starting a second run. ``OnUnitInactiveSec=`` then counts
-the next run from the end of this one, so runs never overlap.
-
-Never start ``garm-reconcile.service`` synchronously from a hook: it would wait for the
-machine lock that hook holds. Starting the *timer* returns at once.
-
-Nothing here knows about the charm object; the verbs work on ``workload.Paths`` so tests can
-use a temporary root, and reach systemd only through charmlibs.
+No ``run-one`` wrapper: a timer that elapses while its oneshot service is still
+activating merges into that start job, and ``OnUnitInactiveSec=`` counts the next run
+from this one's end, so runs never overlap. Never start the service synchronously from
+a hook: it would wait for the machine lock that hook holds; starting the timer returns
+at once.
 """
 
 from __future__ import annotations
@@ -26,6 +19,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from functools import partial
 
 from charmlibs import systemd
 
@@ -45,12 +39,11 @@ JUJU_EXEC = "/usr/bin/juju-exec"
 # longer than the interval costs nothing: runs never overlap, the next one just waits.
 TIMEOUT_SECONDS = 600
 
-# Juju's own unit-name grammar (application name, "/", unit number). Nothing in it is
-# special to systemd: no whitespace, quotes, backslash, "%" specifier or "$" variable.
+# Juju's unit-name grammar: nothing in it is special to systemd (no whitespace, quotes,
+# backslash, "%" or "$"). Used with fullmatch: "$" would also match before a final newline.
 _UNIT_NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]*[a-z][a-z0-9]*)*/(?:0|[1-9][0-9]*)")
-# An absolute path made of characters systemd passes through unchanged in ExecStart.
+# An absolute path made of characters systemd passes through unchanged in a unit.
 _EXECUTABLE = re.compile(r"/[A-Za-z0-9/._+-]+")
-# Both are used with fullmatch: "$" in a pattern would also match before a final newline.
 
 
 @dataclass(frozen=True)
@@ -67,20 +60,11 @@ def render_timer(
     """The units that dispatch ``reconcile-tick`` into ``unit_name`` every interval.
 
     Two timeouts, because killing the juju-exec client does not stop the hook it asked
-    the uniter to run: ``TimeoutStartSec=`` makes systemd kill the client (oneshot
-    services otherwise have no start timeout at all), and ``/usr/bin/timeout`` inside the
-    command bounds the dispatched charm process itself. Pass ``TIMEOUT_SECONDS``: a fixed
-    ten minutes whatever the interval, since a run may first wait for the machine lock
-    and then needs a pass's 60 s budget plus up to 30 s for GARM to start; a timeout
-    longer than the interval only delays the next run, which never overlaps this one.
-
-    The timer fires ``interval_seconds`` after it starts (``OnActiveSec=``) and then that
-    long after each run ends (``OnUnitInactiveSec=``). ``AccuracySec=1s`` because
-    systemd's default accuracy of a minute would swallow a short interval.
-
-    Every word put into a unit is checked rather than escaped: systemd splits ExecStart
-    on whitespace, interprets quotes and backslashes, and expands ``%`` specifiers and
-    ``$`` variables, so anything outside a plain grammar raises ValueError.
+    for: ``TimeoutStartSec=`` kills the client (a oneshot has no start timeout
+    otherwise), ``/usr/bin/timeout`` the dispatched charm process. ``AccuracySec=1s``:
+    systemd's default minute would swallow a short interval. Every word is checked
+    rather than escaped (systemd splits, unquotes and expands ExecStart): anything
+    outside a plain grammar raises ValueError.
     """
     executable, unit, command = dispatch_command(unit_name, timeout_seconds, juju_exec)
     _whole("interval", interval_seconds)
@@ -117,17 +101,20 @@ def dispatch_command(
 ) -> tuple[str, str, str]:
     """The command that dispatches ``reconcile-tick`` into ``unit_name``, as three words.
 
-    juju-exec, the unit, and what juju-exec runs with bash in the charm directory: only
-    fixed words and integers. Shared by this timer and the requeue (``garm.requeue``).
-    Raises ValueError for a word outside the plain grammar (``render_timer``).
+    Shared with ``garm.requeue``; ValueError for a word outside the grammar (``render_timer``).
     """
     if not _UNIT_NAME.fullmatch(unit_name):
         raise ValueError(f"not a Juju unit name: {unit_name!r}")
-    if not _EXECUTABLE.fullmatch(juju_exec):
-        raise ValueError(f"not usable as an absolute path in a systemd unit: {juju_exec!r}")
+    check_path(juju_exec)
     _whole("timeout", timeout_seconds)
     command = f"JUJU_DISPATCH_PATH=hooks/{EVENT} /usr/bin/timeout {timeout_seconds} ./dispatch"
     return juju_exec, unit_name, command
+
+
+def check_path(path: str) -> None:
+    """ValueError unless systemd takes ``path`` unchanged in a unit (the lease's too)."""
+    if not _EXECUTABLE.fullmatch(path):
+        raise ValueError(f"not usable as an absolute path in a systemd unit: {path!r}")
 
 
 def _whole(what: str, value: object) -> None:
@@ -146,36 +133,29 @@ def keep(paths: workload.Paths, unit_name: str, interval_seconds: int) -> None:
 
 
 def ensure(paths: workload.Paths, units: TimerUnits) -> bool:
-    """Install ``units`` and keep the timer enabled and started; returns whether it changed.
+    """Install ``units`` and keep the timer enabled and started; whether it changed.
 
-    Unchanged files and an active timer mean nothing to do, so this is cheap to call
-    from every hook. A changed file is written atomically (0644), systemd reloads it (an
-    active timer re-arms with its new settings on reload) and ``enable --now`` makes sure
-    the timer runs now and after a reboot; so does a timer found stopped, since the
-    leader's lease is renewed by the passes it dispatches.
-
-    The service file is written first and the timer file, the mark that the timer may be
-    installed, last. If systemd fails after the write, the service file is deleted: the
-    next call sees a difference and tries again, and ``remove`` still finds the timer.
+    Cheap at every hook (``workload.install_units``); an active timer re-arms with new
+    settings on reload, and one found stopped is started, since the leader's lease is
+    renewed by the passes it dispatches.
     """
     wanted = ((paths.timer_service_file, units.service), (paths.timer_file, units.timer))
-    return workload.install_units(wanted, _start, TIMER)
+    return workload.install_units(wanted, partial(activate, TIMER), TIMER)
 
 
-def _start() -> None:
+def activate(unit: str) -> None:
+    """Load changed unit files, and ``unit`` enabled and running now and after a reboot."""
     systemd.daemon_reload()
-    systemd.service_enable("--now", TIMER)
+    systemd.service_enable("--now", unit)
 
 
 def remove(paths: workload.Paths) -> bool:
-    """Stop and disable the timer, delete its units; returns whether any were installed.
+    """Stop and disable the timer, delete its units; whether any were installed.
 
-    With neither file present nothing runs at all, so the ``stop``, ``remove`` and
-    ``-departed`` hooks can all call it. Stopping the service from inside a hook is
-    safe: a run in progress is a juju-exec client waiting for that hook's machine lock,
-    and it simply dies. Files are deleted only after systemd has done its part, so a
-    failure leaves them for the retried hook. Each step is skipped when its file is
-    missing, since systemctl fails on a unit it cannot find.
+    Stopping the service from a hook is safe: a run in progress is a juju-exec client
+    waiting for that hook's machine lock. Files go only after systemd has done its part
+    (a failure leaves them for the retried hook), and systemctl is not asked about a unit
+    whose file is missing, since it fails on one it cannot find.
     """
     timer_there = paths.timer_file.exists()
     service_there = paths.timer_service_file.exists()

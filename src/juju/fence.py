@@ -1,27 +1,13 @@
 """One GARM at a time: when the leader may start GARM, with other units' GARMs fenced.
 
-Juju grants one leader at a time, but a unit that lost leadership keeps its GARM running
-until its next hook, and a unit whose agent cannot run hooks keeps it for ever. Two
-GARMs on one database each consolidate from their own memory and delete each other's
-runners, busy ones included. So (``docs/adr/0009``):
-
-- every unit that may run GARM says so in its own peer data (``RECORD_KEY``), with the
-  length of the lease it keeps, and takes the record away only once its GARM has
-  stopped;
-- the lease is a file on its machine that each of its leader passes renews and that
-  systemd checks without the agent (``garm.lease``): once it lapses, GARM is stopped
-  within ``CHECK_SECONDS`` and cannot start again;
-- a leader starts GARM only once its own record was committed by an earlier hook (a
-  hook that fails leaves no record, so no GARM may run on the strength of one), and
-  every other unit's record has gone, or that unit has left the peer relation, or
-  longer than that unit's lease (plus a check and a margin) has passed since this
-  leader first saw the record, leading without a gap since;
-- not knowing counts as "another GARM may run": a unit that has not joined the peer
-  relation yet is waited for as the longest lease, and so is the application's unit
-  list itself when goal-state cannot be read, unless this leader has led without a gap
-  since it last could read it (no other unit could have led, and so started GARM, since);
-- the lease a leader takes sets the pace of its reconcile timer (``pace``): its next
-  pass always comes before the lease ends, whatever the config asked a moment ago.
+Juju grants one leader at a time, but a deposed leader keeps its GARM until its next
+hook, and one whose agent cannot run hooks keeps it for ever; two GARMs on one database
+delete each other's runners. So every unit that may run GARM records it, with its
+lease's length, in its peer data (``RECORD_KEY``) until its GARM has stopped; systemd
+ends a lapsed lease without the agent (``garm.lease``); and a leader starts GARM only
+once its own record is committed and every other record has gone, left, or been
+waited out, not knowing counting as "another GARM may run". The rules, and why:
+``docs/explanation/one-garm-at-a-time.md`` and ``docs/adr/0009``.
 
 Pure: the charm hands in the peer records as read at the hook's start, what this
 machine remembers, and the clock; it acts on the verdict.
@@ -53,22 +39,19 @@ UNKNOWN = "a unit goal-state could not list"
 def lease_seconds(reconcile_interval: int) -> int:
     """How long one renewal keeps GARM running: three passes' pace and two minutes more.
 
-    A leader renews its lease at every pass; passes are ``reconcile-interval`` apart
-    (from a run's end) unless the machine lock holds one back. Three intervals and two
-    minutes absorb a long hook and a slow pass before a healthy leader's GARM is stopped.
+    Passes are ``reconcile-interval`` apart unless the machine lock holds one back: the
+    slack absorbs a long hook and a slow pass before a healthy leader's GARM is stopped.
     """
     pace = reconcile_interval or PACE_WITHOUT_TIMER
     return 3 * pace + SLACK_SECONDS
 
 
 def pace(lease: int) -> int:
-    """How far apart this leader's passes must come to keep a lease of ``lease`` seconds.
+    """How far apart passes must come to keep a lease of ``lease`` seconds.
 
-    ``lease_seconds`` backwards: the reconcile timer ticks at this pace, so a lease
-    outlasts the pass after next by two minutes. The lease a pass takes is the shorter of
-    the recorded one and the one the config asks for (``decide``): right after
-    ``reconcile-interval`` is raised it is the old one, and so is the pace, until the
-    record of the longer lease is committed and the next pass takes it.
+    ``lease_seconds`` backwards, so a lease outlasts the pass after next by two minutes.
+    Right after ``reconcile-interval`` is raised the lease (``decide``: the shorter of the
+    recorded and the wanted one) and so the pace stay the old ones for one more pass.
     """
     return max((lease - SLACK_SECONDS) // 3, 1)
 
@@ -93,8 +76,7 @@ class Stamp:
 class Memory:
     """What this machine remembers while it leads (a unit that does not lead forgets it).
 
-    ``last`` is its last leader pass; ``stamps`` when it first saw each other unit's
-    record (with the lease length the record named), so that a wait counts from then.
+    ``last``: its last leader pass; ``stamps``: when it first saw each other unit's record.
     """
 
     last: datetime | None = None
@@ -105,10 +87,9 @@ class Memory:
 class Fence:
     """What the leader may do about GARM in this pass.
 
-    ``may_run`` True: GARM may run here with a lease of ``lease`` seconds renewed now.
-    Otherwise ``waiting`` says for whom or what (a status line), and ``until`` when the
-    wait ends at the latest (None: not a matter of time). ``record`` is the lease length
-    to write to this unit's record (None: leave it). ``memory`` is what to remember.
+    ``may_run``: with a lease of ``lease`` seconds renewed now. Otherwise ``waiting``
+    says for whom (a status line) and ``until`` when at the latest (None: not a matter of
+    time). ``record``: the lease length to write to this unit's record (None: leave it).
     """
 
     may_run: bool
@@ -130,24 +111,15 @@ def decide(
 ) -> Fence:
     """Whether this leader may run GARM now, and what to write and remember.
 
-    ``records`` are the peer units' records by unit, this unit's included, as committed
-    before this hook (None: no peer relation yet, as in a unit's install hook, where no
-    other unit exists to fence against and none to tell, unless ``unseen`` names one).
-    ``memory`` is what this machine's earlier leader passes left; its stamps count only
-    if the last of those passes was less than this unit's lease ago: over a longer gap
-    this unit may have lost and regained leadership unseen, and another unit may have
-    started GARM in between (having waited out this unit's lease). ``running_here``:
-    GARM is active on this machine now (a revision before the fence, or one started in
-    an earlier term, stays running while its record is written if nobody else holds
-    one). ``unseen`` are
-    this application's live units that have not joined this unit's peer relation yet
-    (a leader elected before its peers' ``-joined``): whatever their record says cannot
-    be read, so each is waited for as the longest lease until it joins. None: goal-state
-    could not say which units there are. Then the units this leader already waited for
-    are waited for as before if it has led without a gap since (no other unit led
-    meanwhile); otherwise ``UNKNOWN`` is, as the longest lease, until goal-state answers.
-    ``wanted_lease`` is the lease the config asks for; None when the config does not
-    read, and the lease already recorded goes on (a typo does not stop GARM).
+    ``records``: every peer unit's, this one's included, as committed before this hook
+    (None: no peer relation yet, as in the install hook: no other unit to fence against
+    unless ``unseen`` names one). ``memory``'s stamps count only if its last pass was
+    less than this unit's lease ago: over a longer gap leadership may have been lost and
+    regained unseen. ``running_here``: GARM is active here now (one started earlier stays
+    running while its record is written if nobody else holds one). ``unseen``: live
+    units not yet joined to the peer relation, each waited for as the longest lease
+    (None: goal-state could not say; see ``_unseen``). ``wanted_lease``: the config's
+    (None: it does not read, and the recorded lease goes on).
     """
     own = read_record((records or {}).get(me))
     if wanted_lease is None:  # the config does not read: the lease recorded goes on
@@ -201,12 +173,10 @@ def _unseen(
 ) -> dict[str, str]:
     """Whom to wait for beyond the records, with the record each is taken to hold.
 
-    A unit goal-state lists that has not joined holds a record that cannot be read
-    ("?": the longest lease). Without goal-state's list (None), not knowing counts as a
-    GARM that may run: a leader that has led without a gap goes on as it knew, each unit
-    it had stamped and no longer reads taken to hold the lease it was stamped with (so a
-    wait that ended stays ended: no other unit could have led since); any other waits
-    for ``UNKNOWN``.
+    An unjoined unit holds a record that cannot be read ("?": the longest lease). Without
+    goal-state's list (None), a leader that has led without a gap goes on as it knew
+    (each unit it stamped taken to hold that lease, so an ended wait stays ended); any
+    other waits for ``UNKNOWN``.
     """
     if unseen is not None:
         return dict.fromkeys(unseen, "?")

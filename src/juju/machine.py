@@ -1,17 +1,13 @@
 """GARM on this machine, as the leader's pass asks for it: one call, one answer.
 
-``run`` makes GARM run here and answers ``OnMachine``: the resources checked and
-installed (``garm.resources``), its database chosen (``garm.database``) and this unit's
-right to run it on that data (``juju.lifecycle.sqlite_tenancy``), its providers kept
-(``garm.providers``), its files and systemd unit rendered (``garm.config``), restarted
-when any changed or it is down, answering. Around it, the fence's verdict acted on
-(``juju.fence`` holds its rules): ``fence`` first of all, with GARM's lease
-(``garm.lease``); ``keep_timer`` last; ``serve_on`` for a dying leader; ``release``,
-``stand_down``, ``stop`` and ``remove`` for a unit that must run nothing.
+``run`` makes GARM run here and answers ``OnMachine``. Around it, the fence's verdict is
+acted on (rules in ``juju.fence``, the lease in ``garm.lease``): ``fence`` first of all,
+``keep_timer`` last, ``serve_on`` for a dying leader, and ``release``, ``stand_down``,
+``stop`` and ``remove`` for a unit that must run nothing.
 
-It sits in ``juju``, not ``garm``, because who may run GARM here is Juju's to say (the
-fence, the sqlite home, which relation a provider came from); the systemd and file verbs
-beneath it are ``garm.workload``'s.
+In ``juju``, not ``garm``, because who may run GARM here is Juju's to say (the fence, the
+sqlite home, which relation a provider came from); the systemd and file verbs beneath it
+are ``garm.workload``'s.
 """
 
 from __future__ import annotations
@@ -69,9 +65,8 @@ START_TIMEOUT_SECONDS = 30.0
 class OnMachine:
     """What making GARM run here did; ``stopped`` says why the pass cannot go on.
 
-    ``kept`` is the providers GARM was configured with (None: it was not, this pass);
-    ``record`` the same to write to the charm's record, None when it is what was read;
-    ``tls`` the certificate GARM was configured to serve (None: plain HTTP).
+    ``kept``: the providers GARM was configured with (None: not this pass); ``record``:
+    the same for the charm's record (None: as read); ``tls``: None is plain HTTP.
     """
 
     version: str | None = None
@@ -180,12 +175,10 @@ def _install(inputs: Inputs, leader: LeaderInputs) -> tuple[str, bool] | Summary
 def _place_data(
     inputs: Inputs, leader: LeaderInputs, live: Callable[[], list[ScaleSet] | None]
 ) -> tuple[Database | Summary, HomeChange, tuple[UnitProblem, ...]]:
-    """GARM's database (``garm.database``), or why this unit may not run GARM on it.
+    """GARM's database, or why this unit may not run GARM on it; the sqlite home change.
 
-    With what that asks of the peer relation's sqlite home, and what to report. A unit
-    that never ran GARM (no configuration written yet) must not start one, on sqlite or
-    on a database that is new to it, while another unit's sqlite data holds the
-    scalesets (``juju.lifecycle.sqlite_tenancy``).
+    A unit that never ran GARM (no configuration yet) must not start one, on any
+    database, while another unit's sqlite data holds the scalesets (``sqlite_tenancy``).
     """
     paths, peers = inputs.machine.paths, leader.peers
     current, answer = workload.configured_database(paths.config_file), leader.postgresql
@@ -233,15 +226,11 @@ def serving(inputs: Inputs, leader: LeaderInputs, config: CharmConfig) -> Readin
 def _start(inputs: Inputs, config: CharmConfig, changed: bool) -> Summary | None:
     """GARM restarted if anything changed or it is down; None once it answers.
 
-    A GARM that was not restarted, and that systemd says is running, is not probed:
-    the setup's first read (``GET /controller``, as the admin) is what proves it
-    answers, so a settled hook reads the controller once. One that does not answer that
-    read stops the pass all the same (``GARM unreachable, will retry``). One that is not
-    running after its start (systemd gave up, or still waits to restart it) is told with
-    why, from its journal. One systemd gave up on is started again (its count cleared)
-    at once if its files or binaries changed or its lease was renewed after it lapsed
-    (``fence``), otherwise once systemd's start limit window has passed since the
-    pass last cleared it (``workload.restart_due``); until then the pass only says why.
+    A running GARM that was not restarted is not probed: the setup's first read
+    (``GET /controller``) proves it answers, so a settled hook reads the controller once.
+    One systemd gave up on is started again (its count cleared) at once if its files or
+    binaries changed or its lapsed lease was renewed (``fence``), otherwise once the
+    start limit window has passed (``workload.restart_due``); until then, only told why.
     """
     if not changed and workload.is_active():
         return None
@@ -278,11 +267,7 @@ def _live_scalesets(
 def client(
     inputs: Inputs, config: CharmConfig, admin: AdminLogin
 ) -> contextlib.AbstractContextManager[GarmClient]:
-    """GARM's admin, for every request of the charm's: one login serves many hooks.
-
-    The login token is kept on the machine while it is good (``garm.admin_token``), so a
-    hook logs in only when it has none, or GARM refused it.
-    """
+    """GARM's admin, its token kept while good: one login serves many hooks (``admin_token``)."""
     paths = inputs.machine.paths
     url, ca_file = workload.local_api(paths, config.api_port)
     return admin_token.admin_client(
@@ -291,19 +276,15 @@ def client(
 
 
 def base_url(config: CharmConfig, leader: LeaderInputs, tls: ServingTls | None = None) -> str:
-    """The URL runners reach GARM at: configured, or this unit's address (``garm.tls``).
-
-    https when GARM serves ``tls``.
-    """
+    """The URL runners reach GARM at: configured, or this unit's address; https with ``tls``."""
     address = None if config.external_url else leader.address  # network-get only if needed
     return runner_url(config.external_url, address, config.api_port, tls is not None)
 
 
 def relation_state(leader: LeaderInputs, config: CharmConfig, app: str) -> RelationState:
-    """What the configurators ask for, with what every runner is set up with.
+    """What the configurators ask for; here because runners are told GARM's host (``base_url``).
 
-    Here because runners are told GARM's host: where they reach it (``base_url``). ``app``
-    is this application's name as deployed, for the hints.
+    ``app`` is this application's name as deployed, for the hints.
     """
     seen = leader.configurators
     host = urlsplit(base_url(config, leader)).hostname or ""
@@ -316,11 +297,7 @@ def relation_state(leader: LeaderInputs, config: CharmConfig, app: str) -> Relat
 def controller_urls(
     config: CharmConfig, leader: LeaderInputs, tls: ServingTls | None
 ) -> ControllerUrls:
-    """GARM's controller URLs, and the CA runners are to trust GARM by.
-
-    From the certificate GARM serves (``tls``), the one ``serving`` chose, which
-    is not always the one just issued.
-    """
+    """GARM's controller URLs and CA, from the certificate ``serving`` chose (``tls``)."""
     bundle = b"" if tls is None else tls.runner_bundle()
     return ControllerUrls.from_base(base_url(config, leader, tls), bundle)
 
@@ -336,9 +313,8 @@ def garm_here(
 ) -> LeaderGarm | None:
     """The leader's GARM for the collector; its metrics token is renewed only if it answered.
 
-    ``answered``: GARM answered this pass. The collector scrapes GARM as GARM is
-    configured on this machine, over HTTPS once it serves it (``workload.local_api``),
-    checked against the CA the charm's own client checks it by.
+    Scraped as configured here, over HTTPS once GARM serves it, checked against the CA
+    the charm's own client uses (``workload.local_api``).
     """
     if config is None:
         return None
@@ -371,19 +347,13 @@ def on_postgresql(inputs: Inputs) -> bool:
 def fence(inputs: Inputs, leader: LeaderInputs, config: CharmConfig | None) -> fences.Fence:
     """Whether this leader may run GARM now, first of all its steps, acted on at once.
 
-    The fence's rules are pure (``juju.fence``); this acts on their verdict: the stamps
-    kept in ``fence_file``, the lease renewed (``garm.lease``) before GARM may (re)start,
-    since GARM's unit refuses to start without one, and a GARM of this unit's own
-    stopped where it may not run. Only on a shared database: on sqlite no other unit
-    can run GARM on this data (``juju.lifecycle.sqlite_tenancy`` says which may), so
-    GARM keeps no lease and a single unit cut off from Juju keeps serving.
-
-    ``unseen`` are this application's units that have not joined this unit's peer
-    relation (None: goal-state cannot say). The config is not needed to decide: with one
-    that does not read (None), the lease already recorded is kept, so that a typo does
-    not stop GARM. The lease is counted from ``inputs.asked``, when this hook asked Juju
-    whether this unit leads: Juju guarantees leadership for 30 s from that answer, not
-    from whenever the pass gets here.
+    Acts on ``juju.fence``'s verdict: stamps kept in ``fence_file``, the lease renewed
+    before GARM may (re)start (its unit refuses to start without one), or GARM stopped.
+    Only on a shared database: on sqlite no other unit can run GARM on this data
+    (``sqlite_tenancy``), so no lease, and a unit cut off from Juju keeps serving. A
+    config that does not read (None) keeps the recorded lease: a typo does not stop
+    GARM. The lease counts from ``inputs.asked``: Juju guarantees leadership for 30 s
+    from that answer, not from whenever the pass gets here.
     """
     paths, unit = inputs.machine.paths, inputs.unit
     if not on_postgresql(inputs):
@@ -428,13 +398,11 @@ def keep_timer(
 ) -> datetime | None:
     """The reconcile timer as a pass that ended at ``ended`` leaves it; when it runs next.
 
-    The timer is what renews GARM's lease between hooks, so while a lease is held the
-    lease decides the pace (``fence.pace``), however the pass ended: right after
-    ``reconcile-interval`` is raised the lease is still the old length and so is the
-    pace, until the next pass takes the longer one. Without a lease (on sqlite) the timer
-    runs at ``reconcile-interval`` while GARM runs (``runs``), and 0 removes it; while the
-    fence waits it never stops, so that the wait ends at a pass. Otherwise it is left.
-    The next run is told only while GARM runs (None otherwise, or with no timer).
+    The timer renews GARM's lease between hooks, so while a lease is held the lease sets
+    the pace (``fence.pace``), however the pass ended. Without one, it runs at
+    ``reconcile-interval`` while GARM ``runs`` (0 removes it), and never stops while the
+    fence waits, so that the wait ends at a pass; otherwise it is left. The next run is
+    told only while GARM runs.
     """
     if fenced.lease:
         interval = fences.pace(fenced.lease)
@@ -451,13 +419,10 @@ def keep_timer(
 def serve_on(inputs: Inputs, leader: LeaderInputs, config: CharmConfig | None) -> None:
     """A dying leader's GARM serves on, its lease renewed, while all else stands down.
 
-    Juju keeps a dying unit the leader until it is dead, so no other unit can lead and
-    start GARM meanwhile: this unit's GARM is the only one there can be until its stop
-    hook stops it, however long a failing teardown hook holds it. So nothing is waited
-    for (the peer relation it is leaving may show its peers gone or not yet there): the
-    lease is renewed for the shorter of the one its record names and the one the config
-    asks for, nothing is stamped or recorded, and the timer that renews it goes on at
-    the lease's pace.
+    Juju keeps a dying unit the leader until it is dead, so its GARM is the only one
+    there can be until its stop hook. Nothing is waited for (the peer relation it leaves
+    may show anything): the lease is the shorter of the recorded and the configured one,
+    nothing is stamped or recorded, and the timer goes on at the lease's pace.
     """
     paths, held = inputs.machine.paths, 0
     if on_postgresql(inputs):
@@ -475,12 +440,10 @@ def serve_on(inputs: Inputs, leader: LeaderInputs, config: CharmConfig | None) -
 
 
 def stand_down(paths: workload.Paths, *, timer_too: bool = True) -> None:
-    """Nothing that only a leader runs is left running here: no timer, no metrics server.
+    """Nothing that only a leader runs is left here: no timer, no metrics server.
 
-    Nor GARM's admin token (``garm.admin_token``): GARM cannot revoke it, and it would
-    be good against the next leader's GARM on a shared database; leading again costs
-    one login. ``timer_too`` False leaves the reconcile timer to a dying leader, whose
-    lease it renews.
+    Nor the admin token: GARM cannot revoke it, and it would be good against the next
+    leader's GARM on a shared database. ``timer_too`` False leaves a dying leader its timer.
     """
     if timer_too:
         timer.remove(paths)
@@ -492,9 +455,8 @@ def stand_down(paths: workload.Paths, *, timer_too: bool = True) -> None:
 def release(paths: workload.Paths, why: str) -> RecordChange:
     """No GARM on this machine any more, nor a lease for one: its record can go.
 
-    GARM stops before anything else does, so a failure leaves the lease's checker and the
-    reconcile timer in place for the retried hook; and the record goes only once systemd
-    says GARM is not running (None: it stays, as does the checker).
+    GARM stops first, so a failure leaves the checker and timer for the retried hook; the
+    record goes only once systemd says GARM is not running (None: it stays).
     """
     if workload.stop(paths.unit_file):
         logger.info("%s: GARM stopped on this unit", why)

@@ -1,20 +1,14 @@
-"""What garm units keep in their peer relation: GARM's sqlite data's unit, the create memory.
+"""What garm units keep in their peer relation, and the actions that write to it.
 
-GARM's sqlite file cannot follow leadership to another machine, so only the unit that
-holds it may run GARM (``lifecycle.sqlite_tenancy`` says why). Two records say who that
-is: the application's (``sqlite-home``, written by the leader that first ran GARM), and
-each unit's own (``sqlite-data``, written by any unit whose machine has the file), so a
-leader elected before the first record was made still finds the data's unit. The
-``start-empty-garm`` action is the operator's way out once that unit is gone for good.
-
-The application's databag also keeps what GARM refused (``garm.refusals``), so that a
-new leader goes on with the same back-off, and which of ``org`` and ``repo`` each
-configurator unit means (``juju.entities``), with the ``choose-entity`` action that
-says so where the data cannot, and which GARM the charm set up (``garm-identity``,
-``garm.identity``), so that no leader sets up another GARM in its place unasked.
-
-The leader's pass reads all of it as ``records.PeerRecords`` and says what to change in a
-``HomeChange``; this module alone reads and writes the relation.
+GARM's sqlite file cannot follow leadership, so only the unit that holds it may run GARM
+(``lifecycle.sqlite_tenancy``): the application's ``sqlite-home`` (by the leader that
+first ran GARM) and each unit's own ``sqlite-data`` (so a leader elected before the
+first record still finds it) say which; ``start-empty-garm`` gives up a unit gone for
+good. The application's data also keeps what GARM refused (``garm.refusals``), which of
+org and repo each configurator unit means (``juju.entities``, ``choose-entity``), and
+which GARM the charm set up (``garm.identity``), so that a new leader goes on as the
+last one left off. The pass reads it all as ``records.PeerRecords``; this module alone
+reads and writes the relation.
 """
 
 from __future__ import annotations
@@ -47,7 +41,7 @@ DATA_KEY = "sqlite-data"
 
 
 class Peers(ops.Object):
-    """The peer relation's records, and the action that gives up GARM's sqlite data."""
+    """The peer relation's records, and the actions that write to it."""
 
     def __init__(self, charm: ops.CharmBase, view: JujuView, paths: workload.Paths):
         super().__init__(charm, PEERS)
@@ -59,11 +53,9 @@ class Peers(ops.Object):
     def note_data(self) -> None:
         """Say in this unit's peer data whether its machine holds GARM's sqlite data.
 
-        GARM's configuration says where its data is: a sqlite file left behind after a
-        move to PostgreSQL is no data. That configuration is the pass's to write (it
-        places GARM's data), so this is read once the pass is done: read before it, a
-        hook that moved GARM to PostgreSQL would leave the record of the sqlite it left,
-        and a leader elected before this unit's next hook would refuse to run GARM.
+        As GARM's configuration says (a sqlite file left after a move to PostgreSQL is no
+        data), read once the pass that writes it is done: read before, a move would leave
+        a stale record, and a leader elected meanwhile would refuse to run GARM.
         """
         relation = self.model.get_relation(PEERS)
         if relation is None:
@@ -106,64 +98,34 @@ class Peers(ops.Object):
         )
 
     def record(self, change: RecordChange) -> None:
-        """Write this unit's own ``garm-running`` record as a pass decided (``juju.fence``).
-
-        Any unit writes its own: a leader that may run GARM, any unit once GARM stopped.
-        Juju commits it when the hook ends, which is why a leader starts GARM only once
-        a record of an earlier hook is there.
-        """
+        """Write this unit's own ``garm-running`` record as a pass decided (``juju.fence``)."""
         relation = self.model.get_relation(PEERS)
-        if relation is None or change is None:
-            return
-        bag = relation.data[self.model.unit]
-        if change == "clear":
-            bag.pop(fence.RECORD_KEY, None)
-        else:
-            bag[fence.RECORD_KEY] = str(change)
+        if relation is not None and change is not None:
+            value = None if change == "clear" else str(change)
+            _put(relation.data[self.model.unit], fence.RECORD_KEY, value)
 
     def keep_identity(self, change: IdentityChange) -> None:
-        """Write the GARM the charm set up, as a leader's pass or ``adopt-garm`` decided.
-
-        The application's data: only the leader writes it, and every unit reads it, so
-        that a new leader knows which GARM is the charm's.
-        """
+        """Write the GARM the charm set up, as a leader's pass or ``adopt-garm`` decided."""
         relation = self.model.get_relation(PEERS)
-        if relation is None or change is None:
-            return
-        bag = relation.data[self.model.app]
-        if change == "forget":
-            bag.pop(IDENTITY_KEY, None)
-        else:
-            bag[IDENTITY_KEY] = change.render()
+        if relation is not None and change is not None:
+            value = None if change == "forget" else change.render()
+            _put(relation.data[self.model.app], IDENTITY_KEY, value)
 
     def keep(
         self, home: HomeChange, memory: Refusals | None, chosen: entities.Memory | None = None
     ) -> None:
-        """Write what a leader's pass decided: the sqlite home record and its memories.
-
-        ``memory`` (what GARM refused) and ``chosen`` (which of org and repo each
-        configurator unit means) None leave each as it is (the pass did not change it).
-        """
+        """Write what a leader's pass decided; ``memory`` or ``chosen`` None leaves it."""
         relation = self.model.get_relation(PEERS)
         if relation is None:
             return
         bag = relation.data[self.model.app]
         if chosen is not None:
-            if chosen:
-                bag[entities.KEY] = entities.render(chosen)
-            else:
-                bag.pop(entities.KEY, None)
-        if home == "claim":
-            bag[HOME_KEY] = self.model.unit.name
-        elif home == "forget":
-            bag.pop(HOME_KEY, None)
-        if memory is None:
-            return
-        bag.pop(OLD_MEMORY_KEY, None)  # read into the memory: kept under the new key
-        if memory:
-            bag[MEMORY_KEY] = memory.text()
-        else:
-            bag.pop(MEMORY_KEY, None)
+            _put(bag, entities.KEY, entities.render(chosen) if chosen else None)
+        if home is not None:
+            _put(bag, HOME_KEY, self.model.unit.name if home == "claim" else None)
+        if memory is not None:
+            bag.pop(OLD_MEMORY_KEY, None)  # read into the memory: kept under the new key
+            _put(bag, MEMORY_KEY, memory.text() if memory else None)
 
     def _home(self) -> str | None:
         relation = self.model.get_relation(PEERS)
@@ -172,10 +134,9 @@ class Peers(ops.Object):
     def _on_start_empty_garm(self, event: ops.ActionEvent) -> None:
         """Give up GARM's sqlite data on a unit that is gone for good: a new GARM here.
 
-        Only on sqlite: on PostgreSQL no data is on a unit to give up, and which GARM
-        is the charm's is ``adopt-garm``'s to say, after its checks. The record of the
-        charm's GARM goes only when it names the sqlite data given up; any other stays,
-        so that the new GARM is set up only once adopted.
+        Only on sqlite: on PostgreSQL which GARM is the charm's is ``adopt-garm``'s to
+        say. The record of the charm's GARM goes only when it names the data given up;
+        any other stays, so that the new GARM is set up only once adopted.
         """
         relation, home, unit = self.model.get_relation(PEERS), self._home(), self.model.unit
         alive = self._view.alive()
@@ -212,10 +173,7 @@ class Peers(ops.Object):
         return workload.on_postgresql(self._paths.config_file, related)
 
     def _on_choose_entity(self, event: ops.ActionEvent) -> None:
-        """Record which of ``org`` and ``repo`` a unit means (``juju.entities``).
-
-        Both values are checked as the pass checks them before any is written or shown.
-        """
+        """Record which of ``org`` and ``repo`` a unit means, both checked as the pass does."""
         unit, use = str(event.params.get("unit", "")), event.params.get("use")
         relation = self.model.get_relation(PEERS)
         data = dict(self._view.configurators(None).units).get(unit)
@@ -249,6 +207,14 @@ class Peers(ops.Object):
                     "next": f"the next pass acts on it (now: juju run {app}/leader reconcile)",
                 }
             )
+
+
+def _put(bag: ops.RelationDataContent, key: str, value: str | None) -> None:
+    """``key`` set to ``value``, or gone from ``bag`` (None)."""
+    if value is None:
+        bag.pop(key, None)
+    else:
+        bag[key] = value
 
 
 def _refused(data: dict[str, str]) -> DatabagError | None:

@@ -35,27 +35,23 @@ DEFAULT_PORT = 5432
 class GarmDatabase:
     """The ``postgresql_client`` requirer, made in every hook (the library observes events)."""
 
-    def __init__(self, charm: ops.CharmBase, relation_name: str) -> None:
+    def __init__(self, charm: ops.CharmBase) -> None:
         self._charm = charm
-        self._relation_name = relation_name
         self._requirer = ResourceRequirerEventHandler(
             charm,
-            relation_name,
+            RELATION,
             [RequirerCommonModel(resource=DATABASE_NAME)],
             response_model=ResourceProviderModel,
         )
 
     def postgresql(self) -> PostgresqlDatabase | None:
         """Where GARM's database is; None until fully answered, or unusable (logged)."""
-        relation = self._charm.model.get_relation(self._relation_name)
+        relation = self._charm.model.get_relation(RELATION)
         if relation is None or relation.app is None:
             return None
         try:
             contract = self._requirer.interface.build_model(relation.id, component=relation.app)
-            response = next(
-                (r for r in contract.requests if r.resource == DATABASE_NAME),
-                None,
-            )
+            response = next((r for r in contract.requests if r.resource == DATABASE_NAME), None)
             if response is None or not (
                 response.endpoints and response.username and response.password
             ):
@@ -71,7 +67,7 @@ class GarmDatabase:
         # ValueError: pydantic's ValidationError (of the databag alone, before the secret
         # is read) or a bad host or port; none quotes the credentials.
         except (ValueError, ops.SecretNotFoundError) as e:
-            logger.warning("Unusable answer on %s: %r", self._relation_name, e)
+            logger.warning("Unusable answer on %s: %r", RELATION, e)
             return None
 
 

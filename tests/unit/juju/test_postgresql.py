@@ -46,7 +46,7 @@ class RequirerCharm(ops.CharmBase):
 
     def __init__(self, framework: ops.Framework):
         super().__init__(framework)
-        self.database = GarmDatabase(self, "postgresql")
+        self.database = GarmDatabase(self)
         self.seen: list[tuple[str, PostgresqlDatabase | None]] = []
         relation = self.on["postgresql"]
         for event in (
