@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
+import weakref
 
 import ops
 from ops import testing
@@ -115,6 +116,11 @@ def providers_in_config(machine: Machine) -> list[str]:
     return [p["name"] for p in config.get("provider", [])]
 
 
+# Where each Context's last run began in its log (``ctx.juju_log`` keeps every run's):
+# set by the unit suite's conftest around every run.
+RUN_LOG_STARTS: weakref.WeakKeyDictionary[testing.Context, int] = weakref.WeakKeyDictionary()
+
+
 def in_full(ctx: testing.Context, state: testing.State) -> ops.StatusBase:
     """The unit's status with its message in full.
 
@@ -126,7 +132,8 @@ def in_full(ctx: testing.Context, state: testing.State) -> ops.StatusBase:
     if not status.message.endswith(CUT):
         return ops.StatusBase.from_name(status.name, status.message)
     prefix = "Status in full: "
-    logged = [line.message for line in ctx.juju_log if line.message.startswith(prefix)]
+    run = ctx.juju_log[RUN_LOG_STARTS.get(ctx, 0) :]  # the last run's, not an earlier one's
+    logged = [line.message for line in run if line.message.startswith(prefix)]
     assert logged, f"the cut status {status.message!r} is not logged in full"
     full = logged[-1].removeprefix(prefix)
     assert full.startswith(status.message.removesuffix(CUT)), (status.message, full)

@@ -341,8 +341,8 @@ def start_failure(since: datetime) -> str:
     With a log file set, what reaches the journal from ``garm.service``'s own processes is
     what GARM prints as it exits at start (``Error: …``, a panic) and its lease check's
     refusal (``ExecStartPre``). The last such error is shown, or the last line, with what
-    could be a configuration value cut out and bounded to ``CAUSE_LENGTH``: it goes to the
-    status.
+    could be a configuration value (quoted text, a URL's credentials, ``password=…``) cut
+    out and bounded to ``CAUSE_LENGTH``: it goes to the status.
     """
     command = [
         JOURNALCTL,

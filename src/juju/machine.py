@@ -399,10 +399,11 @@ def keep_timer(
     """The reconcile timer as a pass that ended at ``ended`` leaves it; when it runs next.
 
     The timer renews GARM's lease between hooks, so while a lease is held the lease sets
-    the pace (``fence.pace``), however the pass ended. Without one, it runs at
-    ``reconcile-interval`` while GARM ``runs`` (0 removes it), and never stops while the
-    fence waits, so that the wait ends at a pass; otherwise it is left. The next run is
-    told only while GARM runs.
+    the pace (``fence.pace``), however the pass ended: right after ``reconcile-interval``
+    is raised the lease, and so the pace, stay the old ones until the next pass. Without
+    one, it runs at ``reconcile-interval`` while GARM ``runs`` (0 removes it), and never
+    stops while the fence waits, so that the wait ends at a pass; otherwise it is left.
+    The next run is told only while GARM runs.
     """
     if fenced.lease:
         interval = fences.pace(fenced.lease)

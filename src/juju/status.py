@@ -36,6 +36,9 @@ def refuse_action(leads: bool, dying: bool, action: str, app: str) -> str:
 # first, so what is cut is the detail.
 CUTS = ("; ", ": ", " (")
 CUT = " …"
+# Where a hint's command starts: it is kept whole or not at all, since a command cut short
+# may still run (``juju config garm`` without its ``paused=false``).
+COMMANDS = (": juju ", " (juju ")
 
 
 @dataclass(frozen=True)
@@ -50,8 +53,9 @@ class Summary:
         """The message as ``juju status`` shows it: at most ``MAX_STATUS`` characters.
 
         A longer one is cut at its last part, hint or parentheses that fits (at a word
-        when none keeps half the line), and ends in `` …``; the message in full goes to
-        the log beside it (``juju.unit.status``) and to the ``reconcile`` action's answer.
+        when none keeps half the line), before any command that would be cut, and ends in
+        `` …``; the message in full goes to the log beside it (``juju.unit.status``) and to
+        the ``reconcile`` action's answer.
         """
         if len(self.message) <= MAX_STATUS:
             return self.message
@@ -60,7 +64,10 @@ class Summary:
         at = max(head.rfind(cut, 0, room) for cut in CUTS)
         if at < room // 2:
             at = head.rfind(" ", 0, room + 1)
-        return (self.message[:at] if at > 0 else self.message[:room]) + CUT
+        if at <= 0:
+            return self.message[:room] + CUT
+        command = max(self.message.rfind(c, 0, at + len(c) - 1) for c in COMMANDS)
+        return self.message[: command if command > 0 else at] + CUT
 
 
 def paused(since: datetime, app: str) -> Summary:

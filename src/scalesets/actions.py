@@ -330,8 +330,9 @@ class Plan:
     (controller-runtime's ``RequeueAfter``, as a moment). ``waits``: the keys of what it
     waits on GARM to do, which ``Refusals.waiting`` times and puts to the operator past
     its deadline. ``whole``: every family was looked at (none held, contested or partly
-    seen), so a wait it does not name is over; else that wait's clock stands. ``phases``
-    (each retiring scaleset's own) and ``stuck`` are by GARM id, for ``scalesets.fleet``.
+    seen, no unit's name unknown), so a wait it does not name is over; else that wait's
+    clock stands. ``phases`` (each retiring scaleset's own) and ``stuck`` are by GARM id,
+    for ``scalesets.fleet``.
     """
 
     actions: tuple[Action, ...] = ()

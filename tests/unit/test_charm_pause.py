@@ -139,5 +139,5 @@ def test_the_paused_line_names_the_application_as_deployed_within_120_characters
         "juju config ci-garm paused=false resumes"
     )
     long = status.paused(clock.now, "a" * 60)
-    assert long.line == f"Paused since {clock.now:%Y-%m-%d %H:%M} UTC: juju config {'a' * 60} …"
+    assert long.line == f"Paused since {clock.now:%Y-%m-%d %H:%M} UTC …"  # no half command
     assert long.message.endswith(f"juju config {'a' * 60} paused=false resumes")

@@ -9,7 +9,7 @@ import pytest
 from garm.models import Instance, ScaleSet
 from garm.refusals import Held, first_refusal
 from juju.relation import RelationState
-from juju.status import Summary, describe_failing, describe_progress, summarise
+from juju.status import Summary, describe_failing, describe_progress, paused, summarise
 from scalesets.actions import DeleteScaleset, Observed, Phase, Progress, Skipped
 from scalesets.planner import LISTENER_STARTUP
 from scalesets.reconciler import ActionError, Outcome
@@ -425,3 +425,23 @@ def test_every_line_fits_juju_status_and_begins_the_message(message: str):
     assert line.endswith(" …")
     assert message.startswith(line.removesuffix(" …"))
     assert len(line) >= 60  # at least half the line says something
+
+
+@pytest.mark.parametrize("length", range(45, 100, 3))
+def test_a_cut_never_leaves_a_command_that_would_run_short(length: int):
+    """``juju config <app>`` without its ``paused=false`` still runs: a hint's command is
+    kept whole or left out, whatever the application's name."""
+    app = "a" * length
+    messages = [
+        paused(T0, app).message,
+        f"Integrate with garm-configurator: juju integrate {app} garm-configurator",
+        f"Resource garm is not GARM: {'bad ' * (length // 4)}; attach a GARM release binary or "
+        f"archive (juju attach-resource {app} garm=<file>)",
+        f"GARM in PostgreSQL is {GARM_ID}, not the charm's GARM {GARM_ID}: integrate that "
+        f"database again, then run: juju run {app}/leader adopt-garm controller-id={GARM_ID}",
+    ]
+    for message in messages:
+        line = Summary("blocked", message).line
+        assert len(line) <= 120
+        if line != message:
+            assert "juju " not in line, line

@@ -163,7 +163,11 @@ def _get(port: int, path: str = "/metrics") -> tuple[int, str, bytes]:
 
 def _start(script: Path, metrics: Path) -> tuple[subprocess.Popen[bytes], int] | None:
     """The server on a port free a moment ago; None when another process took it first
-    (pytest-xdist's workers probe ports too), so that the caller tries another."""
+    (pytest-xdist's other worker makes connections too), so that the caller tries another.
+
+    What it sees is a port taken by a connection or a bound socket. A port another server
+    listens on in between is not told apart: the connect reaches that server.
+    """
     port = _free_port()
     python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
     process = subprocess.Popen(
