@@ -36,12 +36,9 @@ _LOG_LEVELS = ("debug", "info", "warn", "error")
 RESTART_SECONDS = 5
 START_LIMIT_BURST = 5
 START_LIMIT_SECONDS = 300
-# GARM's JWT lifetime (logins and metrics tokens): the shortest it allows. Whatever is
-# kept of a token outliving it was issued before the charm shortened it, and is not used.
+# GARM's JWT lifetime (logins and metrics tokens): the shortest it allows.
 _HOUR = timedelta(hours=1)
 JWT_LIFETIME = 24 * _HOUR
-# The clocks of GARM and the charm may differ a little.
-JWT_CLOCK_SLACK = timedelta(minutes=5)
 _SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
 # TOML basic strings must escape the quote, the backslash and every control character
