@@ -59,7 +59,7 @@ class FakeSystemctl:
         ["stop", "garm"],
         ["--quiet", "is-active", "garm"],
         ["--quiet", "is-failed", "garm"],
-        # garm.timer.ensure and garm.timer.remove
+        # garm.timer.keep (``workload.Units``)
         ["enable", "--now", "garm-reconcile.timer"],
         ["disable", "--now", "garm-reconcile.timer"],
         ["stop", "garm-reconcile.service"],
@@ -70,7 +70,7 @@ class FakeSystemctl:
         ["enable", "garm-charm-metrics.service"],
         ["restart", "garm-charm-metrics.service"],
         ["disable", "--now", "garm-charm-metrics.service"],
-        # workload.install_units: whether what it installed still runs
+        # workload.Units.install: whether what it installed still runs
         ["--quiet", "is-active", "garm-reconcile.timer"],
         ["--quiet", "is-active", "garm-lease.timer"],
         ["--quiet", "is-active", "garm-charm-metrics.service"],

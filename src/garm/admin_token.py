@@ -22,7 +22,6 @@ from pathlib import Path
 
 from garm import workload
 from garm.client import GarmClient
-from garm.config import JWT_CLOCK_SLACK, JWT_LIFETIME
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +64,6 @@ def load(path: Path, username: str, now: datetime) -> str | None:
     expiry = expires(token)
     if expiry is None or expiry - now.timestamp() <= MARGIN.total_seconds():
         return None
-    if expiry - now.timestamp() > (JWT_LIFETIME + JWT_CLOCK_SLACK).total_seconds():
-        return None  # issued under a longer lifetime than GARM gives now: log in afresh
     return token
 
 

@@ -23,9 +23,10 @@ from garm.tls import ServingTls
 # The relation library's provider-name rule, repeated here because the name also becomes
 # a file name under providers/: nothing else may reach the file system through it.
 _PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-# Paths and the user name go into the unit unquoted, so they must hold nothing systemd
-# would read as a separator, quote, specifier (%) or variable ($).
-_UNIT_WORD = re.compile(r"^[A-Za-z0-9/._+-]+$")
+# Paths and user names go into systemd units unquoted, so they must hold nothing systemd
+# would read as a separator, quote, specifier (%) or variable ($). Used with fullmatch:
+# "$" would also match before a final newline.
+_UNIT_WORD = re.compile(r"[A-Za-z0-9/._+-]+")
 # Where GARM logs (a systemd LogsDirectory= name, and the file in it).
 LOG_DIRECTORY = "garm"
 LOG_FILE = f"/var/log/{LOG_DIRECTORY}/garm.log"
@@ -35,12 +36,9 @@ _LOG_LEVELS = ("debug", "info", "warn", "error")
 RESTART_SECONDS = 5
 START_LIMIT_BURST = 5
 START_LIMIT_SECONDS = 300
-# GARM's JWT lifetime (logins and metrics tokens): the shortest it allows. Whatever is
-# kept of a token outliving it was issued before the charm shortened it, and is not used.
+# GARM's JWT lifetime (logins and metrics tokens): the shortest it allows.
 _HOUR = timedelta(hours=1)
 JWT_LIFETIME = 24 * _HOUR
-# The clocks of GARM and the charm may differ a little.
-JWT_CLOCK_SLACK = timedelta(minutes=5)
 _SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
 # TOML basic strings must escape the quote, the backslash and every control character
@@ -203,11 +201,9 @@ def render_unit(
     says why and starts it again (``workload.restart_due``).
     """
     checks = [] if lease_check is None else [lease_check]
-    for path in (binary, config_file, data_dir, *checks):
-        _require_absolute("a path in the unit", path)
-    for word in (binary, config_file, data_dir, user, *checks):
-        if not _UNIT_WORD.match(word):
-            raise ValueError(f"not usable in a systemd unit: {word!r}")
+    check_unit_paths(binary, config_file, data_dir, *checks)
+    if not _UNIT_WORD.fullmatch(user):
+        raise ValueError(f"not usable in a systemd unit: {user!r}")
     # The flag is cobra's --config (cmd/garm/cmd/root.go); pflag would read a single-dash
     # -config as the shorthands -c -o -n ... and refuse it.
     lines = [
@@ -403,6 +399,17 @@ def _toml_value(value: str | int | bool) -> str:
 def _toml_escape(match: re.Match[str]) -> str:
     char = match.group()
     return "\\" + char if char in '"\\' else f"\\u{ord(char):04X}"
+
+
+def check_unit_paths(*paths: str) -> None:
+    """ValueError unless systemd takes each of ``paths`` unchanged as an absolute path.
+
+    For every unit the charm writes (GARM's, its timers', the metrics server's): checked
+    rather than escaped, as systemd splits, unquotes and expands what it reads.
+    """
+    for path in paths:
+        if not (path.startswith("/") and _UNIT_WORD.fullmatch(path)):
+            raise ValueError(f"not usable as an absolute path in a systemd unit: {path!r}")
 
 
 def _require_absolute(what: str, path: str) -> None:

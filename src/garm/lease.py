@@ -12,14 +12,10 @@ lease's length: no two machines' clocks are ever compared (``docs/adr/0009``).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial
-
-from charmlibs import systemd
 
 from garm import workload
-from garm.timer import activate, check_path
+from garm.config import check_unit_paths
 
 logger = logging.getLogger(__name__)
 
@@ -28,23 +24,18 @@ TIMER = "garm-lease.timer"
 CHECK_SECONDS = 10
 
 
-@dataclass(frozen=True)
-class LeaseUnits:
-    """The script and the two systemd units that enforce the lease."""
-
-    script: str
-    service: str
-    timer: str
+def units(paths: workload.Paths) -> workload.Units:
+    """The checker's units on this machine (its script is ``paths.lease_script``)."""
+    return workload.Units(TIMER, (paths.lease_service_file, paths.lease_timer_file))
 
 
-def render(lease_file: str, script_file: str) -> LeaseUnits:
-    """The lease's script (``check`` exits 1 once lapsed; ``enforce`` stops GARM then).
+def render(lease_file: str, script_file: str) -> tuple[str, str, str]:
+    """The lease's script, service and timer: ``check`` exits 1 once lapsed, ``enforce`` stops it.
 
     The deadline is read as digits only: anything else (a torn write, a hand edit) reads
     as lapsed, so a lease that cannot be read never keeps GARM running.
     """
-    for path in (lease_file, script_file):
-        check_path(path)
+    check_unit_paths(lease_file, script_file)
     script = "\n".join(
         [
             "#!/bin/sh",
@@ -96,7 +87,7 @@ def render(lease_file: str, script_file: str) -> LeaseUnits:
             "WantedBy=timers.target",
         ]
     )
-    return LeaseUnits(script + "\n", service + "\n", timer + "\n")
+    return script + "\n", service + "\n", timer + "\n"
 
 
 def renew(paths: workload.Paths, now: datetime, seconds: int) -> None:
@@ -125,10 +116,9 @@ def keep(paths: workload.Paths) -> bool:
     At every leader pass: a checker stopped out of band would leave a cut-off leader's
     GARM running past its lease.
     """
-    units = render(str(paths.lease_file), str(paths.lease_script))
-    changed = workload.write_own(paths.lease_script, units.script, 0o700)
-    wanted = ((paths.lease_service_file, units.service), (paths.lease_timer_file, units.timer))
-    changed = workload.install_units(wanted, partial(activate, TIMER), TIMER) or changed
+    script, *texts = render(str(paths.lease_file), str(paths.lease_script))
+    changed = workload.write_own(paths.lease_script, script, 0o700)
+    changed = units(paths).install(texts) or changed
     if changed:
         logger.info("GARM's lease is checked every %ss", CHECK_SECONDS)
     return changed
@@ -136,12 +126,7 @@ def keep(paths: workload.Paths) -> bool:
 
 def remove(paths: workload.Paths) -> bool:
     """The checker stopped and gone (GARM is stopped first); whether it was installed."""
-    there = paths.lease_timer_file.exists()
-    if there:
-        systemd.service_disable("--now", TIMER)
-    for path in (paths.lease_timer_file, paths.lease_service_file, paths.lease_script):
-        path.unlink(missing_ok=True)
-    if there:
-        systemd.daemon_reload()
+    there = units(paths).remove()
+    paths.lease_script.unlink(missing_ok=True)
     end(paths)
     return there

@@ -32,9 +32,8 @@ from typing import Any
 
 from garm.models import format_time, parse_time
 
-# The peer relation's application databag key; the one before it held creates only.
+# The peer relation's application databag key.
 KEY = "refusals"
-OLD_KEY = "create-refusals"
 # How long a refused write waits before it is tried again: doubling from the first
 # value, never longer than the last, so a cause that goes away is noticed within the hour.
 FIRST_RETRY = timedelta(minutes=1)
@@ -209,19 +208,14 @@ class Refusals:
         )
 
     @classmethod
-    def read(cls, text: str | None, old: str | None = None) -> Refusals:
-        """Parse the databag value; anything unreadable is dropped (the write is retried).
-
-        ``old`` is the value under ``OLD_KEY``: held creates, by logical name.
-        """
+    def read(cls, text: str | None) -> Refusals:
+        """Parse the databag value; anything unreadable is dropped (the write is retried)."""
         data = _json_object(text)
-        earlier = _json_object(old)
-        refusals = {
-            **{f"create:{name}": r for name, r in _read_refusals(earlier.get("refusals")).items()},
-            **_read_refusals(data.get("refusals")),
-        }
-        taken = {**_read_taken(earlier.get("taken")), **_read_taken(data.get("taken"))}
-        return cls(refusals, taken, _read_taken(data.get("waits")))
+        return cls(
+            _read_refusals(data.get("refusals")),
+            _read_taken(data.get("taken")),
+            _read_taken(data.get("waits")),
+        )
 
     def text(self) -> str:
         """The databag value, stable for equal contents so an unchanged memory writes nothing."""

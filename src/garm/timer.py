@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
-from functools import partial
-
-from charmlibs import systemd
 
 from garm import workload
+from garm.config import check_unit_paths
 
 logger = logging.getLogger(__name__)
 
@@ -42,22 +39,18 @@ TIMEOUT_SECONDS = 600
 # Juju's unit-name grammar: nothing in it is special to systemd (no whitespace, quotes,
 # backslash, "%" or "$"). Used with fullmatch: "$" would also match before a final newline.
 _UNIT_NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]*[a-z][a-z0-9]*)*/(?:0|[1-9][0-9]*)")
-# An absolute path made of characters systemd passes through unchanged in a unit.
-_EXECUTABLE = re.compile(r"/[A-Za-z0-9/._+-]+")
 
 
-@dataclass(frozen=True)
-class TimerUnits:
-    """The text of the two systemd units, named by ``SERVICE`` and ``TIMER``."""
-
-    service: str
-    timer: str
+def units(paths: workload.Paths) -> workload.Units:
+    """The timer's units on this machine: the timer runs the service."""
+    files = (paths.timer_service_file, paths.timer_file)
+    return workload.Units(TIMER, files, stop=paths.timer_service_file)
 
 
 def render_timer(
     unit_name: str, interval_seconds: int, timeout_seconds: int, juju_exec: str = JUJU_EXEC
-) -> TimerUnits:
-    """The units that dispatch ``reconcile-tick`` into ``unit_name`` every interval.
+) -> tuple[str, str]:
+    """The service and the timer that dispatch ``reconcile-tick`` into ``unit_name``.
 
     Two timeouts, because killing the juju-exec client does not stop the hook it asked
     for: ``TimeoutStartSec=`` kills the client (a oneshot has no start timeout
@@ -93,7 +86,7 @@ def render_timer(
         "[Install]",
         "WantedBy=timers.target",
     ]
-    return TimerUnits("\n".join(service) + "\n", "\n".join(timer) + "\n")
+    return "\n".join(service) + "\n", "\n".join(timer) + "\n"
 
 
 def dispatch_command(
@@ -105,16 +98,10 @@ def dispatch_command(
     """
     if not _UNIT_NAME.fullmatch(unit_name):
         raise ValueError(f"not a Juju unit name: {unit_name!r}")
-    check_path(juju_exec)
+    check_unit_paths(juju_exec)
     _whole("timeout", timeout_seconds)
     command = f"JUJU_DISPATCH_PATH=hooks/{EVENT} /usr/bin/timeout {timeout_seconds} ./dispatch"
     return juju_exec, unit_name, command
-
-
-def check_path(path: str) -> None:
-    """ValueError unless systemd takes ``path`` unchanged in a unit (the lease's too)."""
-    if not _EXECUTABLE.fullmatch(path):
-        raise ValueError(f"not usable as an absolute path in a systemd unit: {path!r}")
 
 
 def _whole(what: str, value: object) -> None:
@@ -123,49 +110,16 @@ def _whole(what: str, value: object) -> None:
 
 
 def keep(paths: workload.Paths, unit_name: str, interval_seconds: int) -> None:
-    """The timer as ``reconcile-interval`` asks: every ``interval_seconds``, or none at 0."""
+    """The timer as ``reconcile-interval`` asks: every ``interval_seconds``, or none at 0.
+
+    Kept at every hook, and one found stopped is started, since the leader's lease is
+    renewed by the passes it dispatches; an active timer re-arms with new settings on
+    reload. Stopping the service from a hook is safe: a run in progress is a juju-exec
+    client waiting for that hook's machine lock.
+    """
     if interval_seconds:
-        units = render_timer(unit_name, interval_seconds, TIMEOUT_SECONDS)
-        if ensure(paths, units):
+        texts = render_timer(unit_name, interval_seconds, TIMEOUT_SECONDS)
+        if units(paths).install(texts):
             logger.info("reconcile timer set to every %ss", interval_seconds)
-    elif remove(paths):
+    elif units(paths).remove():
         logger.info("reconcile timer removed (reconcile-interval is 0)")
-
-
-def ensure(paths: workload.Paths, units: TimerUnits) -> bool:
-    """Install ``units`` and keep the timer enabled and started; whether it changed.
-
-    Cheap at every hook (``workload.install_units``); an active timer re-arms with new
-    settings on reload, and one found stopped is started, since the leader's lease is
-    renewed by the passes it dispatches.
-    """
-    wanted = ((paths.timer_service_file, units.service), (paths.timer_file, units.timer))
-    return workload.install_units(wanted, partial(activate, TIMER), TIMER)
-
-
-def activate(unit: str) -> None:
-    """Load changed unit files, and ``unit`` enabled and running now and after a reboot."""
-    systemd.daemon_reload()
-    systemd.service_enable("--now", unit)
-
-
-def remove(paths: workload.Paths) -> bool:
-    """Stop and disable the timer, delete its units; whether any were installed.
-
-    Stopping the service from a hook is safe: a run in progress is a juju-exec client
-    waiting for that hook's machine lock. Files go only after systemd has done its part
-    (a failure leaves them for the retried hook), and systemctl is not asked about a unit
-    whose file is missing, since it fails on one it cannot find.
-    """
-    timer_there = paths.timer_file.exists()
-    service_there = paths.timer_service_file.exists()
-    if not (timer_there or service_there):
-        return False
-    if timer_there:
-        systemd.service_disable("--now", TIMER)
-    if service_there:
-        systemd.service_stop(SERVICE)
-    paths.timer_file.unlink(missing_ok=True)
-    paths.timer_service_file.unlink(missing_ok=True)
-    systemd.daemon_reload()
-    return True

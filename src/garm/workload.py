@@ -17,7 +17,8 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -95,6 +96,14 @@ class Paths:
         self.charm_dir = root / "var/lib/garm-charm"
         # Where the resources are unpacked and checked before install.
         self.staging = self.charm_dir / "resources"
+        # The charm's metrics server (``observe.endpoint``): its unit; its script, outside
+        # /var/lib, which the service cannot see; the one directory it sees, holding the
+        # metrics alone; and the running count of force-removals (root's; not served).
+        self.metrics_unit_file = systemd_dir / "garm-charm-metrics.service"
+        self.metrics_server = root / "usr/local/lib/garm-charm/serve-metrics.py"
+        self.metrics_dir = self.charm_dir / "metrics"
+        self.metrics_file = self.metrics_dir / "metrics"
+        self.metrics_state = self.charm_dir / "metrics-state.json"
         # GARM's lease: until when it may run here, and the script that enforces it.
         self.lease_file = self.charm_dir / "lease"
         self.lease_script = self.charm_dir / "garm-lease"
@@ -108,31 +117,67 @@ class Paths:
         self.start_file = self.charm_dir / "garm-started"
 
 
-def install_units(
-    wanted: Sequence[tuple[Path, str]], activate: Callable[[], None], unit: str
-) -> bool:
-    """Write the files of ``wanted`` that differ (0644, atomically), then ``activate`` them.
+@dataclass(frozen=True)
+class Units:
+    """Files of the charm's own that systemd runs, installed, kept running and removed as one.
 
-    Nothing to do when none differs and ``unit`` is active; a unit stopped out of band
-    (``systemctl stop``, a failed start) is started again, as the fence relies on the
-    lease's and the reconcile timers running. The last file marks the thing installed
-    (``remove`` functions look for it); if ``activate`` fails, the first is deleted, so
-    the next call sees a difference and tries again.
+    The timers (``garm.timer``, ``garm.lease``) and the metrics server (``observe.endpoint``)
+    each name theirs here, so that one way writes, starts, finds and removes them all.
     """
-    stale = [(path, text) for path, text in wanted if read_text(path) != text]
-    if not stale and systemd.service_running(unit):
-        return False
-    if not stale:
-        logger.warning("%s was not running: started again", unit)
-    for path, text in stale:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, text.encode(), 0o644, owner=None)
-    try:
-        activate()
-    except BaseException:
-        wanted[0][0].unlink(missing_ok=True)
-        raise
-    return True
+
+    # The unit kept running: ``enable --now``, or ``enable`` then ``restart`` (``restart``),
+    # so that a running service reads a changed script; ``disable --now`` removes it.
+    unit: str
+    # Written in this order (0644, atomically). The last marks the set installed; if
+    # starting fails, the first is deleted, so the next ``install`` tries again.
+    files: tuple[Path, ...]
+    restart: bool = False
+    # A timer's service, stopped on removal if its file is there: a run in progress.
+    stop: Path | None = None
+
+    def install(self, texts: Sequence[str]) -> bool:
+        """Write the files whose ``texts`` differ, then start the unit; whether it changed.
+
+        Nothing to do when none differs and the unit is active; one stopped out of band
+        (``systemctl stop``, a failed start) is started again, as the fence relies on the
+        lease's and the reconcile timers running.
+        """
+        wanted = zip(self.files, texts, strict=True)
+        stale = [(path, text) for path, text in wanted if read_text(path) != text]
+        if not stale and systemd.service_running(self.unit):
+            return False
+        if not stale:
+            logger.warning("%s was not running: started again", self.unit)
+        for path, text in stale:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(path, text.encode(), 0o644, owner=None)
+        try:
+            systemd.daemon_reload()
+            systemd.service_enable(*(() if self.restart else ("--now",)), self.unit)
+            if self.restart:
+                systemd.service_restart(self.unit)
+        except BaseException:
+            self.files[0].unlink(missing_ok=True)
+            raise
+        return True
+
+    def remove(self) -> bool:
+        """Stop and disable the unit, then delete its files; whether it was installed.
+
+        Files go only after systemd has done its part (a failure leaves them for the
+        retried hook), and systemd is not asked about a set whose last file is missing:
+        it was never started, and systemctl fails on a unit it cannot find.
+        """
+        installed = self.files[-1].exists()
+        if installed:
+            systemd.service_disable("--now", self.unit)
+            if self.stop is not None and self.stop.exists():
+                systemd.service_stop(self.stop.name)
+        for path in reversed(self.files):
+            path.unlink(missing_ok=True)
+        if installed:
+            systemd.daemon_reload()
+        return installed
 
 
 def write_own(path: Path, text: str, mode: int = 0o600) -> bool:
@@ -391,8 +436,8 @@ def remove(paths: Paths) -> None:
 
     Run at the ``remove`` hook, after GARM was stopped: all of it is the charm's own, the
     configuration holds the OpenStack passwords and GARM's passphrase, the charm's
-    directory its admin token. The timers' units go too, as a backstop: ``timer.remove``
-    and ``lease.remove`` stop and disable them first.
+    directory its admin token. The timers' units go too, as a backstop: ``Units.remove``
+    stops and disables them first.
     """
     for directory in (paths.config_dir, paths.data_dir, paths.charm_dir, paths.log_dir):
         shutil.rmtree(directory, ignore_errors=True)

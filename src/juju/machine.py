@@ -447,7 +447,7 @@ def stand_down(paths: workload.Paths, *, timer_too: bool = True) -> None:
     leader's GARM on a shared database. ``timer_too`` False leaves a dying leader its timer.
     """
     if timer_too:
-        timer.remove(paths)
+        timer.units(paths).remove()
     requeue.cancel(paths)
     admin_token.keep(paths.admin_token_file, "", None)
     endpoint.remove(paths)

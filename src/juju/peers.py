@@ -23,7 +23,6 @@ from garm.config import SqliteDatabase
 from garm.identity import KEY as IDENTITY_KEY
 from garm.identity import Identity, where
 from garm.refusals import KEY as MEMORY_KEY
-from garm.refusals import OLD_KEY as OLD_MEMORY_KEY
 from garm.refusals import Refusals
 from juju import entities, fence
 from juju.postgresql import RELATION as POSTGRESQL
@@ -88,7 +87,7 @@ class Peers(ops.Object):
         return PeerRecords(
             self._home(),
             frozenset(u.name for u in relation.units if relation.data[u].get(DATA_KEY)),
-            Refusals.read(text, bag.get(OLD_MEMORY_KEY)),
+            Refusals.read(text),
             whole,
             chosen,
             chosen_whole,
@@ -124,7 +123,6 @@ class Peers(ops.Object):
         if home is not None:
             _put(bag, HOME_KEY, self.model.unit.name if home == "claim" else None)
         if memory is not None:
-            bag.pop(OLD_MEMORY_KEY, None)  # read into the memory: kept under the new key
             _put(bag, MEMORY_KEY, memory.text() if memory else None)
 
     def _home(self) -> str | None:

@@ -13,15 +13,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import shutil
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from charmlibs import systemd
 
 from garm import workload
+from garm.config import check_unit_paths
 from observe import metrics
 from scalesets.reconciler import Outcome
 from scalesets.spec import Settings
@@ -75,41 +74,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()
 '''
 
-# An absolute path made of characters systemd passes through unchanged in a unit.
-_PATH = re.compile(r"/[A-Za-z0-9/._+-]+")
-
-
-@dataclass(frozen=True)
-class Files:
-    """Where the metrics, their state, the server and its unit live below ``root``."""
-
-    root: Path
-
-    @property
-    def unit_file(self) -> Path:
-        """The server's systemd unit."""
-        return self.root / "etc/systemd/system" / SERVICE
-
-    @property
-    def server(self) -> Path:
-        """The server script (``SERVER``), outside /var/lib, which the service cannot see."""
-        return self.root / "usr/local/lib/garm-charm/serve-metrics.py"
-
-    @property
-    def directory(self) -> Path:
-        """The one directory the service sees: it holds the metrics file alone."""
-        return self.root / "var/lib/garm-charm/metrics"
-
-    @property
-    def metrics(self) -> Path:
-        """The metrics text, rewritten whole at the end of every leader pass."""
-        return self.directory / "metrics"
-
-    @property
-    def state(self) -> Path:
-        """The running count of force-removals (root's, 0600; not served)."""
-        return self.root / "var/lib/garm-charm/metrics-state.json"
-
 
 def render_unit(server: str, metrics: str, python: str = PYTHON) -> str:
     """The unit that serves the file ``metrics`` at ``127.0.0.1:<PORT>/metrics`` (ADR 0005).
@@ -118,9 +82,7 @@ def render_unit(server: str, metrics: str, python: str = PYTHON) -> str:
     file, which each pass renames a new one over. Every path put into it is checked
     rather than escaped: anything systemd would split, unquote or expand raises ValueError.
     """
-    for path in (server, metrics, python):
-        if not _PATH.fullmatch(path):
-            raise ValueError(f"not usable as an absolute path in a systemd unit: {path!r}")
+    check_unit_paths(server, metrics, python)
     directory = str(Path(metrics).parent)
     lines = [
         "[Unit]",
@@ -188,9 +150,8 @@ def publish(
     Metrics never fail a pass: a failure is logged and leaves the last file in place,
     whose timestamp then ages into the staleness alert.
     """
-    files = Files(paths.root)
     try:
-        total = _count_force_removals(files, metrics.force_removals(outcome))
+        total = _count_force_removals(paths, metrics.force_removals(outcome))
         text = metrics.render(
             outcome,
             ended=ended,
@@ -201,10 +162,10 @@ def publish(
             version=version,
         )
         # 0755 for the service's user; its parent stays root's (the bind mount).
-        workload.ensure_directory(files.directory.parent, None)
-        files.directory.mkdir(mode=0o755, exist_ok=True)
-        files.directory.chmod(0o755)
-        workload._write_atomic(files.metrics, text.encode(), 0o644, owner=None)
+        workload.ensure_directory(paths.metrics_dir.parent, None)
+        paths.metrics_dir.mkdir(mode=0o755, exist_ok=True)
+        paths.metrics_dir.chmod(0o755)
+        workload._write_atomic(paths.metrics_file, text.encode(), 0o644, owner=None)
         if ensure(paths):
             logger.info("charm metrics served at 127.0.0.1:%s/metrics", PORT)
     except Exception as exc:  # metrics never fail a pass
@@ -213,23 +174,18 @@ def publish(
     return True
 
 
+def units(paths: workload.Paths) -> workload.Units:
+    """The server and its unit on this machine; restarted, so that it runs a changed script."""
+    return workload.Units(SERVICE, (paths.metrics_server, paths.metrics_unit_file), restart=True)
+
+
 def ensure(paths: workload.Paths) -> bool:
-    """Install the server and its unit, enabled and running (``workload.install_units``).
-
-    Whether anything changed or was started.
-    """
-    files = Files(paths.root)
+    """Install the server and its unit, enabled and running; whether anything changed."""
     # The unit names the machine's own paths, whatever root the files are written under.
-    machine = Files(Path("/"))
-    unit = render_unit(str(machine.server), str(machine.metrics))
-    wanted = ((files.server, SERVER), (files.unit_file, unit))
-    return workload.install_units(wanted, _start, SERVICE)
-
-
-def _start() -> None:
-    systemd.daemon_reload()
-    systemd.service_enable(SERVICE)
-    systemd.service_restart(SERVICE)
+    machine = workload.Paths()
+    return units(paths).install(
+        (SERVER, render_unit(str(machine.metrics_server), str(machine.metrics_file)))
+    )
 
 
 def remove(paths: workload.Paths) -> bool:
@@ -239,39 +195,31 @@ def remove(paths: workload.Paths) -> bool:
     stays for its next lead. Files go only once systemd has done its part, so a failure
     leaves them for the next hook.
     """
-    files = Files(paths.root)
-    installed = files.unit_file.exists()
-    if installed:
-        try:
-            systemd.service_disable("--now", SERVICE)
-        except systemd.SystemdError as exc:
-            # Left installed, so that the next hook tries again; never fails this one.
-            logger.error("charm metrics service not stopped: %s", exc)
-            return False
-    files.unit_file.unlink(missing_ok=True)
-    files.server.unlink(missing_ok=True)
+    try:
+        installed = units(paths).remove()
+    except systemd.SystemdError as exc:
+        # Left installed, so that the next hook tries again; never fails this one.
+        logger.error("charm metrics service not stopped: %s", exc)
+        return False
     with contextlib.suppress(OSError):  # the charm's own directory, unless not empty
-        files.server.parent.rmdir()
-    shutil.rmtree(files.directory, ignore_errors=True)
-    if installed:
-        with contextlib.suppress(systemd.SystemdError):  # the unit file is gone already
-            systemd.daemon_reload()
+        paths.metrics_server.parent.rmdir()
+    shutil.rmtree(paths.metrics_dir, ignore_errors=True)
     return installed
 
 
-def _count_force_removals(files: Files, more: int) -> int:
+def _count_force_removals(paths: workload.Paths, more: int) -> int:
     """Add ``more`` to the running count kept on this unit and keep it; the new total.
 
     An unreadable state starts again from zero: Prometheus reads that as a reset.
     """
     try:
-        state = json.loads(files.state.read_text())
+        state = json.loads(paths.metrics_state.read_text())
     except (OSError, ValueError, RecursionError):
         state = None
     kept = state.get("force_removals_total") if isinstance(state, dict) else None
     if not isinstance(kept, int) or isinstance(kept, bool) or kept < 0:
         kept = 0
     total = kept + more
-    if more or not files.state.exists():
-        workload.write_own(files.state, json.dumps({"force_removals_total": total}) + "\n")
+    if more or not paths.metrics_state.exists():
+        workload.write_own(paths.metrics_state, json.dumps({"force_removals_total": total}) + "\n")
     return total

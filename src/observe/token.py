@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from garm.client import GarmError
-from garm.config import JWT_CLOCK_SLACK, JWT_LIFETIME
 
 logger = logging.getLogger(__name__)
 
@@ -109,8 +108,7 @@ def token_expiry(token: str) -> datetime | None:
 def renewal_due(held: HeldToken | None, now: datetime, fingerprint: str) -> str | None:
     """Why a new metrics token is needed now, or None to keep ``held``.
 
-    Half its lifetime passed (the other half is left to retry in), another JWT secret, or
-    longer to live than GARM gives a token now (one from before the charm shortened it).
+    Half its lifetime passed (the other half is left to retry in), or another JWT secret.
     """
     if held is None:
         return "no metrics token held"
@@ -119,8 +117,6 @@ def renewal_due(held: HeldToken | None, now: datetime, fingerprint: str) -> str 
     expires = token_expiry(held.token)
     if expires is None:
         return "the metrics token has no expiry"
-    if expires > now + JWT_LIFETIME + JWT_CLOCK_SLACK:
-        return "the metrics token outlives the lifetime GARM gives tokens now"
     lifetime = expires - held.fetched_at
     if now >= expires or now >= held.fetched_at + lifetime / 2:
         return "half the metrics token's lifetime has passed"

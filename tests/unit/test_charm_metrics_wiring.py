@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from observe.endpoint import SERVICE, Files
+from observe.endpoint import SERVICE
 from tests.charm_states import configurator, make_state
 from tests.databags import SOLE_UNIT
 from tests.juju_events import reconcile_tick, self_departing
@@ -18,12 +18,12 @@ pytestmark = pytest.mark.usefixtures("machine")
 
 
 def served(machine: Machine) -> bool:
-    files = Files(machine.paths.root)
-    return files.unit_file.exists() and files.metrics.exists()
+    paths = machine.paths
+    return paths.metrics_unit_file.exists() and paths.metrics_file.exists()
 
 
 def metrics(machine: Machine):
-    return checked(Files(machine.paths.root).metrics.read_text())
+    return checked(machine.paths.metrics_file.read_text())
 
 
 def test_every_leader_pass_writes_the_metrics_and_serves_them(
@@ -59,7 +59,7 @@ def test_a_pass_stopped_by_an_invalid_config_still_says_so(ctx, world, resources
     bad = dataclasses.replace(state, config={**state.config, "reconcile-interval": 5})
     ctx.run(ctx.on.config_changed(), bad)
 
-    families = parse(Files(machine.paths.root).metrics.read_text())
+    families = parse(machine.paths.metrics_file.read_text())
     assert families["garm_charm_last_pass_ok"].value() == 0
     assert "garm_charm_scalesets" not in families
     assert "garm_charm_drain_deadline_seconds" not in families
@@ -71,7 +71,7 @@ def test_a_deposed_leader_serves_nothing(ctx, world, resources, machine):
 
     ctx.run(ctx.on.leader_elected(), dataclasses.replace(state, leader=False))
 
-    assert not served(machine) and not Files(machine.paths.root).directory.exists()
+    assert not served(machine) and not machine.paths.metrics_dir.exists()
     assert ["disable", "--now", SERVICE] in machine.systemctl.calls
 
 
@@ -90,5 +90,9 @@ def test_stop_and_remove_take_the_endpoint_away(ctx, world, resources, machine):
     state = ctx.run(ctx.on.stop(), state)
     assert not served(machine)
     ctx.run(ctx.on.remove(), state)
-    files = Files(machine.paths.root)
-    assert [p for p in (files.unit_file, files.server, files.state) if p.exists()] == []
+    paths = machine.paths
+    assert not [
+        p
+        for p in (paths.metrics_unit_file, paths.metrics_server, paths.metrics_state)
+        if p.exists()
+    ]

@@ -18,7 +18,6 @@ from garm.refusals import Refusals
 from juju import status
 from juju.peers import MEMORY_KEY, PEERS
 from leader import PAUSED
-from observe.endpoint import Files
 from tests.charm_states import configurator, make_state, publish
 from tests.databags import SOLE_UNIT
 from tests.juju_events import reconcile_tick
@@ -129,7 +128,7 @@ def test_paused_the_metrics_go_on_telling_the_fleet_and_no_pass_failed(
     state = ctx.run(ctx.on.config_changed(), paused(serving))
     state, relation = publish(state, 1, 0, RELABELLED)
     ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
-    families = parse(Files(machine.paths.root).metrics.read_text())
+    families = parse(machine.paths.metrics_file.read_text())
     assert families["garm_charm_last_pass_ok"].value() == 1
     assert families["garm_charm_scalesets"].by("phase")["creating"] == 1  # what it waits on
 

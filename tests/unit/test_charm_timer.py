@@ -174,21 +174,3 @@ def test_a_hand_edited_memory_is_ignored_where_it_does_not_read_and_said(
     caplog.clear()
     state = ctx.run(reconcile_tick(), state)
     assert "could not be read" not in caplog.text
-
-
-def test_what_an_earlier_version_remembered_is_read_and_kept_under_the_new_key(
-    ctx, world, resources, machine
-):
-    # An upgrade from the version that kept create refusals alone, under its own key.
-    earlier = (
-        '{"refusals":{"sm-x64":{"cause":"runner group nope not found","digest":"x",'
-        '"permanent":true,"refusals":2,"retry-at":"2026-11-01T12:30:00Z"}},"taken":{}}'
-    )
-    peers = testing.PeerRelation("garm-peers", id=7, local_app_data={"create-refusals": earlier})
-    state = ctx.run(
-        ctx.on.upgrade_charm(), make_state(world, resources, configurator(SOLE_UNIT), peers)
-    )
-    bag = state.get_relation(peers.id).local_app_data
-    assert "create-refusals" not in bag
-    # Its request differs from what is asked now (another digest): nothing held back.
-    assert state.unit_status.name == "active"

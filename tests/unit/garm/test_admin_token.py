@@ -162,15 +162,6 @@ def test_a_mode_gone_wide_is_put_back(path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-def test_a_token_of_a_longer_lifetime_than_garms_now_is_let_go(path: Path) -> None:
-    # Kept before the charm shortened GARM's lifetime from a year to a day.
-    keep(path, "admin", token_expiring(T0 + timedelta(days=300)))
-    assert load(path, "admin", T0) is None
-    day = token_expiring(T0 + timedelta(hours=24, minutes=4))
-    keep(path, "admin", day)
-    assert load(path, "admin", T0) == day
-
-
 def test_garbage_is_written_over(path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_bytes(b"\xff\xfe")

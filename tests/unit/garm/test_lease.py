@@ -28,9 +28,9 @@ SHELLCHECK = shutil.which("shellcheck", path=f"{Path(sys.executable).parent}:{os
 def _script(tmp_path: Path, active: bool = True) -> tuple[Path, Path, Path]:
     """The rendered script, its lease file, and the log of a fake systemctl."""
     paths = Paths(tmp_path)
-    units = lease.render(str(paths.lease_file), str(paths.lease_script))
+    script, _, _ = lease.render(str(paths.lease_file), str(paths.lease_script))
     paths.lease_script.parent.mkdir(parents=True, exist_ok=True)
-    paths.lease_script.write_text(units.script)
+    paths.lease_script.write_text(script)
     paths.lease_script.chmod(0o700)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -126,11 +126,11 @@ def test_shellcheck_finds_nothing_in_the_script(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
 def test_systemd_accepts_the_lease_units_and_garms_start_check(tmp_path: Path) -> None:
     paths = Paths(tmp_path)
-    units = lease.render(str(paths.lease_file), "/bin/true")
+    _, service, timer = lease.render(str(paths.lease_file), "/bin/true")
     garm = render_unit(
         "/bin/true", "/etc/garm/config.toml", "/var/lib/garm", "root", lease_check="/bin/true"
     )
-    files = {lease.SERVICE: units.service, lease.TIMER: units.timer, "garm.service": garm}
+    files = {lease.SERVICE: service, lease.TIMER: timer, "garm.service": garm}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     done = subprocess.run(

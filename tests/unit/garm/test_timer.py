@@ -35,7 +35,7 @@ def mode(path: Path) -> int:
 
 
 def test_the_service_dispatches_the_event_through_juju_exec_with_two_timeouts() -> None:
-    service = directives(render_timer("garm/0", 30, 600).service)
+    service = directives(render_timer("garm/0", 30, 600)[0])
 
     assert service["Service"] == {
         "Type": ["oneshot"],
@@ -51,7 +51,7 @@ def test_the_service_dispatches_the_event_through_juju_exec_with_two_timeouts() 
 
 
 def test_exec_start_is_three_words_with_nothing_for_systemd_to_expand() -> None:
-    line = directives(render_timer("garm-k8s/12", 30, 45, "/bin/true").service)["Service"]
+    line = directives(render_timer("garm-k8s/12", 30, 45, "/bin/true")[0])["Service"]
     words = shlex.split(line["ExecStart"][0])
 
     assert words == [
@@ -63,7 +63,7 @@ def test_exec_start_is_three_words_with_nothing_for_systemd_to_expand() -> None:
 
 
 def test_the_timer_counts_each_interval_from_the_end_of_the_last_run() -> None:
-    timer = directives(render_timer("garm/3", 30, 600).timer)
+    timer = directives(render_timer("garm/3", 30, 600)[1])
 
     assert timer["Timer"] == {
         "OnActiveSec": ["30s"],
@@ -77,7 +77,7 @@ def test_the_timer_counts_each_interval_from_the_end_of_the_last_run() -> None:
 
 @pytest.mark.parametrize("name", ["garm/0", "garm-k8s/12", "a1-b2c/7", "g/1000"])
 def test_juju_unit_names_are_accepted(name: str) -> None:
-    assert f" {name} " in render_timer(name, 1, 1).service
+    assert f" {name} " in render_timer(name, 1, 1)[0]
 
 
 @pytest.mark.parametrize(
@@ -136,9 +136,9 @@ def test_systemd_accepts_every_line_of_both_units(
     tmp_path: Path, interval: int, timeout: int
 ) -> None:
     # verify checks that ExecStart's binary exists, so point it at one that does.
-    units = render_timer("garm/0", interval, timeout, juju_exec="/bin/true")
-    (tmp_path / SERVICE).write_text(units.service)
-    (tmp_path / TIMER).write_text(units.timer)
+    service, timer_text = render_timer("garm/0", interval, timeout, juju_exec="/bin/true")
+    (tmp_path / SERVICE).write_text(service)
+    (tmp_path / TIMER).write_text(timer_text)
 
     result = subprocess.run(
         ["systemd-analyze", "verify", str(tmp_path / SERVICE), str(tmp_path / TIMER)],
@@ -174,10 +174,10 @@ def test_ensure_writes_both_units_then_reloads_and_starts_the_timer(
 ) -> None:
     paths = Paths(tmp_path)
 
-    assert timer.ensure(paths, UNITS) is True
+    assert timer.units(paths).install(UNITS) is True
 
-    assert paths.timer_service_file.read_text() == UNITS.service
-    assert paths.timer_file.read_text() == UNITS.timer
+    assert paths.timer_service_file.read_text() == UNITS[0]
+    assert paths.timer_file.read_text() == UNITS[1]
     assert mode(paths.timer_service_file) == mode(paths.timer_file) == 0o644
     assert sorted(p.name for p in paths.timer_file.parent.iterdir()) == [SERVICE, TIMER]
     assert systemctl.calls == INSTALL
@@ -187,12 +187,12 @@ def test_ensure_with_the_same_units_writes_nothing_and_only_asks_if_the_timer_ru
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
     paths = Paths(tmp_path)
-    timer.ensure(paths, UNITS)
+    timer.units(paths).install(UNITS)
     files = (paths.timer_service_file, paths.timer_file)
     before = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in files]
     systemctl.calls.clear()
 
-    assert timer.ensure(paths, UNITS) is False
+    assert timer.units(paths).install(UNITS) is False
 
     assert [(p.stat().st_ino, p.stat().st_mtime_ns) for p in files] == before
     assert systemctl.calls == [["--quiet", "is-active", TIMER]]
@@ -204,11 +204,11 @@ def test_ensure_starts_a_timer_stopped_out_of_band_though_its_files_are_the_same
     """The leader's lease is renewed by the passes the timer dispatches: a timer someone
     stopped (``systemctl stop garm-reconcile.timer``) is started again by the next pass."""
     paths = Paths(tmp_path)
-    timer.ensure(paths, UNITS)
+    timer.units(paths).install(UNITS)
     systemctl.started.discard(TIMER)  # stopped out of band
     systemctl.calls.clear()
 
-    assert timer.ensure(paths, UNITS) is True
+    assert timer.units(paths).install(UNITS) is True
 
     assert TIMER in systemctl.started
     assert systemctl.calls == [["--quiet", "is-active", TIMER], *INSTALL]
@@ -218,14 +218,14 @@ def test_ensure_rewrites_only_the_unit_that_changed(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
     paths = Paths(tmp_path)
-    timer.ensure(paths, UNITS)
+    timer.units(paths).install(UNITS)
     service_inode = paths.timer_service_file.stat().st_ino
     systemctl.calls.clear()
     faster = render_timer("garm/0", 10, 600)
 
-    assert timer.ensure(paths, faster) is True
+    assert timer.units(paths).install(faster) is True
 
-    assert paths.timer_file.read_text() == faster.timer
+    assert paths.timer_file.read_text() == faster[1]
     assert paths.timer_service_file.stat().st_ino == service_inode
     assert systemctl.calls == INSTALL
 
@@ -238,36 +238,36 @@ def test_ensure_retried_after_systemd_failed_does_it_all_again(
     systemctl.failing.add(failing)
 
     with pytest.raises(systemd.SystemdError):
-        timer.ensure(paths, UNITS)
+        timer.units(paths).install(UNITS)
 
     assert paths.timer_file.exists()  # so that remove still finds the timer
     systemctl.failing.clear()
     systemctl.calls.clear()
-    assert timer.ensure(paths, UNITS) is True
+    assert timer.units(paths).install(UNITS) is True
     assert systemctl.calls == INSTALL
-    assert paths.timer_service_file.read_text() == UNITS.service
+    assert paths.timer_service_file.read_text() == UNITS[0]
 
 
 def test_remove_stops_and_disables_then_deletes_and_reloads(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
     paths = Paths(tmp_path)
-    timer.ensure(paths, UNITS)
+    timer.units(paths).install(UNITS)
     systemctl.calls.clear()
 
-    assert timer.remove(paths) is True
+    assert timer.units(paths).remove() is True
 
     assert systemctl.calls == REMOVE
     assert not paths.timer_file.exists() and not paths.timer_service_file.exists()
     systemctl.calls.clear()
-    assert timer.remove(paths) is False
+    assert timer.units(paths).remove() is False
     assert systemctl.calls == []
 
 
 def test_remove_with_nothing_installed_calls_nothing(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
-    assert timer.remove(Paths(tmp_path)) is False
+    assert timer.units(Paths(tmp_path)).remove() is False
     assert systemctl.calls == []
 
 
@@ -277,11 +277,11 @@ def test_remove_after_a_failed_ensure_skips_the_service_systemd_never_saw(
     paths = Paths(tmp_path)
     systemctl.failing.add("daemon-reload")
     with pytest.raises(systemd.SystemdError):
-        timer.ensure(paths, UNITS)
+        timer.units(paths).install(UNITS)
     systemctl.failing.clear()
     systemctl.calls.clear()
 
-    assert timer.remove(paths) is True
+    assert timer.units(paths).remove() is True
 
     assert systemctl.calls == [["disable", "--now", TIMER], ["daemon-reload"]]
     assert not paths.timer_file.exists()
@@ -291,16 +291,16 @@ def test_remove_that_failed_leaves_the_units_for_the_retry(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
     paths = Paths(tmp_path)
-    timer.ensure(paths, UNITS)
+    timer.units(paths).install(UNITS)
     systemctl.failing.add("stop")
 
     with pytest.raises(systemd.SystemdError):
-        timer.remove(paths)
+        timer.units(paths).remove()
 
     assert paths.timer_file.exists() and paths.timer_service_file.exists()
     systemctl.failing.clear()
     systemctl.calls.clear()
-    assert timer.remove(paths) is True
+    assert timer.units(paths).remove() is True
     assert systemctl.calls == REMOVE
 
 
@@ -308,7 +308,7 @@ def test_workload_remove_deletes_the_timer_units_too(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
     paths = Paths(tmp_path)
-    timer.ensure(paths, UNITS)
+    timer.units(paths).install(UNITS)
 
     workload.remove(paths)
 

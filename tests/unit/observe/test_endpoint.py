@@ -25,7 +25,7 @@ from charmlibs import systemd
 from garm import workload
 from garm.workload import Paths
 from observe import endpoint
-from observe.endpoint import CONTENT_TYPE, PORT, SERVER, SERVICE, Files, publish, render_unit
+from observe.endpoint import CONTENT_TYPE, PORT, SERVER, SERVICE, publish, render_unit
 from scalesets.actions import RemoveInstance
 from scalesets.reconciler import Outcome
 from scalesets.spec import Settings
@@ -33,8 +33,8 @@ from tests.machine import FakeSystemctl
 from tests.systemd_units import directives
 from tests.wire import T0
 
-MACHINE = Files(Path("/"))
-UNIT = render_unit(str(MACHINE.server), str(MACHINE.metrics))
+MACHINE = Paths()
+UNIT = render_unit(str(MACHINE.metrics_server), str(MACHINE.metrics_file))
 INSTALL = [["daemon-reload"], ["enable", SERVICE], ["restart", SERVICE]]
 REMOVE = [["disable", "--now", SERVICE], ["daemon-reload"]]
 # What every later pass asks: whether the server still runs.
@@ -92,7 +92,7 @@ def test_the_service_sees_only_the_metrics_directory_and_loopback() -> None:
     assert "PrivateNetwork" not in service
     assert service["ProtectHome"] == ["yes"]
     # The server script lies outside what the temporary /var/lib hides.
-    assert not str(MACHINE.server).startswith("/var/lib/")
+    assert not str(MACHINE.metrics_server).startswith("/var/lib/")
 
 
 @pytest.mark.parametrize(
@@ -121,7 +121,7 @@ def test_systemd_accepts_every_line_of_the_unit(tmp_path: Path) -> None:
     # verify checks that ExecStart's binary exists: the machine's python3 must.
     python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
     (tmp_path / SERVICE).write_text(
-        render_unit(str(MACHINE.server), str(MACHINE.metrics), python=python)
+        render_unit(str(MACHINE.metrics_server), str(MACHINE.metrics_file), python=python)
     )
 
     result = _analyze("verify", str(tmp_path / SERVICE))
@@ -260,13 +260,13 @@ def systemctl(monkeypatch: pytest.MonkeyPatch) -> Systemctl:
 def test_ensure_installs_the_server_and_unit_then_starts_it(
     tmp_path: Path, systemctl: Systemctl
 ) -> None:
-    paths, files = Paths(tmp_path), Files(tmp_path)
+    paths = Paths(tmp_path)
 
     assert endpoint.ensure(paths) is True
 
-    assert files.server.read_text() == SERVER
-    assert files.unit_file.read_text() == UNIT  # the machine's paths, whatever the root
-    assert mode(files.server) == mode(files.unit_file) == 0o644
+    assert paths.metrics_server.read_text() == SERVER
+    assert paths.metrics_unit_file.read_text() == UNIT  # the machine's paths, whatever the root
+    assert mode(paths.metrics_server) == mode(paths.metrics_unit_file) == 0o644
     assert systemctl.calls == INSTALL
 
 
@@ -296,7 +296,7 @@ def test_ensure_restarts_a_server_whose_script_changed(
 ) -> None:
     paths = Paths(tmp_path)
     endpoint.ensure(paths)
-    Files(tmp_path).server.write_text("# an older charm's server\n")
+    Paths(tmp_path).metrics_server.write_text("# an older charm's server\n")
     systemctl.calls.clear()
 
     assert endpoint.ensure(paths) is True
@@ -307,13 +307,13 @@ def test_ensure_restarts_a_server_whose_script_changed(
 def test_ensure_retried_after_systemd_failed_does_it_all_again(
     tmp_path: Path, systemctl: Systemctl, failing: str
 ) -> None:
-    paths, files = Paths(tmp_path), Files(tmp_path)
+    paths = Paths(tmp_path)
     systemctl.failing.add(failing)
 
     with pytest.raises(systemd.SystemdError):
         endpoint.ensure(paths)
 
-    assert files.unit_file.exists()  # so that remove still finds the service
+    assert paths.metrics_unit_file.exists()  # so that remove still finds the service
     systemctl.failing.clear()
     systemctl.calls.clear()
     assert endpoint.ensure(paths) is True
@@ -333,7 +333,7 @@ _PASS = {
 def test_remove_stops_and_disables_then_deletes_all_but_the_count(
     tmp_path: Path, systemctl: Systemctl
 ) -> None:
-    paths, files = Paths(tmp_path), Files(tmp_path)
+    paths = Paths(tmp_path)
     outcome = Outcome(done=(RemoveInstance("r", 1, "ci-1"),))
     publish(paths, outcome, **_PASS)
     systemctl.calls.clear()
@@ -341,9 +341,9 @@ def test_remove_stops_and_disables_then_deletes_all_but_the_count(
     assert endpoint.remove(paths) is True
 
     assert systemctl.calls == REMOVE
-    assert not files.unit_file.exists() and not files.server.exists()
-    assert not files.directory.exists()
-    assert json.loads(files.state.read_text()) == {"force_removals_total": 1}
+    assert not paths.metrics_unit_file.exists() and not paths.metrics_server.exists()
+    assert not paths.metrics_dir.exists()
+    assert json.loads(paths.metrics_state.read_text()) == {"force_removals_total": 1}
     systemctl.calls.clear()
     assert endpoint.remove(paths) is False
     assert systemctl.calls == []
@@ -359,7 +359,7 @@ def test_remove_that_failed_leaves_the_unit_for_the_retry(
     # Never out of the hook: said, and left for the next hook to retry.
     assert endpoint.remove(paths) is False
 
-    assert Files(tmp_path).unit_file.exists()
+    assert Paths(tmp_path).metrics_unit_file.exists()
     systemctl.failing.clear()
     systemctl.calls.clear()
     assert endpoint.remove(paths) is True
@@ -369,20 +369,20 @@ def test_remove_that_failed_leaves_the_unit_for_the_retry(
 def test_publish_writes_the_metrics_for_the_service_and_keeps_the_count(
     tmp_path: Path, systemctl: Systemctl
 ) -> None:
-    paths, files = Paths(tmp_path), Files(tmp_path)
+    paths = Paths(tmp_path)
     removed = Outcome(done=(RemoveInstance("a", 1, "ci-1"), RemoveInstance("b", 1, "ci-1")))
     totals = []
     for outcome in (removed, None, Outcome(), removed):
         assert publish(paths, outcome, **_PASS)
-        text = files.metrics.read_text()
+        text = paths.metrics_file.read_text()
         totals.append(next(ln for ln in text.splitlines() if ln.startswith("garm_charm_force")))
 
     assert totals == [f"garm_charm_force_removals_total {n}" for n in (2, 2, 2, 4)]
     assert f"garm_charm_last_pass_timestamp_seconds {int(T0.timestamp())}" in text
-    assert mode(files.metrics) == 0o644 and mode(files.directory) == 0o755
-    assert sorted(p.name for p in files.directory.iterdir()) == ["metrics"]  # nothing else
-    assert mode(files.state) == 0o600
-    assert json.loads(files.state.read_text()) == {"force_removals_total": 4}
+    assert mode(paths.metrics_file) == 0o644 and mode(paths.metrics_dir) == 0o755
+    assert sorted(p.name for p in paths.metrics_dir.iterdir()) == ["metrics"]  # nothing else
+    assert mode(paths.metrics_state) == 0o600
+    assert json.loads(paths.metrics_state.read_text()) == {"force_removals_total": 4}
     # Installed once: the later passes found it installed and running.
     assert systemctl.calls == [*INSTALL, RUNNING, RUNNING, RUNNING]
 
@@ -391,25 +391,25 @@ def test_publish_writes_the_metrics_for_the_service_and_keeps_the_count(
 def test_an_unreadable_count_starts_again_from_zero(
     tmp_path: Path, systemctl: Systemctl, state: str
 ) -> None:
-    paths, files = Paths(tmp_path), Files(tmp_path)
-    files.state.parent.mkdir(parents=True)
-    files.state.write_text(state)
+    paths = Paths(tmp_path)
+    paths.metrics_state.parent.mkdir(parents=True)
+    paths.metrics_state.write_text(state)
 
     publish(paths, Outcome(done=(RemoveInstance("a", 1, "ci-1"),)), **_PASS)
 
-    assert json.loads(files.state.read_text()) == {"force_removals_total": 1}
+    assert json.loads(paths.metrics_state.read_text()) == {"force_removals_total": 1}
 
 
 def test_publish_never_fails_the_pass_but_says_it_did_not_publish(
     tmp_path: Path, systemctl: Systemctl, caplog: pytest.LogCaptureFixture
 ) -> None:
-    paths, files = Paths(tmp_path), Files(tmp_path)
+    paths = Paths(tmp_path)
     systemctl.failing.add("restart")
 
     assert publish(paths, Outcome(), **_PASS) is False
 
     assert "charm metrics not published" in caplog.text
-    assert files.metrics.exists()  # written; the service is retried on the next pass
+    assert paths.metrics_file.exists()  # written; the service is retried on the next pass
     systemctl.failing.clear()
     assert publish(paths, Outcome(), **_PASS) is True
 
@@ -417,9 +417,9 @@ def test_publish_never_fails_the_pass_but_says_it_did_not_publish(
 def test_publish_that_cannot_write_leaves_the_last_file(
     tmp_path: Path, systemctl: Systemctl, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    paths, files = Paths(tmp_path), Files(tmp_path)
+    paths = Paths(tmp_path)
     publish(paths, Outcome(), **_PASS)
-    before = files.metrics.read_text()
+    before = paths.metrics_file.read_text()
 
     def full(path: Path, *_: object, **__: object) -> None:
         raise OSError(28, "No space left on device", str(path))
@@ -427,17 +427,22 @@ def test_publish_that_cannot_write_leaves_the_last_file(
     monkeypatch.setattr(workload, "_write_atomic", full)
 
     assert publish(paths, None, **{**_PASS, "duration": 9.0}) is False
-    assert files.metrics.read_text() == before  # its timestamp ages: the alert's cue
+    assert paths.metrics_file.read_text() == before  # its timestamp ages: the alert's cue
 
 
 def test_after_remove_and_workload_remove_nothing_of_the_endpoint_is_left(
     tmp_path: Path, systemctl: Systemctl
 ) -> None:
-    paths, files = Paths(tmp_path), Files(tmp_path)
+    paths = Paths(tmp_path)
     publish(paths, Outcome(done=(RemoveInstance("a", 1, "ci-1"),)), **_PASS)
 
     endpoint.remove(paths)
     workload.remove(paths)
 
-    left = [files.unit_file, files.server.parent, files.directory, files.state]
+    left = [
+        paths.metrics_unit_file,
+        paths.metrics_server.parent,
+        paths.metrics_dir,
+        paths.metrics_state,
+    ]
     assert [p for p in left if p.exists()] == []

@@ -55,18 +55,6 @@ def test_renewal_at_half_the_lifetime(now, due):
     assert (renewal_due(token, now, fingerprint) is not None) is due
 
 
-def test_a_token_from_before_the_lifetime_was_shortened_is_renewed_at_once():
-    # The charm rendered 8760h before: a token of then outlives any GARM issues now, and
-    # opens /metrics for months if it leaks. A day's, and a few minutes of clock, do not.
-    fingerprint = secret_fingerprint(SECRET)
-    year = held(token_expiring(NOW + timedelta(hours=8760)))
-    assert renewal_due(year, NOW, fingerprint) == (
-        "the metrics token outlives the lifetime GARM gives tokens now"
-    )
-    day = held(token_expiring(NOW + timedelta(hours=24, minutes=4)))
-    assert renewal_due(day, NOW, fingerprint) is None
-
-
 def test_renewal_when_the_jwt_secret_changed_or_nothing_is_held():
     token = held(token_expiring(NOW + timedelta(hours=24)))
     other = secret_fingerprint(SECRET + "-rotated")

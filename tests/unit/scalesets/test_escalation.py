@@ -11,7 +11,6 @@ may not have started.
 from __future__ import annotations
 
 import dataclasses
-import json
 from datetime import timedelta
 
 import pytest
@@ -353,27 +352,6 @@ def test_the_memory_survives_the_databag_and_garbage_is_dropped():
         "[" * 100_000,
     ):
         assert Refusals.read(text) == Refusals()
-
-
-def test_the_creates_an_earlier_version_remembered_are_read_as_creates():
-    earlier = json.dumps(
-        {
-            "refusals": {
-                "ci": {
-                    "digest": "abc",
-                    "refusals": 2,
-                    "retry-at": "2026-11-02T12:02:00Z",
-                    "cause": "x",
-                    "permanent": False,
-                }
-            },
-            "taken": {"ci-24ec4a": "2026-11-02T13:00:00Z"},
-        }
-    )
-    memory = Refusals.read(None, earlier)
-    assert list(memory.refusals) == ["create:ci"]
-    assert memory.refusals["create:ci"].refusals == 2
-    assert set(memory.taken) == {"ci-24ec4a"}
 
 
 def test_taken_names_are_remembered_for_an_hour_and_a_far_future_is_not_believed():
