@@ -56,7 +56,11 @@ def test_a_cut_off_leaders_garm_stops_by_its_lease_and_comes_back_with_the_next_
     # Cut off: no more passes. Its last renewal's deadline comes in 3 s.
     machine.path(str(AGENT_DOWN)).touch()
     deadline = int(machine.run(["/usr/bin/python3", "-c", SHORT_LEASE]).stdout)
-    machine.sh("timeout 40 sh -c 'while systemctl -q is-active garm; do sleep 0.2; done'")
+    # Until it is stopped, not stopping: is-active already fails while it deactivates, but
+    # InactiveEnterTimestamp is set only once it is inactive (until then it is the
+    # restart's of the move to PostgreSQL, seconds before the cut).
+    until_stopped = "until systemctl show garm -P ActiveState | grep -qxE 'inactive|failed'"
+    machine.sh(f'timeout 40 sh -c "{until_stopped}; do sleep 0.2; done"')
     stopped = _seconds(machine, "garm", "InactiveEnterTimestamp")
     by = machine.sh("journalctl -u garm-lease.service -o cat --no-pager | grep stopping || :")
     print(
