@@ -192,6 +192,10 @@ class Writes:
         if (made := write.makes()) is not None:
             self.absent.add(made)
 
+    def go_on(self, log: Log, budget: float | None) -> None:
+        """Go on with another step's writes: its own log lines, its budget counted from now."""
+        self.log, self.budget, self.started = log, budget, time.monotonic()
+
     def remember(self, memory: Refusals) -> None:
         """Go on with ``memory``, noting whether it changed."""
         if memory != self.memory:
