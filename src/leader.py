@@ -324,13 +324,14 @@ def _lead(
         reads = _Reads(leader, config, admin)
         with machine.client(inputs, config, admin) as client:
             setup, went = _garm(client, inputs, reads, wanted, state, on.tls, now, memory)
-        # The pass's one ledger: GARM's setup's writes, then the scalesets' (``reconcile``).
-        memory = setup.writes.memory
         if isinstance(went, Summary):
-            summary, wake = went, requeue.wake(tuple(setup.writes.held))
+            # The pass's ledger as GARM's setup left it when it stopped the pass.
+            memory, wake = setup.writes.memory, requeue.wake(tuple(setup.writes.held))
+            summary = went
         else:
             # What a reused provider name left out of the pass is told with what it skipped.
             outcome = dataclasses.replace(went, skipped=(*went.skipped, *reused))
+            memory = outcome.memory
             alive, related = len(inputs.alive or ()), inputs.postgresql_related
             failover = failover_address(alive, config.external_url, related)
             problems = [*on.problems, *wanted.problems, *failover]

@@ -101,7 +101,6 @@ class Writes:
     log: Log
     budget: float | None = None
     started: float = field(default_factory=lambda: time.monotonic())
-    changed: bool = False
     spent: bool = False
     done: list[Write] = field(default_factory=list)
     held: list[Held] = field(default_factory=list)
@@ -197,9 +196,8 @@ class Writes:
         self.log, self.budget, self.started = log, budget, time.monotonic()
 
     def remember(self, memory: Refusals) -> None:
-        """Go on with ``memory``, noting whether it changed."""
-        if memory != self.memory:
-            self.memory, self.changed = memory, True
+        """Go on with ``memory``: what GARM refused, as the ledger now knows it."""
+        self.memory = memory
 
     def read(self, what: object, reader: Callable[[], Any]) -> Any:
         """What ``reader`` answers, read at most once per pass."""

@@ -44,8 +44,8 @@ class Outcome:
     errors: tuple[ActionError, ...] = ()
     unreachable: str | None = None
     cut_short: bool = False
-    # What GARM refused, to remember, when this pass changed it (else None).
-    memory: Refusals | None = None
+    # What GARM refused, to remember: the pass's ledger's memory as the pass left it.
+    memory: Refusals = field(default_factory=Refusals)
     # Per logical scaleset (lower-cased), its current generation's GARM name (Plan.current).
     current: tuple[tuple[str, str], ...] = ()
     # GARM as the pass last saw it, its own writes folded in; None when it could not read.
@@ -134,8 +134,8 @@ def reconcile(
     the reads when the caller has just made them. ``setup`` is the pass's ledger as GARM's
     setup left it (``juju.garm_setup``): the scalesets' writes go on in it, and the
     outcome tells its writes and what it held with theirs. Without it, ``memory`` is what
-    GARM refused before (``garm.refusals``). The outcome carries the memory when this pass
-    changed it.
+    GARM refused before (``garm.refusals``). The outcome carries the memory as the pass
+    left it.
     """
     if setup is None:
         writes = Writes(now, memory or Refusals(), told(client, logger), budget)
@@ -153,9 +153,7 @@ def reconcile(
         writes.log.error("GARM refused a read: %s", exc)
         return before.told(Outcome(errors=(ActionError(None, exc.cause),)), writes)
     _log_unread(observed, writes.log)
-    earlier = writes.memory
-    writes.memory = kept = earlier.current(now)
-    writes.changed = writes.changed or kept != earlier
+    writes.memory = kept = writes.memory.current(now)
     observed = _folded(observed, writes)
     current = plan(desired, observed, now, settings)
     _log_refused(desired, current, frozenset(kept.refusals), writes.log)
@@ -200,9 +198,9 @@ class _Setup:
     held: tuple[Held, ...]
 
     def told(self, outcome: Outcome, writes: Writes) -> Outcome:
-        """``outcome`` with the setup's writes and, first, what the setup held back."""
-        setup = tuple(writes.done[: self.done])
-        return dataclasses.replace(outcome, setup=setup, held=(*self.held, *outcome.held))
+        """``outcome`` with the ledger's memory, the setup's writes and what it held first."""
+        setup, held = tuple(writes.done[: self.done]), (*self.held, *outcome.held)
+        return dataclasses.replace(outcome, memory=writes.memory, setup=setup, held=held)
 
 
 def _outcome(
@@ -219,15 +217,14 @@ def _outcome(
     outcome = Outcome(
         current.progress,
         current.skipped,
-        tuple(writes.done[before.done :]),
-        tuple(writes.errors[before.errors :]),
-        unreachable,
-        writes.spent,
-        writes.memory if writes.changed else None,
-        current.current,
-        observed,
-        current.held,
-        wake,
+        done=tuple(writes.done[before.done :]),
+        errors=tuple(writes.errors[before.errors :]),
+        unreachable=unreachable,
+        cut_short=writes.spent,
+        current=current.current,
+        observed=observed,
+        held=current.held,
+        wake=wake,
     )
     return before.told(outcome, writes)
 

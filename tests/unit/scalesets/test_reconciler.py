@@ -218,7 +218,7 @@ def test_a_name_github_holds_moves_the_create_to_the_next_candidate(passes, garm
     outcome = passes.run(spec)
     assert outcome.errors == ()
     assert [s["name"] for s in garm.scalesets()] == [second]
-    assert outcome.memory is not None and set(outcome.memory.taken) == {first}
+    assert set(outcome.memory.taken) == {first}
     passes.later()
     assert passes.run(spec).done == ()  # the second name is the generation from now on
 
@@ -272,17 +272,17 @@ def test_a_refused_create_is_remembered_backed_off_and_retried(passes, garm, clo
     spec = make_spec(runner_group="nope")
     outcome = passes.run(spec)
     memory = outcome.memory
-    assert memory is not None and memory.refusals["create:ci"].refusals == 1
+    assert memory.refusals["create:ci"].refusals == 1
     (skipped,) = outcome.skipped
     assert skipped.blocking and "runner group nope not found" in skipped.reason
     caplog.clear()
-    assert passes.run(spec, memory=memory).memory is None  # nothing new
+    assert passes.run(spec, memory=memory).memory == memory  # nothing new
     assert passes.writes == []  # within the back-off: not re-sent
     # Logged whole when it came; not again on every timer pass while it lasts.
     assert [r for r in caplog.records if r.levelname == "ERROR"] == []
     passes.later(FIRST_RETRY)
     again = passes.run(spec, memory=memory).memory
-    assert again is not None and again.refusals["create:ci"].refusals == 2
+    assert again.refusals["create:ci"].refusals == 2
     # The operator fixes the runner group: created at once, the refusal forgotten.
     outcome = passes.run(make_spec(runner_group="Default"), memory=again)
     assert [type(a) for a in outcome.done] == [CreateScaleset]
@@ -377,7 +377,7 @@ def test_the_setup_s_ledger_goes_on_into_the_scalesets_and_one_outcome_tells_bot
     assert [type(a) for a in outcome.done] == [CreateScaleset]
     assert [h.write for h in outcome.held] == ["create GitHub credential app-9-9"]
     assert outcome.ok  # the setup's refusal is told as held, not as a scaleset's error
-    assert outcome.memory is not None and "credential:app-9-9" in outcome.memory.refusals
+    assert "credential:app-9-9" in outcome.memory.refusals
 
 
 def test_unreachable_garm_aborts_the_pass_and_writes_nothing(passes, garm):
