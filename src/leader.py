@@ -26,12 +26,7 @@ from garm.client import GarmApiError, GarmClient, GarmUnreachable
 from garm.identity import adoption
 from garm.recording import Garm, SimulatedGarm
 from garm.refusals import Refusals
-from garm.setup import (
-    NO_ADMIN_YET,
-    AdminLogin,
-    SetupOutcome,
-    read_controller,
-)
+from garm.setup import NO_ADMIN_YET, AdminLogin, read_controller
 from garm.tls import ServingTls
 from juju import fence, garm_setup, machine, owners, status
 from juju.config import CharmConfig, ConfigError
@@ -187,22 +182,21 @@ def plan(inputs: Inputs) -> ActionAnswer:
     )
     if isinstance(went, ActionAnswer):
         return went
-    setup, planned = went
+    _, planned = went
     if isinstance(planned, Summary):
         return ActionAnswer(failure=f"The next pass would stop: {planned.message}")
     if planned.unreachable is not None:
         return ActionAnswer(failure=f"Could not read GARM: {planned.unreachable}")
-    held = (*setup.outcome.held, *planned.held)
     # The planner tells every skipped spec, the held ones of the relation's data too.
     skipped = [f"{s.source}: {s.name or 'its scaleset'}: {s.reason}" for s in planned.skipped]
     return ActionAnswer(
         {
-            "writes": str(len(setup.outcome.done) + len(planned.done)),
-            "setup": "\n".join(setup.outcome.done) or "none",
+            "writes": str(len(planned.setup) + len(planned.done)),
+            "setup": "\n".join(w.line() for w in planned.setup) or "none",
             "actions": "\n".join(a.line() for a in planned.done) or "none",
             "phases": "\n".join(describe_progress(p) for p in planned.progress) or "converged",
             # Writes GARM refused before, waiting out their back-off: not sent.
-            "held": "\n".join(h.describe() for h in held) or "none",
+            "held": "\n".join(h.describe() for h in planned.held) or "none",
             "skipped": "\n".join(skipped) or "none",
             # What the pass would stop at: a write the charm cannot even make, or its
             # budget spent (the next pass goes on from there).
@@ -211,7 +205,9 @@ def plan(inputs: Inputs) -> ActionAnswer:
             # While paused, these are what the resume would do (ADR 0014).
             "paused": "yes" if config.paused else "no",
             "next-pass": _next_pass(
-                requeue.wake(held, planned.wake, now if planned.cut_short else None), now, config
+                requeue.wake(planned.held, planned.wake, now if planned.cut_short else None),
+                now,
+                config,
             ),
         }
     )
@@ -328,15 +324,14 @@ def _lead(
         reads = _Reads(leader, config, admin)
         with machine.client(inputs, config, admin) as client:
             setup, went = _garm(client, inputs, reads, wanted, state, on.tls, now, memory)
-        memory = setup.outcome.memory
         if isinstance(went, Summary):
-            summary, wake = went, requeue.wake(setup.outcome.held)
+            # The pass's ledger as GARM's setup left it when it stopped the pass.
+            memory, wake = setup.writes.memory, requeue.wake(tuple(setup.writes.held))
+            summary = went
         else:
-            # What setup holds back is told with what the scalesets hold back: one rule;
-            # so is what a reused provider name left out of the pass, with what it skipped.
-            held, skipped = (*setup.outcome.held, *went.held), (*went.skipped, *reused)
-            outcome = dataclasses.replace(went, held=held, skipped=skipped)
-            memory = memory if outcome.memory is None else outcome.memory
+            # What a reused provider name left out of the pass is told with what it skipped.
+            outcome = dataclasses.replace(went, skipped=(*went.skipped, *reused))
+            memory = outcome.memory
             alive, related = len(inputs.alive or ()), inputs.postgresql_related
             failover = failover_address(alive, config.external_url, related)
             problems = [*on.problems, *wanted.problems, *failover]
@@ -383,7 +378,7 @@ def _garm(
         machine.controller_urls(config, leader, tls),
         wanted,
         state,
-        SetupOutcome(memory),
+        memory,
         now,
         leader.peers.identity,
         machine.where(inputs),
@@ -398,6 +393,6 @@ def _garm(
         config.settings,
         budget=PASS_BUDGET_SECONDS,
         observed=setup.observed,
-        memory=setup.outcome.memory,
+        setup=setup.writes,
     )
     return setup, outcome

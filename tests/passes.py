@@ -59,8 +59,7 @@ class Passes:
             settings,
             memory=self.memory if memory is None else memory,
         )
-        if outcome.memory is not None:
-            self.memory = outcome.memory
+        self.memory = outcome.memory
         self.last = [r for r in self.garm.requests[start:] if r.path != "/auth/login"]
         self.outcome = outcome
         return outcome

@@ -2,8 +2,8 @@
 
 Same shape as the scaleset reconciler: the pure ``plan_controller`` and ``plan_setup``
 compare what the charm asks for with what GARM holds and return only the writes that
-differ, so a settled GARM gets none; each is a ``garm.writes.Write``, sent by
-``apply_setup`` through the one loop and its memory of refusals (ADR 0003).
+differ, so a settled GARM gets none; each is a ``garm.writes.Write``, sent through the
+one loop into the pass's ledger, in which the scalesets' writes go on (ADR 0003).
 
 GARM never returns a credential's key, so whether a stored GitHub App key is the one
 asked for cannot be read back. The key's fingerprint goes into the credential's
@@ -14,19 +14,17 @@ updated. Nothing about it is stored by the charm.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import hashlib
 import logging
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from garm.client import GarmApiError, GarmUnreachable
+from garm.client import GarmApiError
 from garm.models import ControllerInfo, Credential, Entity, ScaleSet
-from garm.recording import Garm, told
-from garm.refusals import Held, Refusals, digest
+from garm.recording import Garm
+from garm.refusals import digest
 from garm.writes import Write, Writes
 
 logger = logging.getLogger(__name__)
@@ -421,67 +419,24 @@ def plan_controller(have: ControllerInfo, urls: ControllerUrls) -> list[Write]:
     return [SetControllerUrls(changes)] if changes else []
 
 
-@dataclass(frozen=True)
-class SetupOutcome:
-    """What the setup writes did, what GARM refused, and the memory of refusals after.
+def first_run(client: Garm, admin: AdminLogin, writes: Writes) -> ControllerInfo | None:
+    """GARM's first run, through the pass's ledger; the controller as GARM then answers.
 
-    ``held`` are the writes held back by an earlier refusal or refused now
-    (``garm.refusals``): the status tells them, and the pass goes on without them.
-    ``ready`` False: GARM takes no other call yet (no admin, or no controller URLs)
-    because its write is held. ``unreachable`` is why GARM stopped answering, if it did.
+    None while the first run is held back: GARM takes no other call without an admin.
+    Answered, a new GARM's id is known in the same pass (``garm.identity``).
     """
-
-    memory: Refusals = field(default_factory=Refusals)
-    done: tuple[str, ...] = ()
-    held: tuple[Held, ...] = ()
-    ready: bool = True
-    unreachable: str | None = None
+    held = len(writes.held)
+    writes.run(client, [CreateAdmin(admin)], None)
+    return None if len(writes.held) > held else client.get_controller()
 
 
-def ensure_controller(
-    client: Garm,
-    have: ControllerInfo | None,
-    admin: AdminLogin,
-    urls: ControllerUrls,
-    so_far: SetupOutcome,
-    now: datetime,
-) -> tuple[SetupOutcome, ControllerInfo | None]:
-    """First run and controller URLs, each only when needed, through the one memory.
-
-    ``have`` is the controller as ``read_controller`` answered it, read by the caller so
-    that it can tell whose GARM this is before anything is written (``garm.identity``).
-    Returned with the outcome: the controller as GARM then answers, its first run done
-    (None while that is held back), so that a new GARM's id is known in the same pass.
+def set_urls(client: Garm, have: ControllerInfo, urls: ControllerUrls, writes: Writes) -> bool:
+    """The controller URLs, only when they differ, through the pass's ledger; GARM ready or not.
 
     GARM answers ``urls_required`` to every other call until the metadata and callback
     URLs are set (docs/reference/garm-api.md §1.4): while their write is held, nothing
     else is ready. A change of URLs it already has that it refuses holds nothing else.
     """
-    if have is None:
-        so_far = apply_setup(client, [CreateAdmin(admin)], so_far, now)
-        if so_far.held or so_far.unreachable:
-            return dataclasses.replace(so_far, ready=False), None
-        have = client.get_controller()
-    held = len(so_far.held)
-    so_far = apply_setup(client, plan_controller(have, urls), so_far, now)
-    if len(so_far.held) > held and not (have.metadata_url and have.callback_url):
-        return dataclasses.replace(so_far, ready=False), have
-    return so_far, have
-
-
-def apply_setup(
-    client: Garm, actions: Iterable[Write], so_far: SetupOutcome, now: datetime
-) -> SetupOutcome:
-    """Send the planned setup writes through the one loop (``garm.writes``), from ``so_far``.
-
-    An entity naming a credential held back waits for it, unsent (GARM would refuse it).
-    An unreachable GARM ends the writes, with what was learnt kept.
-    """
-    writes = Writes(now, so_far.memory, told(client, logger), held=list(so_far.held))
-    unreachable = None
-    try:
-        writes.run(client, actions, None)
-    except GarmUnreachable as exc:
-        unreachable = str(exc)
-    done = (*so_far.done, *(w.line() for w in writes.done))
-    return SetupOutcome(writes.memory, done, tuple(writes.held), unreachable=unreachable)
+    held = len(writes.held)
+    writes.run(client, plan_controller(have, urls), None)
+    return len(writes.held) == held or bool(have.metadata_url and have.callback_url)

@@ -101,7 +101,6 @@ class Writes:
     log: Log
     budget: float | None = None
     started: float = field(default_factory=lambda: time.monotonic())
-    changed: bool = False
     spent: bool = False
     done: list[Write] = field(default_factory=list)
     held: list[Held] = field(default_factory=list)
@@ -192,10 +191,13 @@ class Writes:
         if (made := write.makes()) is not None:
             self.absent.add(made)
 
+    def go_on(self, log: Log, budget: float | None) -> None:
+        """Go on with another step's writes: its own log lines, its budget counted from now."""
+        self.log, self.budget, self.started = log, budget, time.monotonic()
+
     def remember(self, memory: Refusals) -> None:
-        """Go on with ``memory``, noting whether it changed."""
-        if memory != self.memory:
-            self.memory, self.changed = memory, True
+        """Go on with ``memory``: what GARM refused, as the ledger now knows it."""
+        self.memory = memory
 
     def read(self, what: object, reader: Callable[[], Any]) -> Any:
         """What ``reader`` answers, read at most once per pass."""

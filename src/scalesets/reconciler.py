@@ -44,16 +44,18 @@ class Outcome:
     errors: tuple[ActionError, ...] = ()
     unreachable: str | None = None
     cut_short: bool = False
-    # What GARM refused, to remember, when this pass changed it (else None).
-    memory: Refusals | None = None
+    # What GARM refused, to remember: the pass's ledger's memory as the pass left it.
+    memory: Refusals = field(default_factory=Refusals)
     # Per logical scaleset (lower-cased), its current generation's GARM name (Plan.current).
     current: tuple[tuple[str, str], ...] = ()
     # GARM as the pass last saw it, its own writes folded in; None when it could not read.
     observed: Observed | None = field(default=None, compare=False)
-    # Writes GARM refused before, held back by their back-off (Plan.held).
+    # Writes held back by a refusal: GARM's setup's, then the scalesets' (Plan.held).
     held: tuple[Held, ...] = ()
     # When a pass can next make progress (Plan.wake of the pass's last plan).
     wake: datetime | None = field(default=None, compare=False)
+    # GARM's setup's writes made in the pass's ledger before the scalesets' (``done``).
+    setup: tuple[Write, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -123,28 +125,35 @@ def reconcile(
     observed: Observed | None = None,
     memory: Refusals | None = None,
     writing: bool = True,
+    setup: Writes | None = None,
 ) -> Outcome:
     """Run one pass towards ``desired`` and return its outcome; never raises for GARM.
 
     ``writing`` False: GARM is read and the pass planned, nothing is sent (a paused charm,
     ADR 0014). ``budget`` (seconds, ``garm.writes``) bounds the writes. ``observed`` saves
-    the reads when the caller has just made them. ``memory`` is what GARM refused before
-    (``garm.refusals``); the outcome carries it when this pass changed it.
+    the reads when the caller has just made them. ``setup`` is the pass's ledger as GARM's
+    setup left it (``juju.garm_setup``): the scalesets' writes go on in it, and the
+    outcome tells its writes and what it held with theirs. Without it, ``memory`` is what
+    GARM refused before (``garm.refusals``). The outcome carries the memory as the pass
+    left it.
     """
-    writes = Writes(now, Refusals(), told(client, logger), budget)
+    if setup is None:
+        writes = Writes(now, memory or Refusals(), told(client, logger), budget)
+    else:
+        writes = setup
+        writes.go_on(told(client, logger), budget)
+    before = _Setup(len(writes.done), len(writes.errors), tuple(writes.held))
     try:
         if observed is None:
             observed = observe(client)
     except GarmUnreachable as exc:
-        return Outcome(unreachable=str(exc))
+        return before.told(Outcome(unreachable=str(exc)), writes)
     except GarmApiError as exc:
         # Without a full observation nothing can be decided safely, so nothing is done.
         writes.log.error("GARM refused a read: %s", exc)
-        return Outcome(errors=(ActionError(None, exc.cause),))
+        return before.told(Outcome(errors=(ActionError(None, exc.cause),)), writes)
     _log_unread(observed, writes.log)
-    earlier = memory or Refusals()
-    writes.memory = kept = earlier.current(now)
-    writes.changed = kept != earlier
+    writes.memory = kept = writes.memory.current(now)
     observed = _folded(observed, writes)
     current = plan(desired, observed, now, settings)
     _log_refused(desired, current, frozenset(kept.refusals), writes.log)
@@ -164,7 +173,7 @@ def reconcile(
         unreachable = str(exc)
         observed = _folded(writes.seen or observed, writes)
         current = plan(desired, observed, now, settings)
-    return _outcome(writes, current, observed, unreachable)
+    return _outcome(writes, before, current, observed, unreachable)
 
 
 def remembered(observed: Observed, memory: Refusals, now: datetime) -> Observed:
@@ -176,8 +185,26 @@ def _folded(observed: Observed, writes: Writes) -> Observed:
     return remembered(observed, writes.memory, writes.now)
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """What GARM's setup left in the pass's ledger, counted apart from the scalesets' writes.
+
+    Its writes done are told as ``Outcome.setup``, what it held before the scalesets' own;
+    its refusals are told as held, never as the scalesets' errors.
+    """
+
+    done: int
+    errors: int
+    held: tuple[Held, ...]
+
+    def told(self, outcome: Outcome, writes: Writes) -> Outcome:
+        """``outcome`` with the ledger's memory, the setup's writes and what it held first."""
+        setup, held = tuple(writes.done[: self.done]), (*self.held, *outcome.held)
+        return dataclasses.replace(outcome, memory=writes.memory, setup=setup, held=held)
+
+
 def _outcome(
-    writes: Writes, current: Plan, observed: Observed, unreachable: str | None
+    writes: Writes, before: _Setup, current: Plan, observed: Observed, unreachable: str | None
 ) -> Outcome:
     """The pass's outcome: progress from the latest plan, GARM as last observed.
 
@@ -187,19 +214,19 @@ def _outcome(
     """
     writes.remember(writes.memory.waiting(current.waits, writes.now, over=current.whole))
     wake = writes.now if current.actions and unreachable is None else current.wake
-    return Outcome(
+    outcome = Outcome(
         current.progress,
         current.skipped,
-        tuple(writes.done),
-        tuple(writes.errors),
-        unreachable,
-        writes.spent,
-        writes.memory if writes.changed else None,
-        current.current,
-        observed,
-        current.held,
-        wake,
+        done=tuple(writes.done[before.done :]),
+        errors=tuple(writes.errors[before.errors :]),
+        unreachable=unreachable,
+        cut_short=writes.spent,
+        current=current.current,
+        observed=observed,
+        held=current.held,
+        wake=wake,
     )
+    return before.told(outcome, writes)
 
 
 def _log_unread(observed: Observed, log: Log) -> None:

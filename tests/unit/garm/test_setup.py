@@ -9,7 +9,7 @@ import pytest
 
 from garm.client import GarmApiError, GarmClient
 from garm.models import Credential, Entity, ScaleSet
-from garm.refusals import Refusals
+from garm.refusals import Held, Refusals
 from garm.setup import (
     AdminLogin,
     AppCredential,
@@ -20,13 +20,14 @@ from garm.setup import (
     DeleteEntity,
     EntitySpec,
     RebindEntity,
-    SetupOutcome,
     UpdateCredential,
-    apply_setup,
-    ensure_controller,
+    first_run,
+    logger,
     plan_setup,
     read_controller,
+    set_urls,
 )
+from garm.writes import Write, Writes
 from tests.clock import FakeClock
 from tests.garm_double import FAKE_APP_KEY, GarmDouble
 
@@ -123,12 +124,43 @@ def _sent(garm: GarmDouble, method: str, path: str) -> list[object]:
     return [r for r in garm.requests if (r.method, r.path.rstrip("/")) == (method, path)]
 
 
-def _ensure(client: GarmClient, clock: FakeClock, memory: Refusals | None = None) -> SetupOutcome:
-    controller = read_controller(client)
-    outcome, _ = ensure_controller(
-        client, controller, ADMIN, URLS, SetupOutcome(memory or Refusals()), clock.now
-    )
-    return outcome
+@dataclasses.dataclass(frozen=True)
+class SetupWrites:
+    """What setup writes left in a pass's ledger, and whether GARM is ready for others."""
+
+    writes: Writes
+    ready: bool = True
+
+    @property
+    def done(self) -> tuple[str, ...]:
+        return tuple(w.line() for w in self.writes.done)
+
+    @property
+    def held(self) -> tuple[Held, ...]:
+        return tuple(self.writes.held)
+
+    @property
+    def memory(self) -> Refusals:
+        return self.writes.memory
+
+
+def _ensure(client: GarmClient, clock: FakeClock, memory: Refusals | None = None) -> SetupWrites:
+    """The pass's own steps: first run when GARM has no admin, then its URLs."""
+    writes = Writes(clock.now, memory or Refusals(), logger)
+    have = read_controller(client)
+    if have is None:
+        have = first_run(client, ADMIN, writes)
+    ready = have is not None and set_urls(client, have, URLS, writes)
+    return SetupWrites(writes, ready)
+
+
+def _apply(
+    client: GarmClient, actions: list[Write], memory: Refusals, clock: FakeClock
+) -> SetupWrites:
+    """Setup writes sent through a pass's ledger, from ``memory``."""
+    writes = Writes(clock.now, memory, logger)
+    writes.run(client, actions, None)
+    return SetupWrites(writes)
 
 
 def test_first_run_then_urls_then_nothing(fresh: GarmDouble, clock: FakeClock):
@@ -212,7 +244,7 @@ def test_new_urls_refused_hold_nothing_else_when_garm_has_some(
 def test_setup_writes_reach_garm_once(fresh: GarmDouble, clock: FakeClock):
     client = GarmClient(fresh.url, ADMIN.username, ADMIN.password)
     so_far = _ensure(client, clock)
-    outcome = apply_setup(client, plan_setup([APP], [ORG], set(), [], [], []), so_far, clock.now)
+    outcome = _apply(client, plan_setup([APP], [ORG], set(), [], [], []), so_far.memory, clock)
     assert outcome.held == ()
     (credential,) = fresh.credentials()
     assert (credential["app_id"], credential["private_key"]) == (123, FAKE_APP_KEY)
@@ -229,17 +261,17 @@ def test_a_refused_credential_is_held_and_its_org_waits_unsent(
     so_far = _ensure(client, clock)
     fresh.inject("POST", r"/github/credentials/?", status=500)
     actions = plan_setup([APP], [ORG], set(), [], [], [])
-    outcome = apply_setup(client, actions, so_far, clock.now)
+    outcome = _apply(client, actions, so_far.memory, clock)
     (held,) = outcome.held
     assert held.write == "create GitHub credential app-123-456"
     assert _sent(fresh, "POST", "/organizations") == []  # it would be refused
 
     # Within the back-off nothing is sent; once it is over the create goes, then the org.
     posts = len(_sent(fresh, "POST", "/github/credentials"))
-    assert apply_setup(client, actions, outcome, clock.now).held == (held,) * 2
+    assert _apply(client, actions, outcome.memory, clock).held == (held,)
     assert len(_sent(fresh, "POST", "/github/credentials")) == posts
     clock.advance(timedelta(minutes=1))
-    later = apply_setup(client, actions, SetupOutcome(outcome.memory), clock.now)
+    later = _apply(client, actions, outcome.memory, clock)
     assert later.held == () and later.memory == Refusals()
     assert later.done == (
         "create GitHub credential app-123-456",
@@ -251,12 +283,10 @@ def test_a_new_key_is_sent_at_once_whatever_the_back_off(fresh: GarmDouble, cloc
     client = GarmClient(fresh.url, ADMIN.username, ADMIN.password)
     so_far = _ensure(client, clock)
     fresh.inject("POST", r"/github/credentials/?", status=400, error="Bad Request")
-    refused = apply_setup(client, [CreateCredential(APP)], so_far, clock.now)
+    refused = _apply(client, [CreateCredential(APP)], so_far.memory, clock)
     assert refused.held[0].refusal.blocked  # a 400 is the operator's at once
     rotated = dataclasses.replace(APP, private_key=FAKE_APP_KEY + "\n")
-    fixed = apply_setup(
-        client, [CreateCredential(rotated)], SetupOutcome(refused.memory), clock.now
-    )
+    fixed = _apply(client, [CreateCredential(rotated)], refused.memory, clock)
     assert fixed.done == ("create GitHub credential app-123-456",)
 
 
@@ -275,7 +305,7 @@ def test_a_new_key_makes_what_github_refused_due_again_and_nothing_else(
         memory,
         refusals={k: dataclasses.replace(r, retry_at=later) for k, r in memory.refusals.items()},
     )
-    done = apply_setup(client, [CreateCredential(APP)], SetupOutcome(memory), clock.now)
+    done = _apply(client, [CreateCredential(APP)], memory, clock)
     assert done.done == ("create GitHub credential app-123-456",)
     due = {k for k in done.memory.refusals if done.memory.holding(k, "d", clock.now) is None}
     assert due == {"create:ci", "update:ci-1:image"}

@@ -69,7 +69,7 @@ def test_writes_go_in_order_and_fold_what_garm_answered():
     seen = writes.run(Panel(), [Knob("a"), Knob("b")], ())
     assert seen == ("a", "b")
     assert [w.line() for w in writes.done] == ["turn knob a to 1", "turn knob b to 1"]
-    assert not writes.changed
+    assert writes.memory == Refusals()
 
 
 def test_a_refusal_is_remembered_and_holds_that_write_alone():

@@ -1040,8 +1040,7 @@ class Changeover(RuleBasedStateMachine):
             self.client, self.desired(), self.clock.now, self.settings(), memory=self.memory
         )
         self.garm.clear_faults()
-        if self.last.memory is not None:
-            self.memory = self.last.memory
+        self.memory = self.last.memory
         self.check_pass(before, faulty=faulty)
         self.serving_generation_never_retired_unasked(serving)
         self.refusals_reach_blocked(before)

@@ -11,6 +11,9 @@ import pytest
 from garm import writes
 from garm.models import Entity
 from garm.refusals import FIRST_RETRY, LONGEST_RETRY, REFUSALS_BEFORE_BLOCKED, Refusals, backoff
+from garm.setup import AppCredential, CreateCredential
+from garm.setup import logger as setup_logger
+from garm.writes import Writes
 from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate
 from scalesets.actions import CreateScaleset, DeleteScaleset, Phase, RemoveInstance, UpdateScaleset
 from scalesets.naming import MAX_CANDIDATES, generation_name, spec_key
@@ -18,7 +21,7 @@ from scalesets.planner import LISTENER_STARTUP
 from scalesets.reconciler import Outcome, reconcile
 from scalesets.spec import Desired
 from tests.changeovers import new_one_listening, retired_with_a_busy_runner
-from tests.garm_double import CONSOLIDATION_INTERVAL, GarmDouble
+from tests.garm_double import CONSOLIDATION_INTERVAL, FAKE_APP_KEY, GarmDouble
 from tests.passes import SETTINGS, rehearse
 from tests.specs import make_spec
 
@@ -215,7 +218,7 @@ def test_a_name_github_holds_moves_the_create_to_the_next_candidate(passes, garm
     outcome = passes.run(spec)
     assert outcome.errors == ()
     assert [s["name"] for s in garm.scalesets()] == [second]
-    assert outcome.memory is not None and set(outcome.memory.taken) == {first}
+    assert set(outcome.memory.taken) == {first}
     passes.later()
     assert passes.run(spec).done == ()  # the second name is the generation from now on
 
@@ -269,17 +272,17 @@ def test_a_refused_create_is_remembered_backed_off_and_retried(passes, garm, clo
     spec = make_spec(runner_group="nope")
     outcome = passes.run(spec)
     memory = outcome.memory
-    assert memory is not None and memory.refusals["create:ci"].refusals == 1
+    assert memory.refusals["create:ci"].refusals == 1
     (skipped,) = outcome.skipped
     assert skipped.blocking and "runner group nope not found" in skipped.reason
     caplog.clear()
-    assert passes.run(spec, memory=memory).memory is None  # nothing new
+    assert passes.run(spec, memory=memory).memory == memory  # nothing new
     assert passes.writes == []  # within the back-off: not re-sent
     # Logged whole when it came; not again on every timer pass while it lasts.
     assert [r for r in caplog.records if r.levelname == "ERROR"] == []
     passes.later(FIRST_RETRY)
     again = passes.run(spec, memory=memory).memory
-    assert again is not None and again.refusals["create:ci"].refusals == 2
+    assert again.refusals["create:ci"].refusals == 2
     # The operator fixes the runner group: created at once, the refusal forgotten.
     outcome = passes.run(make_spec(runner_group="Default"), memory=again)
     assert [type(a) for a in outcome.done] == [CreateScaleset]
@@ -357,6 +360,24 @@ def test_an_api_error_does_not_stop_the_orphan_sweep(passes, garm):
     outcome = passes.run(make_spec(name="a", source="u/0", max_runners=9))
     assert len(outcome.errors) == 1
     assert [(m, p) for m, p in passes.writes if m == "DELETE"] != []
+
+
+def test_the_setup_s_ledger_goes_on_into_the_scalesets_and_one_outcome_tells_both(passes, garm):
+    # GARM's setup wrote one credential and had another refused: the scalesets' writes go
+    # on in the same ledger, and the one outcome tells the setup's apart from theirs.
+    made, refused = AppCredential(1, 2, FAKE_APP_KEY), AppCredential(9, 9, FAKE_APP_KEY)
+    ledger = Writes(passes.clock.now, Refusals(), setup_logger)
+    ledger.run(passes.client, [CreateCredential(made)], None)
+    garm.inject("POST", r"/github/credentials/?", status=500)
+    ledger.run(passes.client, [CreateCredential(refused)], None)
+    outcome = reconcile(
+        passes.client, Desired((make_spec(),)), passes.clock.now, SETTINGS, setup=ledger
+    )
+    assert [w.line() for w in outcome.setup] == ["create GitHub credential app-1-2"]
+    assert [type(a) for a in outcome.done] == [CreateScaleset]
+    assert [h.write for h in outcome.held] == ["create GitHub credential app-9-9"]
+    assert outcome.ok  # the setup's refusal is told as held, not as a scaleset's error
+    assert "credential:app-9-9" in outcome.memory.refusals
 
 
 def test_unreachable_garm_aborts_the_pass_and_writes_nothing(passes, garm):

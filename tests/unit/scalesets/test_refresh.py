@@ -450,7 +450,7 @@ def test_a_runner_that_took_a_job_after_the_read_keeps_it_and_is_not_asked_again
             observed=seen,
             memory=passes.memory,
         )
-        passes.memory = outcome.memory or passes.memory
+        passes.memory = outcome.memory
         return outcome
 
     outcome = stale_pass()
@@ -593,7 +593,7 @@ class WarmPool(RuleBasedStateMachine):
                 observed=stale,
                 memory=self.passes.memory,
             )
-            self.passes.memory = outcome.memory or self.passes.memory
+            self.passes.memory = outcome.memory
 
         self.check(stale_pass, {i.name: i for i in stale.instances})
 
