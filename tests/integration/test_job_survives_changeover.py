@@ -132,8 +132,11 @@ def _run_ids(repo: Repository) -> set[int]:
 
 
 def _job(repo: Repository, run_id: int) -> dict[str, Any]:
-    """The run's one job (the workflow has one), or {} before GitHub lists it."""
-    jobs = repo.call("GET", f"/actions/runs/{run_id}/jobs?filter=all")["jobs"]
+    """The run's one job (the workflow has one), or {} before GitHub lists it.
+
+    Of the latest attempt: a re-run shows as ``run_attempt`` 2 (``_still_on`` refuses it).
+    """
+    jobs = repo.call("GET", f"/actions/runs/{run_id}/jobs?filter=latest")["jobs"]
     assert len(jobs) <= 1, f"run {run_id} has {len(jobs)} jobs; the workflow must have one"
     return jobs[0] if jobs else {}
 
