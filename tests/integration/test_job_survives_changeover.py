@@ -42,9 +42,6 @@ import pytest
 
 from tests.integration.test_label_change import (
     CHANGE_TIMEOUT,
-    DEPLOY_TIMEOUT,
-    GARM,
-    NO_CONFIGURATOR,
     SETTLED,
     STUB,
     _assert_converged,
@@ -53,6 +50,7 @@ from tests.integration.test_label_change import (
     _generations,
     _message,
     _serving,
+    deploy_related,
 )
 
 if TYPE_CHECKING:
@@ -175,15 +173,6 @@ def deployed_in_cloud(
     Afterwards, as test_label_change: the relation is removed and garm left to delete
     the scale set on GitHub (and its runners in the cloud), then garm is removed.
     """
-    juju.deploy(
-        garm_charm,
-        GARM,
-        resources={
-            "garm": str(settings.garm_binary),
-            "garm-provider-openstack": str(settings.provider_binary),
-        },
-        config={"handover-timeout-minutes": HANDOVER_MINUTES},
-    )
     databag = {
         **_databag(settings),
         "name": NAME,
@@ -201,22 +190,9 @@ def deployed_in_cloud(
         "openstack_region_name": changeover.openstack_region_name,
         "openstack_network": changeover.openstack_network,
     }
-    juju.deploy(
-        stub_charm,
-        STUB,
-        config={
-            "databag": json.dumps(databag),
-            "github-private-key": settings.app_key.read_text(),
-        },
-    )
-    juju.integrate(GARM, STUB)
-    juju.cli("expose", GARM)  # runners call GARM back on its API port
-    juju.wait(lambda s: _message(s) == SETTLED, error=_failed, timeout=DEPLOY_TIMEOUT)
-    yield databag
-    juju.remove_relation(GARM, STUB)
-    juju.wait(lambda s: _message(s) == NO_CONFIGURATOR, error=_failed, timeout=CHANGE_TIMEOUT)
-    juju.remove_application(GARM)
-    juju.wait(lambda s: GARM not in s.apps, error=_failed, timeout=CHANGE_TIMEOUT)
+    config = {"handover-timeout-minutes": HANDOVER_MINUTES}
+    charms = (garm_charm, stub_charm)
+    yield from deploy_related(juju, charms, settings, databag, config, expose=True)
 
 
 @pytest.fixture

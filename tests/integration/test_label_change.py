@@ -8,7 +8,7 @@ be provisioned, instead of running into its timeout.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -100,17 +100,23 @@ def _databag(settings: Settings) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="module")
-def deployed(
-    garm_charm: Path, stub_charm: Path, settings: Settings, juju: jubilant.Juju
+def deploy_related(
+    juju: jubilant.Juju,
+    charms: tuple[Path, Path],
+    settings: Settings,
+    databag: dict[str, str],
+    garm_config: Mapping[str, str | int] | None = None,
+    *,
+    expose: bool = False,
 ) -> Iterator[dict[str, str]]:
-    """Both charms deployed and related, garm settled on the stub's one scaleset.
-
-    The charms are packed first, so a failed pack leaves no model behind.
+    """garm and the stand-in publishing ``databag`` deployed and related, garm settled;
+    a fixture yields from it.
 
     Afterwards the relation is removed and garm left to delete the scale set, so that
-    none is left on GitHub under the name the next run creates.
+    none is left on GitHub under the name the next run creates; then garm is removed as
+    an operator removes it: every hook down to ``remove`` runs without error.
     """
+    garm_charm, stub_charm = charms
     juju.deploy(
         garm_charm,
         GARM,
@@ -118,8 +124,8 @@ def deployed(
             "garm": str(settings.garm_binary),
             "garm-provider-openstack": str(settings.provider_binary),
         },
+        config=garm_config,
     )
-    databag = _databag(settings)
     juju.deploy(
         stub_charm,
         STUB,
@@ -129,13 +135,25 @@ def deployed(
         },
     )
     juju.integrate(GARM, STUB)
+    if expose:  # runners call GARM back on its API port
+        juju.cli("expose", GARM)
     juju.wait(lambda s: _message(s) == SETTLED, error=_failed, timeout=DEPLOY_TIMEOUT)
     yield databag
     juju.remove_relation(GARM, STUB)
     juju.wait(lambda s: _message(s) == NO_CONFIGURATOR, error=_failed, timeout=CHANGE_TIMEOUT)
-    # Removed as an operator removes it: every hook down to `remove` runs without error.
     juju.remove_application(GARM)
     juju.wait(lambda s: GARM not in s.apps, error=_failed, timeout=CHANGE_TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def deployed(
+    garm_charm: Path, stub_charm: Path, settings: Settings, juju: jubilant.Juju
+) -> Iterator[dict[str, str]]:
+    """Both charms deployed and related, garm settled on the stub's one scaleset.
+
+    The charms are packed first, so a failed pack leaves no model behind.
+    """
+    yield from deploy_related(juju, (garm_charm, stub_charm), settings, _databag(settings))
 
 
 def _published(juju: jubilant.Juju) -> GarmAppData:
