@@ -44,10 +44,11 @@ def status(summary: Summary) -> ops.StatusBase:
 
     A cut line's message is logged in full beside it, where ``juju debug-log`` shows it.
     """
-    if summary.line != summary.message:
+    line = summary.line
+    if line != summary.message:
         level = logging.WARNING if summary.kind == "blocked" else logging.INFO
         logger.log(level, "Status in full: %s", summary.message)
-    return ops.StatusBase.from_name(summary.kind, summary.line)
+    return ops.StatusBase.from_name(summary.kind, line)
 
 
 def attached(model: ops.Model, name: str) -> Path | None:
