@@ -508,8 +508,7 @@ def _extract(file: BinaryIO, mode: Literal["r:gz", "r:"], target: Path) -> None:
         with tarfile.open(fileobj=file, mode=mode) as archive:
             member = _find_member(archive, target.name)
             data = archive.extractfile(member)
-            if data is None:  # a regular file always has data; kept for the type checker
-                raise ResourceError(f"{target.name} in the archive cannot be read")
+            assert data is not None  # noqa: S101 (a regular file always has data)
             _copy_bounded(data, target)
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
         # BadGzipFile (a CRC or length mismatch) is an OSError; others of those, from
