@@ -1,16 +1,11 @@
 """Turn the files attached as the ``garm`` and ``garm-provider-openstack`` resources into binaries.
 
-Operators attach a release archive (``<name>-linux-<arch>.tgz``: a gzip'ed tar holding the one
-binary ``<name>`` at its top level, as each project's ``scripts/make-release.sh`` makes it) or
-the bare binary. Juju names the file after the resource either way, so the two are told apart by
-content (a plain tar is read too; a zip, GARM's Windows form, is not).
-
-The binary is checked before it is installed, so that a wrong file blocks the unit naming the
-resource (``ResourceError.status_line``) rather than surfacing as a GARM that does not start:
-its ELF architecture; its Go build info (``go version -m``, kept by ``-s -w``), whose main
-package tells GARM (``.../cmd/garm``) from garm-cli and the OpenStack provider from GARM's
-others; then ``<binary> --version``, run as GARM's service runs it (ADR 0013). Where it cannot
-be run so, it is not run at all (UncheckedError), and never as root.
+What is accepted and checked, and the status a wrong file gives, is docs/reference/files.md
+(Binaries); how the file is run, ADR 0013. A release archive (each project's
+``scripts/make-release.sh``) is a gzip'ed tar holding the one binary ``<name>`` at its top
+level; Juju names the file after the resource whatever was attached, hence ``content_kind``.
+The Go build info (``go version -m``, kept by ``-s -w``) names the main package, which tells
+GARM (``.../cmd/garm``) from garm-cli and the OpenStack provider from GARM's others.
 
 - ``garm --version`` prints ``appdefaults.Version`` and exits 0: GARM's workload version, set
   by releases from ``git describe --tags --match='v[0-9]*'`` (``v0.2.1``, ``v0.2.0-beta1``;
