@@ -1,22 +1,15 @@
 """Turn the files attached as the ``garm`` and ``garm-provider-openstack`` resources into binaries.
 
-Operators attach a release archive (``<name>-linux-<arch>.tgz``: a gzip'ed tar holding the one
-binary ``<name>`` at its top level, as each project's ``scripts/make-release.sh`` makes it) or
-the binary unpacked from it. Juju names the file after the resource whatever was attached, so
-the two are told apart by content (a plain tar is read too; a zip, GARM's Windows form, is not).
+What is accepted and checked, and the status a wrong file gives, is docs/reference/files.md
+(Binaries); how the file is run, ADR 0013. A release archive (each project's
+``scripts/make-release.sh``) is a gzip'ed tar holding the one binary ``<name>`` at its top
+level; Juju names the file after the resource whatever was attached, hence ``content_kind``.
+The Go build info (``go version -m``, kept by ``-s -w``) names the main package, which tells
+GARM (``.../cmd/garm``) from garm-cli and the OpenStack provider from GARM's others.
 
-The binary is checked before it is installed, so that a wrong file blocks the unit naming the
-resource (``ResourceError.status_line``; nothing here imports ops) rather than surfacing as a
-GARM that does not start: its ELF architecture; its Go build info (``go version -m``, kept by
-``-s -w``), whose main package tells GARM (``.../cmd/garm``) from garm-cli and the OpenStack
-provider from GARM's others; then ``<binary> --version``, run as GARM's service runs it: as
-its user through util-linux's setpriv, bounded in time and output, nothing it started left
-running (ADR 0013). Where it cannot be run so, it is not run at all (UncheckedError), and
-never as root.
-
-- ``garm --version`` prints ``appdefaults.Version`` and exits 0. Releases set it from ``git
-  describe --tags --match='v[0-9]*'`` (``v0.2.1``, ``v0.2.0-beta1``; unset: ``v0.0.0-unknown``).
-  That one line is GARM's workload version.
+- ``garm --version`` prints ``appdefaults.Version`` and exits 0: GARM's workload version, set
+  by releases from ``git describe --tags --match='v[0-9]*'`` (``v0.2.1``, ``v0.2.0-beta1``;
+  unset: ``v0.0.0-unknown``).
 - garm-provider-openstack has no version flag: it takes its command from ``GARM_COMMAND``
   (garm-provider-common's execution protocol) and, run without it, exits non-zero saying
   ``missing GARM_COMMAND``, as required here. Its ``GetVersion`` command authenticates with
@@ -92,12 +85,19 @@ Kind = Literal["empty", "tar.gz", "tar", "zip", "binary"]
 
 
 class ResourceError(Exception):
-    """An attached resource is not the binary it should be; ``status_line`` tells the operator."""
+    """An attached resource is not the binary it should be; ``status_line`` tells the operator.
 
-    def __init__(self, resource: str, reason: str) -> None:
-        self.resource = resource
+    The checks raise it with the reason alone; ``prepare`` names the resource.
+    """
+
+    resource = ""
+
+    def __init__(self, reason: str) -> None:
         self.reason = reason
-        super().__init__(f"Resource {resource}: {reason}")
+        super().__init__(reason)
+
+    def __str__(self) -> str:
+        return f"Resource {self.resource}: {self.reason}"
 
     def status_line(self, app: str) -> str:
         """The blocked status: what is wrong, and how to attach the right file to ``app``."""
@@ -136,21 +136,17 @@ class GoBuild:
     module_version: str
 
 
+Overrun = Literal["time", "output"]
+
+
 @dataclass(frozen=True)
 class _Answer:
-    """How a candidate answered ``--version``: exit status (negative: killed by that signal)."""
+    """How a run ended: exit status (negative: killed by that signal), or cut off (overrun)."""
 
     status: int
     stdout: str
     stderr: str
-
-
-class _Refused(Exception):  # noqa: N818 (the reason; the public functions add the resource)
-    """A check failed: ResourceError."""
-
-
-class _Unchecked(Exception):  # noqa: N818 (as _Refused)
-    """It cannot be run as GARM's user: UncheckedError."""
+    overrun: Overrun | None
 
 
 @dataclass(frozen=True)
@@ -179,10 +175,9 @@ def prepare(
     try:
         _unpack(source, binary)
         return Prepared(binary, _verify(spec, binary, user, timeout))
-    except _Refused as exc:
-        raise ResourceError(resource, str(exc)) from None
-    except _Unchecked as exc:
-        raise UncheckedError(resource, str(exc)) from None
+    except ResourceError as exc:
+        exc.resource = resource
+        raise
 
 
 def prepare_once(resource: str, source: Path, work_dir: Path, user: str) -> Prepared:
@@ -215,9 +210,9 @@ def _unpack(source: Path, target: Path) -> None:
         kind = content_kind(file.read(_HEAD_BYTES))
         file.seek(0)
         if kind == "empty":
-            raise _Refused("the file is empty")
+            raise ResourceError("the file is empty")
         if kind == "zip":
-            raise _Refused("it is a zip archive (GARM zips only Windows builds)")
+            raise ResourceError("it is a zip archive (GARM zips only Windows builds)")
         if kind == "binary":
             _copy_bounded(file, target)
         else:
@@ -230,15 +225,15 @@ def _verify(spec: _Spec, binary: Path, user: str, timeout: float) -> str | None:
         head = file.read(_HEAD_BYTES)
     built, here = elf_arch(head), host_arch()
     if built is not None and here is not None and built != here:
-        raise _Refused(f"it is built for {built}, this machine is {here}")
+        raise ResourceError(f"it is built for {built}, this machine is {here}")
     build = go_build(binary)
     if build is None:
-        raise _Refused("it is not a Go program (it has no Go build info)")
+        raise ResourceError("it is not a Go program (it has no Go build info)")
     if not build.main_package.endswith(spec.main_suffix):
-        raise _Refused(f"it is built from {_shown(build.main_package)}")
+        raise ResourceError(f"it is built from {_shown(build.main_package)}")
     # Not left to exec: setpriv's execvp(3) hands a file the kernel refuses to /bin/sh.
     if not head.startswith((b"\x7fELF", b"#!")):
-        raise _Refused("it is not a program this machine can run (exec format error)")
+        raise ResourceError("it is not a program this machine can run (exec format error)")
     return spec.version_of(_run_version(binary, user, timeout), build)
 
 
@@ -310,38 +305,35 @@ def _run_version(binary: Path, user: str, timeout: float) -> _Answer:
     setpriv is tried on ``true`` first, so its own failure is never taken for the binary's.
     """
     drop = _drop(user)
-    trial, overrun = _run([*drop, "true"], (), timeout)
-    if overrun is not None or trial.status != 0:
+    trial = _run([*drop, "true"], (), timeout)
+    if trial.overrun is not None or trial.status != 0:
         said = _shown(trial.stderr) or f"status {trial.status}"
-        raise _Unchecked(f"setpriv cannot run a program as {user} ({said})")
+        raise UncheckedError(f"setpriv cannot run a program as {user} ({said})")
     with binary.open("rb") as program:
         descriptor = program.fileno()
-        answer, overrun = _run(
-            [*drop, f"/proc/self/fd/{descriptor}", "--version"], (descriptor,), timeout
-        )
-    if overrun == "time":
-        raise _Refused(f"`--version` did not finish within {timeout:g}s")
-    if overrun == "output":
-        raise _Refused(f"`--version` printed over {MAX_OUTPUT_BYTES >> 10} KiB")
+        answer = _run([*drop, f"/proc/self/fd/{descriptor}", "--version"], (descriptor,), timeout)
+    if answer.overrun == "time":
+        raise ResourceError(f"`--version` did not finish within {timeout:g}s")
+    if answer.overrun == "output":
+        raise ResourceError(f"`--version` printed over {MAX_OUTPUT_BYTES >> 10} KiB")
     return answer
 
 
 def _drop(user: str) -> list[str]:
-    """The command that runs what follows it as ``user``, as systemd's ``User=`` does.
+    """The command that runs what follows it as ``user``, as systemd's ``User=`` does (ADR 0013).
 
-    Its groups, no new privileges, no capability and none to be had, killed with the charm
-    (ADR 0013). _Unchecked when the charm is not root, setpriv is missing or ``user`` is.
+    UncheckedError when the charm is not root, setpriv is missing or ``user`` is.
     """
     if os.geteuid() != 0:
-        raise _Unchecked(
+        raise UncheckedError(
             f"running it as {user} needs root, and the charm runs as uid {os.geteuid()}"
         )
     if shutil.which("setpriv", path=ENV["PATH"]) is None:
-        raise _Unchecked(f"setpriv (util-linux) is not found in {ENV['PATH']}")
+        raise UncheckedError(f"setpriv (util-linux) is not found in {ENV['PATH']}")
     try:
         entry = pwd.getpwnam(user)
     except KeyError:
-        raise _Unchecked(f"there is no user {user}") from None
+        raise UncheckedError(f"there is no user {user}") from None
     return [
         "setpriv",
         f"--reuid={entry.pw_uid}",
@@ -355,12 +347,7 @@ def _drop(user: str) -> list[str]:
     ]
 
 
-Overrun = Literal["time", "output"]
-
-
-def _run(
-    argv: list[str], descriptors: tuple[int, ...], timeout: float
-) -> tuple[_Answer, Overrun | None]:
+def _run(argv: list[str], descriptors: tuple[int, ...], timeout: float) -> _Answer:
     """Run ``argv`` to its end, or kill it at the time or the output bound; how it ended.
 
     The charm is its descendants' subreaper meanwhile, so whatever it leaves behind, even in
@@ -369,33 +356,28 @@ def _run(
     known = _children()
     previous = _subreaper(1)
     try:
-        process = subprocess.Popen(  # noqa: S603 (no shell; setpriv, then what the check runs)
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd="/",
-            env=dict(ENV),
-            pass_fds=descriptors,
-        )
-    except OSError as exc:
-        _subreaper(previous)
-        raise _Unchecked(f"setpriv cannot be run ({exc.strerror})") from None
-    try:
-        stdout, stderr, overrun = _collect(process, time.monotonic() + timeout)
+        try:
+            process = subprocess.Popen(  # noqa: S603 (no shell; setpriv, then what the check runs)
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd="/",
+                env=dict(ENV),
+                pass_fds=descriptors,
+            )
+        except OSError as exc:
+            raise UncheckedError(f"setpriv cannot be run ({exc.strerror})") from None
+        with process:  # on leaving: its pipes closed, it reaped
+            try:
+                stdout, stderr, overrun = _collect(process, time.monotonic() + timeout)
+            finally:
+                process.kill()  # a no-op once it has ended
     finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
         _reap(known)
         _subreaper(previous)
-    answer = _Answer(
-        process.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
-    )
-    return answer, overrun
+    out, err = (output.decode("utf-8", "replace") for output in (stdout, stderr))
+    return _Answer(process.returncode, out, err, overrun)
 
 
 def _collect(
@@ -468,17 +450,17 @@ def _subreaper(value: int) -> int:
     before = ctypes.c_int()
     for option, argument in ((_PR_GET, ctypes.byref(before)), (_PR_SET, value)):
         if libc.prctl(option, argument, 0, 0, 0) != 0:
-            raise _Unchecked(f"prctl refused ({os.strerror(ctypes.get_errno())})")
+            raise UncheckedError(f"prctl refused ({os.strerror(ctypes.get_errno())})")
     return before.value
 
 
 def _garm_version(answer: _Answer, _build: GoBuild) -> str:
     """GARM's version: ``--version`` prints it alone and exits 0."""
     if answer.status != 0:
-        raise _Refused(f"`garm --version` {_exit(answer)}{_saying(answer)}")
+        raise ResourceError(f"`garm --version` {_exit(answer)}{_saying(answer)}")
     version = parse_version(answer.stdout)
     if version is None:
-        raise _Refused(f"`garm --version` printed {_printed(answer.stdout)}, not a version")
+        raise ResourceError(f"`garm --version` printed {_printed(answer.stdout)}, not a version")
     return version
 
 
@@ -491,13 +473,13 @@ def _provider_version(answer: _Answer, build: GoBuild) -> str | None:
     if answer.status == 0:
         version = parse_version(answer.stdout)
         if version is None:
-            raise _Refused(
+            raise ResourceError(
                 f"it printed {_printed(answer.stdout)} and exited 0 instead of asking for"
                 f" GARM_COMMAND"
             )
         return version
     if _PROVIDER_REFUSAL not in answer.stderr:
-        raise _Refused(f"it {_exit(answer)} without asking for GARM_COMMAND{_saying(answer)}")
+        raise ResourceError(f"it {_exit(answer)} without asking for GARM_COMMAND{_saying(answer)}")
     return parse_version(build.module_version)
 
 
@@ -521,13 +503,12 @@ def _extract(file: BinaryIO, mode: Literal["r:gz", "r:"], target: Path) -> None:
         with tarfile.open(fileobj=file, mode=mode) as archive:
             member = _find_member(archive, target.name)
             data = archive.extractfile(member)
-            if data is None:  # a regular file always has data; kept for the type checker
-                raise _Refused(f"{target.name} in the archive cannot be read")
+            assert data is not None  # noqa: S101 (a regular file always has data)
             _copy_bounded(data, target)
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
         # BadGzipFile (a CRC or length mismatch) is an OSError; others of those, from
         # writing the target, are not the operator's file at fault and propagate.
-        raise _Refused(f"it is not a readable tar archive ({_shown(str(exc))})") from None
+        raise ResourceError(f"it is not a readable tar archive ({_shown(str(exc))})") from None
 
 
 _BLOCK = 512
@@ -553,20 +534,20 @@ def _check_headers(file: BinaryIO, *, compressed: bool) -> None:
             return  # end of archive (or a short one, which tarfile then refuses)
         headers += 1
         if headers > MAX_ARCHIVE_MEMBERS * (MAX_EXTENSION_HEADERS + 1):
-            raise _Refused(f"the archive holds over {MAX_ARCHIVE_MEMBERS} files")
+            raise ResourceError(f"the archive holds over {MAX_ARCHIVE_MEMBERS} files")
         size = _header_size(header)
         if header[_TYPE] in _EXTENSIONS:
             extensions += 1
             if extensions > MAX_EXTENSION_HEADERS:
-                raise _Refused("the archive holds a chain of extended headers")
+                raise ResourceError("the archive holds a chain of extended headers")
             if size > MAX_EXTENSION_BYTES:
-                raise _Refused("the archive holds an extended header too large to read")
+                raise ResourceError("the archive holds an extended header too large to read")
         else:
             extensions = 0
         total += size
         if size > MAX_BINARY_BYTES or total > MAX_ARCHIVE_BYTES:
             name = PurePosixPath(header[:100].split(b"\0")[0].decode(errors="replace")).name
-            raise _Refused(f"{_shown(name)} in the archive is too large")
+            raise ResourceError(f"{_shown(name)} in the archive is too large")
         stream.seek(-(-size // _BLOCK) * _BLOCK, os.SEEK_CUR)  # past the end: the end
 
 
@@ -579,7 +560,7 @@ def _header_size(header: bytes) -> int:
     if not digits:
         return 0
     if not all(48 <= c <= 55 for c in digits):  # 0-7
-        raise _Refused("it is not a readable tar archive (a header's size is not a number)")
+        raise ResourceError("it is not a readable tar archive (a header's size is not a number)")
     return int(digits, 8)
 
 
@@ -595,12 +576,12 @@ def _find_member(archive: tarfile.TarFile, binary: str) -> tarfile.TarInfo:
     for count, member in enumerate(archive, start=1):
         path = PurePosixPath(member.name)
         if count > MAX_ARCHIVE_MEMBERS:
-            raise _Refused(f"the archive holds over {MAX_ARCHIVE_MEMBERS} files")
+            raise ResourceError(f"the archive holds over {MAX_ARCHIVE_MEMBERS} files")
         if path.is_absolute() or ".." in path.parts:
-            raise _Refused(f"the archive holds an unsafe path: {_shown(member.name)}")
+            raise ResourceError(f"the archive holds an unsafe path: {_shown(member.name)}")
         total += member.size
         if member.size > MAX_BINARY_BYTES or total > MAX_ARCHIVE_BYTES:
-            raise _Refused(f"{_shown(path.name)} in the archive is too large")
+            raise ResourceError(f"{_shown(path.name)} in the archive is too large")
         if member.isdir():
             continue
         if path.name != binary:
@@ -608,23 +589,24 @@ def _find_member(archive: tarfile.TarFile, binary: str) -> tarfile.TarInfo:
         elif member.isreg():
             found.append(member)
         else:
-            raise _Refused(f"{binary} in the archive is {_member_kind(member)}, not a file")
+            raise ResourceError(f"{binary} in the archive is {_member_kind(member)}, not a file")
     if not found:
-        raise _Refused(f"the archive holds no {binary} ({_holds(others)})")
+        raise ResourceError(f"the archive holds no {binary} ({_holds(others)})")
     if len(found) > 1:
-        raise _Refused(f"the archive holds {len(found)} files named {binary}")
+        raise ResourceError(f"the archive holds {len(found)} files named {binary}")
     return found[0]
 
 
+# What a member of the binary's name is when it is not a regular file, for the status line.
+_NOT_FILES = (
+    (tarfile.TarInfo.issym, "a symlink"),
+    (tarfile.TarInfo.islnk, "a hard link"),
+    (tarfile.TarInfo.isdev, "a device or fifo"),
+)
+
+
 def _member_kind(member: tarfile.TarInfo) -> str:
-    """What a non-regular archive member is, for the status line."""
-    if member.issym():
-        return "a symlink"
-    if member.islnk():
-        return "a hard link"
-    if member.isdev():
-        return "a device or fifo"
-    return "not a regular file"
+    return next((kind for test, kind in _NOT_FILES if test(member)), "not a regular file")
 
 
 def _holds(names: list[str]) -> str:
@@ -646,7 +628,7 @@ def _copy_bounded(source: IO[bytes], target: Path) -> None:
             while chunk := source.read(_CHUNK):
                 written += len(chunk)
                 if written > MAX_BINARY_BYTES:
-                    raise _Refused(f"it is larger than {MAX_BINARY_BYTES >> 20} MiB")
+                    raise ResourceError(f"it is larger than {MAX_BINARY_BYTES >> 20} MiB")
                 out.write(chunk)
         temporary.chmod(0o755)
         temporary.replace(target)

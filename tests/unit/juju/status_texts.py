@@ -88,7 +88,7 @@ SHOWN_ENUMS = ("Phase",)
 # Exceptions whose text is a hole: GARM's and GitHub's words (``garm.client``), and the
 # refusals of an attached resource (``garm.resources``), which the page shows as
 # ``<why>`` with examples.
-OPAQUE = frozenset({"GarmError", "GarmApiError", "GarmUnreachable", "_Refused"})
+OPAQUE = frozenset({"GarmError", "GarmApiError", "GarmUnreachable"})
 # Method names of the built-in types: a call of one is not followed into the charm.
 BUILTIN_METHODS = frozenset(
     name for kind in (str, bytes, list, dict, set, tuple) for name in dir(kind)
