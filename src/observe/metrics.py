@@ -18,17 +18,6 @@ from scalesets.notes import Notes
 from scalesets.reconciler import Outcome
 from scalesets.spec import Settings
 
-# Every phase a logical scaleset (or an orphan) is counted in, in the order shown.
-PHASES = (
-    "serving",
-    "creating",
-    "handing_over",
-    "retiring",
-    "draining",
-    "awaiting_deletion",
-    "force_removing",
-    "blocked",
-)
 _PHASE_LABEL = {
     Phase.CREATING: "creating",
     Phase.CREATING_REPLACEMENT: "creating",
@@ -38,6 +27,8 @@ _PHASE_LABEL = {
     Phase.AWAITING_DELETION: "awaiting_deletion",
     Phase.FORCE_REMOVING: "force_removing",
 }
+# Every phase a logical scaleset (or an orphan) is counted in, in the order shown.
+PHASES = ("serving", *dict.fromkeys(_PHASE_LABEL.values()), "blocked")
 # GARM's runner statuses (params.RunnerStatus), always shown so a series never vanishes
 # when its count drops to zero; any other status GARM reports is shown as it comes.
 RUNNER_STATUSES = ("pending", "installing", "idle", "active", "failed", "terminated")
