@@ -126,17 +126,16 @@ def publish(
     The token held is the one last published in the ``garm`` job, renewed when due
     (``token.renewed``). A non-leader drops the scrape jobs and any token.
     """
-    if leader is None:
-        jobs: list[dict[str, Any]] = []
-        databag.pop(TOKEN_KEY, None)
-    else:
+    held = None
+    jobs: list[dict[str, Any]] = []
+    if leader is not None:
         published = HeldToken.from_record(_published_token(databag), databag.get(TOKEN_KEY))
         held = renewed(published, now, leader)
-        if held is None:
-            databag.pop(TOKEN_KEY, None)
-        else:
-            _put(databag, TOKEN_KEY, held.record())
         jobs = scrape_jobs(leader.api_port, held.token if held else None, leader.https, leader.ca)
+    if held is None:
+        databag.pop(TOKEN_KEY, None)
+    else:
+        _put(databag, TOKEN_KEY, held.record())
     # The shape ``CosAgentProviderUnitData`` parses.
     config = {**telemetry, "metrics_scrape_jobs": jobs, "log_slots": []}
     _put(databag, KEY, json.dumps(config))

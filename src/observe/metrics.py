@@ -18,17 +18,6 @@ from scalesets.notes import Notes
 from scalesets.reconciler import Outcome
 from scalesets.spec import Settings
 
-# Every phase a logical scaleset (or an orphan) is counted in, in the order shown.
-PHASES = (
-    "serving",
-    "creating",
-    "handing_over",
-    "retiring",
-    "draining",
-    "awaiting_deletion",
-    "force_removing",
-    "blocked",
-)
 _PHASE_LABEL = {
     Phase.CREATING: "creating",
     Phase.CREATING_REPLACEMENT: "creating",
@@ -38,6 +27,8 @@ _PHASE_LABEL = {
     Phase.AWAITING_DELETION: "awaiting_deletion",
     Phase.FORCE_REMOVING: "force_removing",
 }
+# Every phase a logical scaleset (or an orphan) is counted in, in the order shown.
+PHASES = ("serving", *dict.fromkeys(_PHASE_LABEL.values()), "blocked")
 # GARM's runner statuses (params.RunnerStatus), always shown so a series never vanishes
 # when its count drops to zero; any other status GARM reports is shown as it comes.
 RUNNER_STATUSES = ("pending", "installing", "idle", "active", "failed", "terminated")
@@ -110,43 +101,44 @@ def render(
     observed = outcome.observed if outcome is not None else None
     if outcome is not None and observed is not None:
         _scaleset_families(out, outcome, observed, ended)
-    out.counter(
+    out.family(
         "garm_charm_force_removals_total",
         "Runners the charm force-removed (GARM accepted) since the unit started.",
         [({}, force_removals_total)],
+        kind="counter",
     )
-    out.gauge(
+    out.family(
         "garm_charm_last_pass_timestamp_seconds",
         "Unix time the charm's last pass ended; every other value is as of then.",
         [({}, ended.timestamp())],
     )
-    out.gauge(
+    out.family(
         "garm_charm_last_pass_duration_seconds",
         "How long the charm's last pass took.",
         [({}, duration)],
     )
-    out.gauge(
+    out.family(
         "garm_charm_last_pass_ok",
         "1 if the last pass read GARM, which answered and accepted every write; else 0.",
         [({}, int(outcome is not None and observed is not None and outcome.ok))],
     )
-    out.gauge(
+    out.family(
         "garm_charm_reconcile_interval_seconds",
         "The configured reconcile-interval (0: no timer, passes on hooks only).",
         [({}, reconcile_interval)],
     )
     if settings is not None:
-        out.gauge(
+        out.family(
             "garm_charm_drain_deadline_seconds",
             "The configured drain-deadline-minutes, in seconds (0: never force-remove).",
             [({}, settings.drain_deadline.total_seconds())],
         )
-        out.gauge(
+        out.family(
             "garm_charm_handover_timeout_seconds",
             "The configured handover-timeout-minutes, in seconds.",
             [({}, settings.handover_timeout.total_seconds())],
         )
-    out.gauge(
+    out.family(
         "garm_charm_info",
         "GARM's version, as the charm installed it.",
         [({"version": version.lower() or NO_STATUS}, 1)],
@@ -158,23 +150,23 @@ def _scaleset_families(out: _Text, outcome: Outcome, observed: Observed, now: da
     """The families that tell GARM's scalesets and runners, as the pass last saw them."""
     retired = _retired(observed)
     oldest = min(retired.values(), default=None)
-    out.gauge(
+    out.family(
         "garm_charm_scalesets",
         "Logical scalesets (and orphans) per phase of their changeover.",
         [({"phase": p}, n) for p, n in scalesets_by_phase(outcome).items()],
     )
-    out.gauge(
+    out.family(
         "garm_charm_changeover_oldest_seconds",
         "Age of the oldest changeover under way: since its oldest retired scaleset "
         "still present was retired (0 when none).",
         [({}, max((now - oldest).total_seconds(), 0.0) if oldest is not None else 0.0)],
     )
-    out.gauge(
+    out.family(
         "garm_charm_runners_draining",
         "Runners still on retired scalesets.",
         [({}, sum(i.scale_set_id in retired for i in observed.instances))],
     )
-    out.gauge(
+    out.family(
         "garm_charm_deletes_kept",
         "Scalesets whose delete GARM answered but kept (GitHub refused).",
         [({}, _deletes_kept(observed))],
@@ -187,12 +179,12 @@ def _scaleset_families(out: _Text, outcome: Outcome, observed: Observed, now: da
         counts = Counter(i.runner_status.lower() or NO_STATUS for i in runners.instances)
         for status in sorted(set(RUNNER_STATUSES) | set(counts)):
             by_status.append(({"scaleset": scaleset, "status": status}, counts[status]))
-    out.gauge(
+    out.family(
         "garm_charm_runners_failing",
         "Runners of a logical scaleset's current generation in error or failed to start.",
         failing,
     )
-    out.gauge(
+    out.family(
         "garm_charm_runners",
         "Runners of a logical scaleset's current generation, by GARM runner status.",
         by_status,
@@ -208,13 +200,7 @@ class _Text:
     def __init__(self) -> None:
         self._lines: list[str] = []
 
-    def gauge(self, name: str, help_text: str, samples: _Samples) -> None:
-        self._family(name, "gauge", help_text, samples)
-
-    def counter(self, name: str, help_text: str, samples: _Samples) -> None:
-        self._family(name, "counter", help_text, samples)
-
-    def _family(self, name: str, kind: str, help_text: str, samples: _Samples) -> None:
+    def family(self, name: str, help_text: str, samples: _Samples, kind: str = "gauge") -> None:
         self._lines.append(f"# HELP {name} {_escape_help(help_text)}")
         self._lines.append(f"# TYPE {name} {kind}")
         for labels, value in samples:

@@ -136,14 +136,12 @@ def renewed(held: HeldToken | None, now: datetime, leader: LeaderGarm) -> HeldTo
         return held
     try:
         token = leader.fetch_token()
-    except GarmError as exc:
-        # GarmError texts name the route and GARM's error, never a token.
-        logger.warning("GARM's metrics token not renewed (%s): %s", why, exc)
-        return _unexpired(held, now)
     except Exception as exc:  # telemetry never fails a hook
-        # Anything else (the admin login unreadable, a transport error): its kind only,
-        # as its text is not known to be free of what was sent.
-        logger.warning("GARM's metrics token not renewed (%s): %s", why, type(exc).__name__)
+        # A GarmError's text names the route and GARM's error, never a token; of anything
+        # else (the admin login unreadable, a transport error) only its kind is told, as
+        # its text is not known to be free of what was sent.
+        told = exc if isinstance(exc, GarmError) else type(exc).__name__
+        logger.warning("GARM's metrics token not renewed (%s): %s", why, told)
         return _unexpired(held, now)
     logger.info("GARM's metrics token renewed: %s", why)
     return HeldToken(token, now, fingerprint)

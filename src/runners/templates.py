@@ -49,8 +49,8 @@ def digest(base: Template, blocks: str) -> str:
 
 
 @dataclass(frozen=True)
-class CreateTemplate(Write):
-    """Create a logical scaleset's template from the base and the charm's blocks."""
+class _TemplateWrite(Write):
+    """A template of the charm's written whole: its description and the base with ``blocks``."""
 
     logical_name: str
     name: str
@@ -59,8 +59,13 @@ class CreateTemplate(Write):
     blocks: str
 
     def asks(self) -> list[tuple[str, str]]:
-        """By name, asking for what its description says it holds."""
+        """By name (an update shares its create's key), asking for what its description says."""
         return [(f"template:{self.name}", refusals.digest(self.description))]
+
+
+@dataclass(frozen=True)
+class CreateTemplate(_TemplateWrite):
+    """Create a logical scaleset's template from the base and the charm's blocks."""
 
     def line(self) -> str:
         """As the operator reads it."""
@@ -79,19 +84,10 @@ class CreateTemplate(Write):
 
 
 @dataclass(frozen=True)
-class UpdateTemplate(Write):
+class UpdateTemplate(_TemplateWrite):
     """Rewrite a template of the charm's in place: new runners get it, running ones not."""
 
     template_id: int
-    logical_name: str
-    name: str
-    description: str
-    base_id: int
-    blocks: str
-
-    def asks(self) -> list[tuple[str, str]]:
-        """The template's create key: one write, asking for its new description."""
-        return [(f"template:{self.name}", refusals.digest(self.description))]
 
     def line(self) -> str:
         """As the operator reads it."""
@@ -231,6 +227,6 @@ class Templates:
             create = CreateTemplate(logical_name, name, text, self.base.id, blocks)
             return Choice(ready=False, action=create)
         if mine.description.rpartition(_DIGEST)[2] != wanted:
-            update = UpdateTemplate(mine.id, logical_name, name, text, self.base.id, blocks)
+            update = UpdateTemplate(logical_name, name, text, self.base.id, blocks, mine.id)
             return Choice(mine.id, ready=False, action=update)
         return Choice(mine.id)

@@ -98,12 +98,12 @@ def test_a_changed_option_rewrites_the_template_and_nothing_else():
     result = run(SPEC, observed=observe(live, templates=(BASE, stale)))
     assert result.actions == (
         UpdateTemplate(
-            7,
             "ci",
             "garm-charm-ci",
             description("ci", digest(BASE, BLOCKS)),
             BASE.id,
             BLOCKS,
+            template_id=7,
         ),
     )
 

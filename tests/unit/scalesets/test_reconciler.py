@@ -495,7 +495,7 @@ ORG = Entity("organization", "org-uuid", "example-org")
             "create runner template garm-charm-ci-small for ci-small",
         ),
         (
-            UpdateTemplate(7, "ci", "garm-charm-ci", "d", 2, "b"),
+            UpdateTemplate("ci", "garm-charm-ci", "d", 2, "b", template_id=7),
             "update runner template garm-charm-ci for ci",
         ),
         (DeleteTemplate(7, "garm-charm-ci"), "delete runner template garm-charm-ci"),
