@@ -85,7 +85,7 @@ class Peers(ops.Object):
             logger.warning("ignored what could not be read of the peer data's %s", entities.KEY)
         units = (*relation.units, self.model.unit)
         return PeerRecords(
-            self._home(),
+            bag.get(HOME_KEY),
             frozenset(u.name for u in relation.units if relation.data[u].get(DATA_KEY)),
             Refusals.read(text),
             whole,
@@ -125,10 +125,6 @@ class Peers(ops.Object):
         if memory is not None:
             _put(bag, MEMORY_KEY, memory.text() if memory else None)
 
-    def _home(self) -> str | None:
-        relation = self.model.get_relation(PEERS)
-        return relation.data[self.model.app].get(HOME_KEY) if relation else None
-
     def _on_start_empty_garm(self, event: ops.ActionEvent) -> None:
         """Give up GARM's sqlite data on a unit that is gone for good: a new GARM here.
 
@@ -136,7 +132,8 @@ class Peers(ops.Object):
         say. The record of the charm's GARM goes only when it names the data given up;
         any other stays, so that the new GARM is set up only once adopted.
         """
-        relation, home, unit = self.model.get_relation(PEERS), self._home(), self.model.unit
+        relation, unit = self.model.get_relation(PEERS), self.model.unit
+        home = relation.data[self.model.app].get(HOME_KEY) if relation else None
         alive = self._view.alive()
         app, dying = self.model.app.name, self._view.dying()
         if refused := refuse_action(leads(unit), dying, "start-empty-garm", app):
