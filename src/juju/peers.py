@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 
 import ops
-from charms.garm_machine.v0.garm_configurator import DatabagError
 
 from garm import workload
 from garm.config import SqliteDatabase
@@ -27,7 +26,7 @@ from garm.refusals import Refusals
 from juju import entities, fence
 from juju.postgresql import RELATION as POSTGRESQL
 from juju.records import HomeChange, IdentityChange, PeerRecords, RecordChange
-from juju.relation import check_either_reading
+from juju.relation import refused_either_way
 from juju.status import refuse_action
 from juju.unit import leads
 from juju.view import JujuView
@@ -186,7 +185,7 @@ class Peers(ops.Object):
             event.fail(f"Nothing to choose: {unit} publishes only its {seen.use}")
         elif seen.org is None or seen.repo is None:
             event.fail(f"Nothing to choose: {unit} publishes neither org nor repo")
-        elif (refused := _refused(data or {})) is not None:
+        elif (refused := refused_either_way(data or {})) is not None:
             event.fail(f"{unit}'s data is refused, whichever it means: invalid {refused}")
         else:
             kind, other = ("org", "repo") if use == "org" else ("repo", "org")
@@ -210,12 +209,3 @@ def _put(bag: ops.RelationDataContent, key: str, value: str | None) -> None:
         bag.pop(key, None)
     else:
         bag[key] = value
-
-
-def _refused(data: dict[str, str]) -> DatabagError | None:
-    """Why the unit's data is refused read either way (as the pass reads it), or None."""
-    try:
-        check_either_reading(data)
-    except DatabagError as exc:
-        return exc
-    return None

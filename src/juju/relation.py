@@ -100,7 +100,8 @@ def relation_state(
             continue
         try:
             if unit in choices.unknown:
-                check_either_reading(data)  # only checked values are quoted
+                if (refused := refused_either_way(data)) is not None:
+                    raise refused  # only checked values are quoted
                 logger.error("garm-configurator unit %s publishes both org and repo", unit)
                 seen = choices.unknown[unit]
                 why = (
@@ -177,10 +178,14 @@ def failover_address(
     return (UnitProblem("external-url", reason, True),)
 
 
-def check_either_reading(data: Mapping[str, str]) -> None:
-    """Raise ``DatabagError`` unless both readings keep the contract: before either is quoted."""
-    for kind in entities.KINDS:
-        ConfiguratorUnitData.from_databag(data, kind)
+def refused_either_way(data: Mapping[str, str]) -> DatabagError | None:
+    """Why ``org`` or ``repo`` read alone breaks the contract, or None: before either is quoted."""
+    try:
+        for kind in entities.KINDS:
+            ConfiguratorUnitData.from_databag(data, kind)
+    except DatabagError as exc:
+        return exc
+    return None
 
 
 def own_provider(unit: str) -> str:
