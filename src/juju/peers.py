@@ -63,10 +63,8 @@ class Peers(ops.Object):
             and self._paths.sqlite_file.exists()
         )
         bag = relation.data[self.model.unit]
-        if has_data and DATA_KEY not in bag:
-            bag[DATA_KEY] = "true"
-        elif not has_data and DATA_KEY in bag:
-            del bag[DATA_KEY]
+        if has_data != (DATA_KEY in bag):
+            _put(bag, DATA_KEY, "true" if has_data else None)
 
     def records(self) -> PeerRecords:
         """What the peer relation holds now (nothing before it is created)."""
