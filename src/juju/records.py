@@ -194,10 +194,10 @@ class PassResult:
 
     ``outcome``: the scaleset pass's, None when the pass stopped before it.
     ``publish_back``: garm's application databag per configurator relation.
-    ``garm_here``: the leader's GARM for the collector to scrape. ``next_due``: the
-    reconcile timer's next pass at the latest. ``provider_record``: the providers GARM
-    now has, for the next leader. ``requeue_at``: when a pass can next make progress
-    (``garm.requeue``).
+    ``publish_telemetry`` False leaves the cos-agent data as it was; ``garm_here``: the
+    leader's GARM for the collector to scrape. ``next_due``: the reconcile timer's next
+    pass at the latest. ``provider_record``: the providers GARM now has, for the next
+    leader. ``requeue_at``: when a pass can next make progress (``garm.requeue``).
     """
 
     summary: Summary
