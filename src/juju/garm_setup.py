@@ -1,10 +1,8 @@
 """GARM's setup as the leader's pass runs it: on the GARM the charm set up, and no other.
 
-The setup's writes (admin, controller URLs, GitHub credentials, orgs and repos) go
-through the one write loop into the pass's ledger (``garm.setup``, ``garm.writes``),
-which the scalesets' writes go on in; this step adds the rules that judge GARM's
-answers: which GARM may be written to at all (``garm.identity``), and the status a
-stopped setup earns (``juju.status``).
+The setup's writes go through the one write loop into the pass's ledger (``garm.setup``,
+``garm.writes``), which the scalesets' writes go on in; this step adds which GARM may be
+written to at all (``garm.identity``) and the status a stopped setup earns.
 """
 
 from __future__ import annotations
@@ -37,12 +35,10 @@ from scalesets.reconciler import Garm, Outcome, observe
 class Setup:
     """GARM's setup as this pass left it.
 
-    ``writes`` is the pass's ledger: the memory of refusals, the setup's writes done and
-    held back; the scaleset pass goes on in it. ``stopped`` is the status when the pass
-    cannot go on (GARM unreachable, a read refused, no admin or URLs yet); otherwise
-    ``observed`` is GARM as it then stands, which the scaleset pass reuses so a pass reads
-    each list once. ``identity`` is the GARM to record as the charm's, stopped or not
-    (None: as it is).
+    ``writes``: the pass's ledger, which the scaleset pass goes on in. ``stopped``: the
+    status when the pass cannot go on; otherwise ``observed`` is GARM as it then stands,
+    which the scaleset pass reuses so a pass reads each list once. ``identity``: the GARM
+    to record as the charm's, stopped or not (None: as it is).
     """
 
     writes: Writes
@@ -65,11 +61,10 @@ def ensure(
 ) -> Setup:
     """Admin, controller URLs, credentials and orgs/repos, each write through the memory.
 
-    Only on the GARM the charm set up (``recorded``; ``here`` is where GARM's database is
+    Only on the GARM the charm set up (``recorded``; ``here``: where GARM's database is
     now): another one, or an empty one where one was recorded, gets no write at all, its
-    first run included, until the operator adopts it (``garm.identity``). ``app`` is the
-    application's name as deployed, for the hints. An unreachable GARM ends the writes,
-    with what was learnt kept in the ledger.
+    first run included, until the operator adopts it (``garm.identity``). An unreachable
+    GARM ends the writes, with what was learnt kept in the ledger.
     """
     log = told(client, setup_logger)
     writes = Writes(now, memory, log)

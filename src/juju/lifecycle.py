@@ -1,16 +1,11 @@
-"""Juju's lifecycle as rules: is this unit's view whole, and may it run GARM.
+"""Juju's lifecycle as rules: is this unit's view whole, and may it run GARM. Pure.
 
-Pure: the charm hands in what Juju told this hook (the relations and units it lists,
-``goal-state``'s answer, what earlier hooks on this unit saw) and acts on the verdict.
-Why these rules, with sources for the Juju facts behind them: ``docs/adr/0002``.
-
-A unit's ``relation-list`` is its *local* view: units whose ``-joined`` it has run and
-not yet departed. It can be short of what the operator asked for in ways that look
-exactly like a shrunk deployment: a relation between ``-created`` and its first
-``-joined`` (on a new leader too), a cross-model relation whose units are not in scope
-yet, a suspended cross-model relation. Deleting what such a view does not show would
-delete what users have, so a view is *complete* only when Juju itself says nothing is
-missing from it.
+Why, with sources for the Juju facts: ``docs/adr/0002``. A unit's ``relation-list`` is
+its *local* view (units whose ``-joined`` it has run and not yet departed), which can be
+short in ways that look exactly like a shrunk deployment: a relation between
+``-created`` and its first ``-joined``, a cross-model relation whose units are not in
+scope yet, a suspended one. Deleting what such a view does not show would delete what
+users have, so a view is *complete* only when Juju itself says nothing is missing.
 """
 
 from __future__ import annotations
@@ -31,10 +26,7 @@ SQLITE_MULTI_UNIT = (
 
 @dataclass(frozen=True)
 class RelationView:
-    """One garm-configurator relation as this hook sees it.
-
-    ``units`` is ``relation-list`` without a unit departing in this very hook.
-    """
+    """One garm-configurator relation; ``units`` without one departing in this hook."""
 
     id: int
     app: str
@@ -45,11 +37,9 @@ class RelationView:
 class View:
     """Whether this unit sees every related configurator unit; if not, who is missing.
 
-    ``complete`` False means a scaleset no visible unit publishes may still be wanted.
-    ``partial`` names the related applications that may have units this unit does not
-    see: what their visible units publish must not be retired either. ``cross_model``
-    names the related applications goal-state shows as another model's (keyed by an
-    offer URL): there, unit names follow the offer, not the application's own name.
+    ``partial``: the applications that may have units this unit does not see, whose
+    visible units' scalesets must not be retired either. ``cross_model``: those
+    goal-state keys by an offer URL, whose unit names follow the offer.
     """
 
     complete: bool
@@ -70,13 +60,11 @@ def assess(
 ) -> View:
     """Tell an incomplete view from a shrunk one, per related application.
 
-    ``goal`` maps every app and unit name ``goal-state`` lists under the
-    garm-configurator endpoint to its status (None: goal-state could not be read, so
-    nothing is known). For an application in this model Juju lists every unit it has,
-    joined here or not, so the view is whole once all of them are seen. A cross-model
-    application is keyed by its offer URL and its units are not listed: there, no units
-    in view is taken as the operator's doing only if this unit saw the last one depart
-    (``emptied``); otherwise its units have not joined here yet.
+    ``goal``: goal-state's status of every app and unit under the endpoint (None: it
+    could not be read). For an application in this model Juju lists every unit, joined
+    here or not. A cross-model one is keyed by its offer URL without its units: there, no
+    units in view is the operator's doing only if this unit saw the last one depart
+    (``emptied``).
     """
     relations = sorted(relations, key=lambda r: r.id)
     apps = frozenset(r.app for r in relations)
@@ -120,10 +108,7 @@ def unit_dying(units: Mapping[str, str] | None, unit: str) -> bool:
 
 @dataclass(frozen=True)
 class SqliteTenancy:
-    """Whether this leader may run GARM on its local sqlite data, and what to say.
-
-    ``claim`` asks the charm to record this unit as the one holding GARM's data.
-    """
+    """Whether this leader may run GARM on its local sqlite data; ``claim``: record it."""
 
     may_run: bool
     claim: bool = False
@@ -135,12 +120,10 @@ def sqlite_tenancy(
 ) -> SqliteTenancy:
     """Who may run GARM when its data is an sqlite file on one machine.
 
-    GARM's data cannot follow leadership to another machine. A new leader that started
-    an empty GARM would create every scaleset again beside the scale sets GitHub still
-    holds for the old GARM (GitHub refuses the duplicate names: every create fails), so
-    only the unit recorded as holding the data (``home``, or failing that a unit that
-    says it has the file, ``holders``) runs GARM; the first leader to run it records
-    itself. ``alive`` are this application's units per goal-state (None: unknown).
+    A new leader that started an empty GARM would create every scaleset again beside
+    those GitHub still holds for the old one (GitHub refuses the duplicate names), so only
+    the unit holding the data (``home``, else a unit that says it has the file) runs
+    GARM; the first leader to run it records itself.
     """
     elsewhere = home if home is not None else min(set(holders) - {unit}, default=None)
     if elsewhere is not None and elsewhere != unit:

@@ -36,11 +36,10 @@ def left_out(
 ) -> tuple[RelationState, tuple[Skipped, ...]]:
     """The relation state without what would run on another relation's provider, and why.
 
-    An application whose provider is held (``KeptProviders.held``) is left out whole,
-    told as skipped; any other spec on a provider kept for another relation is left out
-    alone. Left out, not held: a held spec keeps its name's live scalesets, which may be
-    the earlier relation's, which must drain to free the name. Held when GARM could not
-    say (``unsure``): the next pass knows. ``kept`` None leaves the state as it is.
+    An application whose provider is held is left out whole, told as skipped; any other
+    spec on a provider kept for another relation is left out alone. Left out, not held: a
+    held spec keeps its name's live scalesets, which may be the earlier relation's, which
+    must drain to free the name. Held when GARM could not say (``unsure``).
     """
     if kept is None:
         return state, ()
@@ -58,42 +57,29 @@ def left_out(
         )
         logger.warning("%s: %s", unit, reason)
         waiting.setdefault(application_of(unit), Skipped(unit, names.get(unit, ""), reason))
-    if kept.unsure:
-        # Held where it stands: nothing of these applications is told as left out.
-        state, waiting = _held_whole(state, waiting), {}
-    desired = state.desired
-    specs = []
+    desired, specs, holding = state.desired, [], []
     for spec in desired.specs:
         app = application_of(spec.source)
         if app in waiting:
-            continue
-        if kept.kept_for_another(spec.provider_name, ids.get(app)) is not None:
+            if kept.unsure:  # held where it stands: the next pass knows
+                reason = f"{waiting[app].reason}, if any still uses it"
+                holding.append(HeldSpec(spec.source, spec.name, reason, False))
+        elif kept.kept_for_another(spec.provider_name, ids.get(app)) is not None:
             logger.info(
                 "%s: left out: provider %s is another relation's", spec.source, spec.provider_name
             )
-            continue
-        specs.append(spec)
-    held_specs = [h for h in desired.held if application_of(h.source) not in waiting]
+        else:
+            specs.append(spec)
+    if kept.unsure:  # nothing of these applications is told as left out
+        waiting = {}
     told = [
         Skipped(h.source, h.name, h.reason, h.blocking)
         for h in desired.held
         if application_of(h.source) in waiting
     ]
-    desired = dataclasses.replace(desired, specs=tuple(specs), held=tuple(held_specs))
+    staying = [h for h in desired.held if application_of(h.source) not in waiting]
+    desired = dataclasses.replace(desired, specs=tuple(specs), held=(*staying, *holding))
     return dataclasses.replace(state, desired=desired), (*waiting.values(), *told)
-
-
-def _held_whole(state: RelationState, waiting: dict[str, Skipped]) -> RelationState:
-    """The state with every spec of a waiting application held, for why it waits."""
-    desired = state.desired
-    held = [
-        HeldSpec(spec.source, spec.name, f"{waiting[app].reason}, if any still uses it", False)
-        for spec in desired.specs
-        if (app := application_of(spec.source)) in waiting
-    ]
-    specs = tuple(s for s in desired.specs if application_of(s.source) not in waiting)
-    desired = dataclasses.replace(desired, specs=specs, held=(*desired.held, *held))
-    return dataclasses.replace(state, desired=desired)
 
 
 def _relation_ids(seen: Configurators) -> dict[str, int]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 
 import ops
-from charms.garm_machine.v0.garm_configurator import DatabagError
 
 from garm import workload
 from garm.config import SqliteDatabase
@@ -27,7 +26,7 @@ from garm.refusals import Refusals
 from juju import entities, fence
 from juju.postgresql import RELATION as POSTGRESQL
 from juju.records import HomeChange, IdentityChange, PeerRecords, RecordChange
-from juju.relation import check_either_reading
+from juju.relation import refused_either_way
 from juju.status import refuse_action
 from juju.unit import leads
 from juju.view import JujuView
@@ -64,10 +63,8 @@ class Peers(ops.Object):
             and self._paths.sqlite_file.exists()
         )
         bag = relation.data[self.model.unit]
-        if has_data and DATA_KEY not in bag:
-            bag[DATA_KEY] = "true"
-        elif not has_data and DATA_KEY in bag:
-            del bag[DATA_KEY]
+        if has_data != (DATA_KEY in bag):
+            _put(bag, DATA_KEY, "true" if has_data else None)
 
     def records(self) -> PeerRecords:
         """What the peer relation holds now (nothing before it is created)."""
@@ -85,7 +82,7 @@ class Peers(ops.Object):
             logger.warning("ignored what could not be read of the peer data's %s", entities.KEY)
         units = (*relation.units, self.model.unit)
         return PeerRecords(
-            self._home(),
+            bag.get(HOME_KEY),
             frozenset(u.name for u in relation.units if relation.data[u].get(DATA_KEY)),
             Refusals.read(text),
             whole,
@@ -125,10 +122,6 @@ class Peers(ops.Object):
         if memory is not None:
             _put(bag, MEMORY_KEY, memory.text() if memory else None)
 
-    def _home(self) -> str | None:
-        relation = self.model.get_relation(PEERS)
-        return relation.data[self.model.app].get(HOME_KEY) if relation else None
-
     def _on_start_empty_garm(self, event: ops.ActionEvent) -> None:
         """Give up GARM's sqlite data on a unit that is gone for good: a new GARM here.
 
@@ -136,7 +129,8 @@ class Peers(ops.Object):
         say. The record of the charm's GARM goes only when it names the data given up;
         any other stays, so that the new GARM is set up only once adopted.
         """
-        relation, home, unit = self.model.get_relation(PEERS), self._home(), self.model.unit
+        relation, unit = self.model.get_relation(PEERS), self.model.unit
+        home = relation.data[self.model.app].get(HOME_KEY) if relation else None
         alive = self._view.alive()
         app, dying = self.model.app.name, self._view.dying()
         if refused := refuse_action(leads(unit), dying, "start-empty-garm", app):
@@ -189,7 +183,7 @@ class Peers(ops.Object):
             event.fail(f"Nothing to choose: {unit} publishes only its {seen.use}")
         elif seen.org is None or seen.repo is None:
             event.fail(f"Nothing to choose: {unit} publishes neither org nor repo")
-        elif (refused := _refused(data or {})) is not None:
+        elif (refused := refused_either_way(data or {})) is not None:
             event.fail(f"{unit}'s data is refused, whichever it means: invalid {refused}")
         else:
             kind, other = ("org", "repo") if use == "org" else ("repo", "org")
@@ -213,12 +207,3 @@ def _put(bag: ops.RelationDataContent, key: str, value: str | None) -> None:
         bag.pop(key, None)
     else:
         bag[key] = value
-
-
-def _refused(data: dict[str, str]) -> DatabagError | None:
-    """Why the unit's data is refused read either way (as the pass reads it), or None."""
-    try:
-        check_either_reading(data)
-    except DatabagError as exc:
-        return exc
-    return None

@@ -1,7 +1,6 @@
 """What the readers of Juju hand the leader's pass, and what it hands back: plain records.
 
-No ops: the pass takes these without knowing whether a hook read them (``charm``)
-or a test built them by hand.
+No ops: a hook reads them (``charm``), or a test builds them.
 """
 
 from __future__ import annotations
@@ -35,10 +34,9 @@ T = TypeVar("T")
 class Configurators:
     """The garm-configurator relations as this hook sees them (``view.JujuView``).
 
-    ``units``: each visible unit's (name, databag), in a stable order, without what this
-    hook takes away; ``view``: whether they are all there is. ``apps``: each relation's
-    remote application by id. ``runner``: what every runner is set up with besides its
-    unit's options, GARM's host aside.
+    ``units``: each visible unit's (name, databag), without what this hook takes away;
+    ``view``: whether they are all there is. ``apps``: each relation's remote application
+    by id. ``runner``: what every runner gets besides its unit's options and GARM's host.
     """
 
     related: bool
@@ -73,13 +71,10 @@ IdentityChange = Identity | Literal["forget"] | None
 class PeerRecords:
     """The peer relation as this hook reads it (``peers.Peers``).
 
-    ``home``: the ``sqlite-home`` record; ``holders``: the units whose machine has GARM's
-    sqlite file. ``memory`` (``garm.refusals``) and ``entities`` (``juju.entities``) are
-    as any leader left them; ``*_whole`` False when some of it did not read (a hand edit),
-    so the next pass writes it over. ``running``: each unit's ``garm-running`` record
-    (``juju.fence``) as committed before this hook, None with no peer relation yet.
-    ``joined``: the other units whose ``-joined`` this one has run. ``identity``: the
-    GARM the charm set up (``garm.identity``), None before one was recorded.
+    ``holders``: the units whose machine has GARM's sqlite file. ``*_whole`` False when
+    some of it did not read (a hand edit), so the next pass writes it over. ``running``:
+    each unit's ``garm-running`` record as committed before this hook, None with no peer
+    relation yet. ``joined``: the other units whose ``-joined`` this one has run.
     """
 
     home: str | None = None
@@ -174,9 +169,8 @@ class LeaderInputs:
 class Inputs:
     """What one hook tells this unit: who it is, what its machine is, what Juju says.
 
-    ``asked``: when the hook asked Juju whether this unit leads (GARM's lease counts from
-    it). ``alive``: this application's units whose removal has not begun, per goal-state
-    (None: unknown). ``leader`` is None on a unit that does not lead.
+    ``asked``: when the hook asked whether this unit leads (GARM's lease counts from it).
+    ``alive``: the units whose removal has not begun, per goal-state (None: unknown).
     """
 
     unit: str
@@ -200,13 +194,10 @@ class PassResult:
 
     ``outcome``: the scaleset pass's, None when the pass stopped before it.
     ``publish_back``: garm's application databag per configurator relation.
-    ``sqlite_home``, ``memory``, ``chosen`` and ``garm_identity`` go to the peer relation.
     ``publish_telemetry`` False leaves the cos-agent data as it was; ``garm_here``: the
-    leader's GARM for the collector to scrape. ``next_due``: when the reconcile timer this
-    pass kept runs the next pass at the latest (sooner if a hook comes first).
-    ``provider_record``: the providers GARM now has, for the next leader to read.
-    ``requeue_at``: when a pass can next make progress, for one extra pass then
-    (``garm.requeue``).
+    leader's GARM for the collector to scrape. ``next_due``: the reconcile timer's next
+    pass at the latest. ``provider_record``: the providers GARM now has, for the next
+    leader. ``requeue_at``: when a pass can next make progress (``garm.requeue``).
     """
 
     summary: Summary

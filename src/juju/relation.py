@@ -31,9 +31,8 @@ _NO_IMAGE = "image_id not published yet"
 class RelationState:
     """What the garm-configurator relations ask for.
 
-    ``silent``: units with no scaleset published yet. ``units``: every unit whose data
-    parsed. ``unseen``: what an incomplete view waits for. ``chosen``: which of ``org``
-    and ``repo`` each unit means, to remember.
+    ``silent``: units with no scaleset yet. ``units``: every unit whose data parsed.
+    ``unseen``: what an incomplete view waits for. ``chosen``: for ``entities``' memory.
     """
 
     related: bool
@@ -57,8 +56,7 @@ class UnitProblem:
 class GarmInputs:
     """What GARM itself must hold for the related units: providers, credentials, orgs.
 
-    ``published``: every (kind, lower-cased name) some unit names, which GARM keeps even
-    when it cannot (re)bind them yet.
+    ``published``: every (kind, lower-cased name) some unit names, kept even unbound.
     """
 
     providers: tuple[OpenstackProvider, ...] = ()
@@ -83,8 +81,7 @@ def relation_state(
     the contract, names another unit's provider, publishes both ``org`` and ``repo`` with
     no known choice (``entities``), or names an org or repo another application names
     with another GitHub App (``credential_conflicts``); waiting, one with no image yet.
-    ``view`` says whether this unit sees every related unit (``lifecycle``). ``app`` is
-    this application's name as deployed, which the hints name.
+    ``app``: this application's name as deployed, for the hints.
     """
     specs: list[ScalesetSpec] = []
     held: list[HeldSpec] = []
@@ -103,7 +100,8 @@ def relation_state(
             continue
         try:
             if unit in choices.unknown:
-                check_either_reading(data)  # only checked values are quoted
+                if (refused := refused_either_way(data)) is not None:
+                    raise refused  # only checked values are quoted
                 logger.error("garm-configurator unit %s publishes both org and repo", unit)
                 seen = choices.unknown[unit]
                 why = (
@@ -180,13 +178,14 @@ def failover_address(
     return (UnitProblem("external-url", reason, True),)
 
 
-def check_either_reading(data: Mapping[str, str]) -> None:
-    """Raise ``DatabagError`` unless both ``org`` and ``repo`` readings keep the contract.
-
-    Both are checked before either is quoted (status, action).
-    """
-    for kind in entities.KINDS:
-        ConfiguratorUnitData.from_databag(data, kind)
+def refused_either_way(data: Mapping[str, str]) -> DatabagError | None:
+    """Why ``org`` or ``repo`` read alone breaks the contract, or None: before either is quoted."""
+    try:
+        for kind in entities.KINDS:
+            ConfiguratorUnitData.from_databag(data, kind)
+    except DatabagError as exc:
+        return exc
+    return None
 
 
 def own_provider(unit: str) -> str:
@@ -200,9 +199,9 @@ def _owned(
     """The unit's data with its provider named after the unit itself, or a refusal.
 
     So no unit's OpenStack settings replace another's (whose runners would boot in a
-    foreign project). A cross-model unit's derived name may differ in the application
-    part (its offer or alias), never in the unit number: it is renamed to the local one.
-    ``names`` are the providers the related units own.
+    foreign project). A cross-model unit's name may differ in the application part (its
+    offer or alias), never in the number: it is renamed to the local one. ``names``: the
+    providers the related units own.
     """
     own = own_provider(unit)
     published = data.provider_name
@@ -236,7 +235,7 @@ class CredentialConflict:
     """An org or repo that several applications name with different GitHub Apps.
 
     GARM binds it to one credential, with which every runner under it registers: one
-    application's runners would act as another's App. ``name`` as first spelt.
+    application's runners would act as another's App.
     """
 
     option: str
@@ -258,10 +257,9 @@ def credential_conflicts(
 ) -> dict[tuple[str, str], CredentialConflict]:
     """The orgs and repos, by ``_key``, named with different GitHub Apps.
 
-    An application's App is the (app id, installation id) of its first unit naming it (a
-    former configurator leader keeps what it published), so it never conflicts with
-    itself. The key may be mid-rotation and takes no part; the ids are in the databag, so
-    a conflict is seen before any secret is readable.
+    An application's App is the ids of its first unit naming it (a former configurator
+    leader keeps what it published), so it never conflicts with itself. The ids are in
+    the databag (not the key, which may be mid-rotation): seen before any secret is.
     """
     apps: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
     spelt: dict[tuple[str, str], str] = {}
@@ -310,9 +308,9 @@ def spec_from_unit(
 
     Pre-install scripts go as ``extra_specs.pre_install_scripts`` (name to base64, run
     as root in name order: docs/reference/garm-api.md §2.5). A proxy adds the charm's
-    aproxy script, named to run first, and turns off the boot-time OS update
-    (``disable_updates``), which would run before it. The template blocks are rendered
-    here so the planner can tell from the spec alone whether GARM's template is current.
+    aproxy script, named to run first, and turns off the boot-time OS update, which would
+    run before it. The template blocks are rendered here so the planner can tell from the
+    spec alone whether GARM's template is current.
     """
     options = runner_options(data)
     scripts = dict(data.pre_install_scripts or {})
@@ -359,8 +357,8 @@ def garm_inputs(
 ) -> GarmInputs:
     """Providers, GitHub App credentials and entities from the units' Phase B data.
 
-    One credential per (app id, installation id); an entity is bound to its first unit's,
-    and to none while in conflict: GARM keeps its binding.
+    One credential per App; an entity is bound to its first unit's, and to none while in
+    conflict: GARM keeps its binding.
     """
     units = list(units)
     conflicts = credential_conflicts(units)

@@ -23,9 +23,8 @@ logger = logging.getLogger(__name__)
 def publish(charm: ops.CharmBase, root: Path, now: datetime, leader: LeaderGarm | None) -> None:
     """Tell the collector on this machine what to scrape, alert on and show.
 
-    Every unit hands it the rules and dashboards found under ``root`` (the charm's
-    directory); the leader (``leader`` not None) also the scrape jobs, with GARM's
-    metrics token, renewed only when this pass reached GARM.
+    Every unit hands it the rules and dashboards under ``root``; the leader also the
+    scrape jobs, with GARM's metrics token, renewed only when this pass reached GARM.
     """
     relations = charm.model.relations[cos_agent.RELATION]
     if not relations:

@@ -100,7 +100,7 @@ class JujuView(ops.Object):
         return RunnerContext("", server)
 
     def tell(self, wanted: Mapping[int, Mapping[str, str]] | None) -> None:
-        """Publish ``publish.published``'s answer on each relation; None leaves them."""
+        """Publish ``publish.published``'s answer on each relation."""
         if wanted is None:
             return
         for relation in self.model.relations[self.endpoint]:
@@ -112,10 +112,7 @@ class JujuView(ops.Object):
                 logger.warning("scaleset states not published on %s: %s", relation.id, exc)
 
     def _goal(self, relation: str | None = None) -> dict[str, str] | None:
-        """Goal-state's status of each unit of this application, or of ``relation``.
-
-        Read once per hook; None when the tool fails.
-        """
+        """Goal-state's status of this application's units, or ``relation``'s; read once a hook."""
         if self._goal_state is None:
             try:
                 self._goal_state = ops.hookcmds.goal_state()
