@@ -138,7 +138,8 @@ def run(
         # On a shared database GARM may start only while its lease holds (``fence``).
         lease_check=str(paths.lease_script) if isinstance(database, PostgresqlDatabase) else None,
     )
-    changed |= workload.ensure_service(paths.unit_file, unit)
+    service = workload.Units(paths.unit_file.name, (paths.unit_file,), start=None)
+    changed |= service.install([unit])
     if changed and (warning := plain_http_warning(base_url(config, leader, tls), inputs.app)):
         logger.warning("%s", warning)
     answering = _start(inputs, config, changed)
