@@ -1,13 +1,10 @@
-"""GARM on this machine, as the leader's pass asks for it: one call, one answer.
+"""GARM on this machine, as the leader's pass asks for it: ``run``, one call, one answer.
 
-``run`` makes GARM run here and answers ``OnMachine``. Around it, the fence's verdict is
-acted on (rules in ``juju.fence``, the lease in ``garm.lease``): ``fence`` first of all,
-``keep_timer`` last, ``serve_on`` for a dying leader, and ``release``, ``stand_down``,
-``stop`` and ``remove`` for a unit that must run nothing.
-
-In ``juju``, not ``garm``, because who may run GARM here is Juju's to say (the fence, the
-sqlite home, which relation a provider came from); the systemd and file verbs beneath it
-are ``garm.workload``'s.
+Around it the fence's verdict is acted on (``juju.fence``, ``garm.lease``): ``fence``
+first, ``keep_timer`` last, ``serve_on`` for a dying leader, ``release`` for a unit that
+must run nothing. In ``juju``, not ``garm``: who may run GARM here is Juju's to say (the
+fence, the sqlite home, which relation a provider came from); the systemd and file verbs
+beneath it are ``garm.workload``'s.
 """
 
 from __future__ import annotations
@@ -455,18 +452,20 @@ def stand_down(paths: workload.Paths, *, timer_too: bool = True) -> None:
 
 
 def release(paths: workload.Paths, why: str) -> RecordChange:
-    """No GARM on this machine any more, nor a lease for one: its record can go.
+    """No GARM on this machine any more, nor a lease for one, and stood down: its record can go.
 
     GARM stops first, so a failure leaves the checker and timer for the retried hook; the
     record goes only once systemd says GARM is not running (None: it stays).
     """
     if workload.stop(paths.unit_file):
         logger.info("%s: GARM stopped on this unit", why)
-    if workload.is_active():
+    running = workload.is_active()
+    if running:
         logger.error("%s: GARM is still running here; its record stays", why)
-        return None
-    _unfenced(paths)
-    return "clear"
+    else:
+        _unfenced(paths)
+    stand_down(paths)
+    return None if running else "clear"
 
 
 def _unfenced(paths: workload.Paths) -> None:
@@ -477,13 +476,10 @@ def _unfenced(paths: workload.Paths) -> None:
 
 def stop(paths: workload.Paths) -> RecordChange:
     """The unit is going: GARM stops with it (relations were torn down before)."""
-    record = release(paths, "unit stopping")
-    stand_down(paths)
-    return record
+    return release(paths, "unit stopping")
 
 
 def remove(paths: workload.Paths) -> None:
     """Take GARM's configuration, secrets and data off the machine."""
     release(paths, "unit removed")
-    stand_down(paths)
     workload.remove(paths)
