@@ -28,7 +28,7 @@ from garm.config import (
     render_files,
     render_unit,
 )
-from garm.database import choose_database, moving_to_postgresql
+from garm.database import choose_database
 from garm.identity import where as where_data
 from garm.models import ScaleSet
 from garm.providers import KeptProviders, Recorded, kept_providers
@@ -180,13 +180,8 @@ def _place_data(
     """
     paths, peers = inputs.machine.paths, leader.peers
     current, answer = workload.configured_database(paths.config_file), leader.postgresql
-    choice = choose_database(
-        current,
-        inputs.postgresql_related,
-        answer,
-        live() if moving_to_postgresql(current, answer) else None,
-        SqliteDatabase(str(paths.sqlite_file)),
-    )
+    local = SqliteDatabase(str(paths.sqlite_file))
+    choice = choose_database(current, inputs.postgresql_related, answer, live, local)
     if choice.database is None:
         return Summary("waiting", choice.waiting), None, ()
     problems = [UnitProblem("postgresql", choice.problem, choice.blocking)]
