@@ -199,11 +199,9 @@ def install_binary(source: Path, target: Path) -> bool:
     Renamed into place: a running GARM keeps its old inode and never sees a half-written
     binary (writing over a running executable fails anyway).
     """
-    if target.is_file() and _sha256(target) == _sha256(source):
-        if stat.S_IMODE(target.stat().st_mode) == 0o755:
-            return False
-        target.chmod(0o755)
-        return True
+    same = target.is_file() and _sha256(target) == _sha256(source)
+    if same and stat.S_IMODE(target.stat().st_mode) == 0o755:
+        return False
     target.parent.mkdir(parents=True, exist_ok=True)
     with source.open("rb") as src:
         _write_atomic(target, src.read(), 0o755, owner=None)
