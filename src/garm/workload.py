@@ -120,15 +120,16 @@ class Paths:
 
 @dataclass(frozen=True)
 class Units:
-    """Files that systemd runs, written, enabled, started and removed as one.
+    """Files that systemd runs, written and enabled as one.
 
     GARM's service, the timers (``garm.timer``, ``garm.lease``) and the metrics server
-    (``observe.endpoint``) each name theirs here, so that one way writes and starts them all.
+    (``observe.endpoint``) each name theirs here, so that one way writes and enables them
+    all; GARM's is started and stopped by its owner (``juju.machine``, ``stop``).
     """
 
     # The unit: ``enable --now`` keeps it running; "restart": ``enable`` then ``restart``,
-    # so that a running service reads a changed script; None: ``enable`` alone, its owner
-    # starts it (GARM's, ``juju.machine``). ``disable --now`` removes it (``remove``).
+    # so that a running service reads a changed script; None: ``enable`` alone, for GARM's.
+    # ``disable --now`` removes it (``remove``).
     unit: str
     # Written in this order (0644, atomically). The last marks the set installed; if
     # systemd fails, the first is deleted, so the next ``install`` tries again.

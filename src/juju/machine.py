@@ -469,11 +469,6 @@ def _unfenced(paths: workload.Paths) -> None:
     paths.fence_file.unlink(missing_ok=True)
 
 
-def stop(paths: workload.Paths) -> RecordChange:
-    """The unit is going: GARM stops with it (relations were torn down before)."""
-    return release(paths, "unit stopping")
-
-
 def remove(paths: workload.Paths) -> None:
     """Take GARM's configuration, secrets and data off the machine."""
     release(paths, "unit removed")
