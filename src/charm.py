@@ -69,7 +69,8 @@ class GarmCharm(ops.CharmBase):
 
     def _on_stop(self, event: ops.StopEvent) -> None:
         self.view.note(event)
-        record = machine.stop(self.paths)  # GARM first: nothing else may keep it running
+        # GARM first: nothing else may keep it running (relations were torn down before).
+        record = machine.release(self.paths, "unit stopping")
         self.unit.set_ports()
         self.peers.record(record)
         self._summary = Summary("maintenance", leader.BEING_REMOVED)

@@ -272,7 +272,6 @@ def _stand_by(inputs: Inputs) -> PassResult:
     """A unit that does not lead: no GARM here, and say if sqlite is being shared."""
     paths = inputs.machine.paths
     record = machine.release(paths, "being removed" if inputs.dying else "not the leader")
-    machine.stand_down(paths)
     if inputs.dying:
         return PassResult(Summary("maintenance", BEING_REMOVED), ports=(), garm_record=record)
     alive = inputs.alive

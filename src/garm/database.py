@@ -7,7 +7,7 @@ the operator, and GARM leaves sqlite only while it holds no scaleset. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from garm.config import Database, PostgresqlDatabase, SqliteDatabase
@@ -27,25 +27,21 @@ class DatabaseChoice:
     waiting: str = ""
 
 
-def moving_to_postgresql(current: Database | None, answer: PostgresqlDatabase | None) -> bool:
-    """Whether GARM, on sqlite now, is offered PostgreSQL: then its scalesets decide."""
-    return answer is not None and isinstance(current, SqliteDatabase)
-
-
 def choose_database(
     current: Database | None,
     related: bool,
     answer: PostgresqlDatabase | None,
-    scalesets: Sequence[ScaleSet] | None,
+    scalesets: Callable[[], Sequence[ScaleSet] | None],
     local: SqliteDatabase,
 ) -> DatabaseChoice:
     """The database for GARM's configuration.
 
-    ``current``: what it names now (None before written); ``scalesets``: GARM's, None
-    when unread (they may exist); ``local``: the sqlite file used without PostgreSQL.
+    ``current``: what it names now (None before written); ``scalesets``: GARM's, read only
+    for a move from sqlite (None: unread, they may exist); ``local``: the sqlite file used
+    without PostgreSQL.
     """
     if answer is not None:
-        if moving_to_postgresql(current, answer) and scalesets != []:
+        if isinstance(current, SqliteDatabase) and scalesets() != []:
             reason = (
                 "GARM keeps scalesets in its local sqlite database, which is not moved "
                 "to PostgreSQL: remove the postgresql relation, or the scalesets first"

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 import requests
 from charmlibs import passwd, systemd
@@ -119,32 +120,34 @@ class Paths:
 
 @dataclass(frozen=True)
 class Units:
-    """Files of the charm's own that systemd runs, installed, kept running and removed as one.
+    """Files that systemd runs, written and enabled as one.
 
-    The timers (``garm.timer``, ``garm.lease``) and the metrics server (``observe.endpoint``)
-    each name theirs here, so that one way writes, starts, finds and removes them all.
+    GARM's service, the timers (``garm.timer``, ``garm.lease``) and the metrics server
+    (``observe.endpoint``) each name theirs here, so that one way writes and enables them
+    all; GARM's is started and stopped by its owner (``juju.machine``, ``stop``).
     """
 
-    # The unit kept running: ``enable --now``, or ``enable`` then ``restart`` (``restart``),
-    # so that a running service reads a changed script; ``disable --now`` removes it.
+    # The unit: ``enable --now`` keeps it running; "restart": ``enable`` then ``restart``,
+    # so that a running service reads a changed script; None: ``enable`` alone, for GARM's.
+    # ``disable --now`` removes it (``remove``).
     unit: str
     # Written in this order (0644, atomically). The last marks the set installed; if
-    # starting fails, the first is deleted, so the next ``install`` tries again.
+    # systemd fails, the first is deleted, so the next ``install`` tries again.
     files: tuple[Path, ...]
-    restart: bool = False
+    start: Literal["now", "restart"] | None = "now"
     # A timer's service, stopped on removal if its file is there: a run in progress.
     stop: Path | None = None
 
     def install(self, texts: Sequence[str]) -> bool:
-        """Write the files whose ``texts`` differ, then start the unit; whether it changed.
+        """Write the files whose ``texts`` differ, then enable the unit; whether it changed.
 
-        Nothing to do when none differs and the unit is active; one stopped out of band
-        (``systemctl stop``, a failed start) is started again, as the fence relies on the
-        lease's and the reconcile timers running.
+        Nothing to do when none differs and the unit is active or its owner's to start;
+        one stopped out of band (``systemctl stop``, a failed start) is started again, as
+        the fence relies on the lease's and the reconcile timers running.
         """
         wanted = zip(self.files, texts, strict=True)
         stale = [(path, text) for path, text in wanted if read_text(path) != text]
-        if not stale and systemd.service_running(self.unit):
+        if not stale and (self.start is None or systemd.service_running(self.unit)):
             return False
         if not stale:
             logger.warning("%s was not running: started again", self.unit)
@@ -153,8 +156,8 @@ class Units:
             _write_atomic(path, text.encode(), 0o644, owner=None)
         try:
             systemd.daemon_reload()
-            systemd.service_enable(*(() if self.restart else ("--now",)), self.unit)
-            if self.restart:
+            systemd.service_enable(*(("--now",) if self.start == "now" else ()), self.unit)
+            if self.start == "restart":
                 systemd.service_restart(self.unit)
         except BaseException:
             self.files[0].unlink(missing_ok=True)
@@ -197,11 +200,9 @@ def install_binary(source: Path, target: Path) -> bool:
     Renamed into place: a running GARM keeps its old inode and never sees a half-written
     binary (writing over a running executable fails anyway).
     """
-    if target.is_file() and _sha256(target) == _sha256(source):
-        if stat.S_IMODE(target.stat().st_mode) == 0o755:
-            return False
-        target.chmod(0o755)
-        return True
+    same = target.is_file() and _sha256(target) == _sha256(source)
+    if same and stat.S_IMODE(target.stat().st_mode) == 0o755:
+        return False
     target.parent.mkdir(parents=True, exist_ok=True)
     with source.open("rb") as src:
         _write_atomic(target, src.read(), 0o755, owner=None)
@@ -315,23 +316,6 @@ def read_provider_files(config_dir: Path) -> dict[str, str]:
     return {f"providers/{path.name}": path.read_text() for path in directory.iterdir()}
 
 
-def ensure_service(unit_path: Path, text: str) -> bool:
-    """Install the unit ``text``; on a change, reload systemd and enable the service."""
-    if read_text(unit_path) == text:
-        return False
-    unit_path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(unit_path, text.encode(), 0o644, owner=None)
-    try:
-        systemd.daemon_reload()
-        systemd.service_enable(unit_path.name)
-    except BaseException:
-        # Unchanged content would skip the reload next time: remove it so the next call
-        # (the retried hook) writes it again and finishes the job.
-        unit_path.unlink(missing_ok=True)
-        raise
-    return True
-
-
 def last_start(paths: Paths) -> datetime | None:
     """When a pass last started GARM (``restart``); None: not since its cause went."""
     text = (read_text(paths.start_file) or "").strip()
@@ -418,7 +402,7 @@ def stop(unit_path: Path) -> bool:
     """Stop and disable GARM if it was ever set up here; whether it was.
 
     Only the leader runs GARM: a second one would manage the same scale sets on GitHub. A
-    GARM running without its unit file (a failed reload deletes it, ``ensure_service``) is
+    GARM running without its unit file (a failed reload deletes it, ``Units.install``) is
     stopped too: whether it runs is ``is_active``'s to say, not this file's.
     """
     there = unit_path.exists()

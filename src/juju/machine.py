@@ -1,13 +1,10 @@
-"""GARM on this machine, as the leader's pass asks for it: one call, one answer.
+"""GARM on this machine, as the leader's pass asks for it: ``run``, one call, one answer.
 
-``run`` makes GARM run here and answers ``OnMachine``. Around it, the fence's verdict is
-acted on (rules in ``juju.fence``, the lease in ``garm.lease``): ``fence`` first of all,
-``keep_timer`` last, ``serve_on`` for a dying leader, and ``release``, ``stand_down``,
-``stop`` and ``remove`` for a unit that must run nothing.
-
-In ``juju``, not ``garm``, because who may run GARM here is Juju's to say (the fence, the
-sqlite home, which relation a provider came from); the systemd and file verbs beneath it
-are ``garm.workload``'s.
+Around it the fence's verdict is acted on (``juju.fence``, ``garm.lease``): ``fence``
+first, ``keep_timer`` last, ``serve_on`` for a dying leader, ``release`` for a unit that
+must run nothing. In ``juju``, not ``garm``: who may run GARM here is Juju's to say (the
+fence, the sqlite home, which relation a provider came from); the systemd and file verbs
+beneath it are ``garm.workload``'s.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ from garm.config import (
     render_files,
     render_unit,
 )
-from garm.database import choose_database, moving_to_postgresql
+from garm.database import choose_database
 from garm.identity import where as where_data
 from garm.models import ScaleSet
 from garm.providers import KeptProviders, Recorded, kept_providers
@@ -138,7 +135,8 @@ def run(
         # On a shared database GARM may start only while its lease holds (``fence``).
         lease_check=str(paths.lease_script) if isinstance(database, PostgresqlDatabase) else None,
     )
-    changed |= workload.ensure_service(paths.unit_file, unit)
+    service = workload.Units(paths.unit_file.name, (paths.unit_file,), start=None)
+    changed |= service.install([unit])
     if changed and (warning := plain_http_warning(base_url(config, leader, tls), inputs.app)):
         logger.warning("%s", warning)
     answering = _start(inputs, config, changed)
@@ -182,13 +180,8 @@ def _place_data(
     """
     paths, peers = inputs.machine.paths, leader.peers
     current, answer = workload.configured_database(paths.config_file), leader.postgresql
-    choice = choose_database(
-        current,
-        inputs.postgresql_related,
-        answer,
-        live() if moving_to_postgresql(current, answer) else None,
-        SqliteDatabase(str(paths.sqlite_file)),
-    )
+    local = SqliteDatabase(str(paths.sqlite_file))
+    choice = choose_database(current, inputs.postgresql_related, answer, live, local)
     if choice.database is None:
         return Summary("waiting", choice.waiting), None, ()
     problems = [UnitProblem("postgresql", choice.problem, choice.blocking)]
@@ -454,18 +447,20 @@ def stand_down(paths: workload.Paths, *, timer_too: bool = True) -> None:
 
 
 def release(paths: workload.Paths, why: str) -> RecordChange:
-    """No GARM on this machine any more, nor a lease for one: its record can go.
+    """No GARM on this machine any more, nor a lease for one, and stood down: its record can go.
 
     GARM stops first, so a failure leaves the checker and timer for the retried hook; the
     record goes only once systemd says GARM is not running (None: it stays).
     """
     if workload.stop(paths.unit_file):
         logger.info("%s: GARM stopped on this unit", why)
-    if workload.is_active():
+    running = workload.is_active()
+    if running:
         logger.error("%s: GARM is still running here; its record stays", why)
-        return None
-    _unfenced(paths)
-    return "clear"
+    else:
+        _unfenced(paths)
+    stand_down(paths)
+    return None if running else "clear"
 
 
 def _unfenced(paths: workload.Paths) -> None:
@@ -474,15 +469,7 @@ def _unfenced(paths: workload.Paths) -> None:
     paths.fence_file.unlink(missing_ok=True)
 
 
-def stop(paths: workload.Paths) -> RecordChange:
-    """The unit is going: GARM stops with it (relations were torn down before)."""
-    record = release(paths, "unit stopping")
-    stand_down(paths)
-    return record
-
-
 def remove(paths: workload.Paths) -> None:
     """Take GARM's configuration, secrets and data off the machine."""
     release(paths, "unit removed")
-    stand_down(paths)
     workload.remove(paths)

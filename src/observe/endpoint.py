@@ -176,7 +176,8 @@ def publish(
 
 def units(paths: workload.Paths) -> workload.Units:
     """The server and its unit on this machine; restarted, so that it runs a changed script."""
-    return workload.Units(SERVICE, (paths.metrics_server, paths.metrics_unit_file), restart=True)
+    files = (paths.metrics_server, paths.metrics_unit_file)
+    return workload.Units(SERVICE, files, start="restart")
 
 
 def ensure(paths: workload.Paths) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from garm.config import PostgresqlDatabase, SqliteDatabase
-from garm.database import DatabaseChoice, choose_database, moving_to_postgresql
+from garm.database import DatabaseChoice, choose_database
 from garm.models import ScaleSet
 
 LOCAL = SqliteDatabase("/var/lib/garm/garm.db")
@@ -67,7 +67,7 @@ ROWS = {
 @pytest.mark.parametrize(("given", "chosen"), ROWS.values(), ids=ROWS.keys())
 def test_the_database_chosen(given, chosen):
     current, related, answer, scalesets = given
-    assert choose_database(current, related, answer, scalesets, LOCAL) == chosen
+    assert choose_database(current, related, answer, lambda: scalesets, LOCAL) == chosen
 
 
 @pytest.mark.parametrize(
@@ -75,4 +75,6 @@ def test_the_database_chosen(given, chosen):
     [(LOCAL, SHARED, True), (None, SHARED, False), (SHARED, OTHER, False), (LOCAL, None, False)],
 )
 def test_garms_scalesets_matter_only_for_a_move_from_sqlite(current, answer, moving):
-    assert moving_to_postgresql(current, answer) is moving
+    reads: list[None] = []
+    choose_database(current, True, answer, lambda: reads.append(None) or [], LOCAL)
+    assert bool(reads) is moving

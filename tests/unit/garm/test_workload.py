@@ -250,12 +250,17 @@ def systemctl(monkeypatch: pytest.MonkeyPatch) -> FakeSystemctl:
     return fake
 
 
+def ensure_service(unit: Path, text: str) -> bool:
+    """GARM's unit installed as ``juju.machine.run`` installs it: enabled, started by its owner."""
+    return workload.Units(unit.name, (unit,), start=None).install([text])
+
+
 def test_ensure_service_installs_reloads_and_enables(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
     unit = Paths(tmp_path).unit_file
 
-    assert workload.ensure_service(unit, "[Service]\n") is True
+    assert ensure_service(unit, "[Service]\n") is True
 
     assert unit.read_text() == "[Service]\n"
     assert mode(unit) == 0o644
@@ -266,13 +271,13 @@ def test_ensure_service_with_the_same_unit_calls_nothing(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
     unit = Paths(tmp_path).unit_file
-    workload.ensure_service(unit, "[Service]\n")
+    ensure_service(unit, "[Service]\n")
     systemctl.calls.clear()
 
-    assert workload.ensure_service(unit, "[Service]\n") is False
+    assert ensure_service(unit, "[Service]\n") is False
     assert systemctl.calls == []
 
-    assert workload.ensure_service(unit, "[Service]\nType=simple\n") is True
+    assert ensure_service(unit, "[Service]\nType=simple\n") is True
     assert systemctl.calls == [["daemon-reload"], ["enable", "garm.service"]]
 
 
@@ -283,11 +288,11 @@ def test_ensure_service_retried_after_a_failed_reload_reloads_again(
     systemctl.failing.add("daemon-reload")
 
     with pytest.raises(systemd.SystemdError):
-        workload.ensure_service(unit, "[Service]\n")
+        ensure_service(unit, "[Service]\n")
 
     systemctl.failing.clear()
     systemctl.calls.clear()
-    assert workload.ensure_service(unit, "[Service]\n") is True
+    assert ensure_service(unit, "[Service]\n") is True
     assert systemctl.calls == [["daemon-reload"], ["enable", "garm.service"]]
 
 
