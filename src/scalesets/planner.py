@@ -149,7 +149,7 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
 def _waits(key: str, deadline: timedelta, ctx: _Context) -> bool:
     """Note a wait on GARM, timed by the memory of refusals; whether it is overdue.
 
-    Until it is, a pass is due at its deadline, so the operator hears of it on time.
+    Until then a pass is due at its deadline, so the operator hears of it on time.
     """
     ctx.waits.append(key)
     memory, now = ctx.observed.refusals, ctx.now
@@ -164,8 +164,8 @@ def _choose_templates(
 ) -> tuple[_Selection, dict[str, Choice]]:
     """Each chosen spec's runner template by logical name, its writes planned first.
 
-    A spec whose template cannot be made is left out of the selection like one whose
-    provider is not registered yet: its live scalesets keep serving as they are.
+    A spec whose template cannot be made is held like an unregistered one: its live
+    scalesets keep serving as they are.
     """
     choices: dict[str, Choice] = {}
     specs: list[ScalesetSpec] = []
@@ -174,8 +174,7 @@ def _choose_templates(
         logical = spec.name.lower()
         choice = ctx.templates.choose(spec.name, spec.template_blocks, hold=hold)
         if choice.problem:
-            skipped = Skipped(spec.source, spec.name, choice.problem, blocking=True)
-            ctx.skipped.append(skipped)
+            ctx.skipped.append(Skipped(spec.source, spec.name, choice.problem, blocking=True))
             held.add(logical)
             continue
         if choice.action is not None:
@@ -190,17 +189,16 @@ def _plan_template_deletes(
 ) -> None:
     """Delete the charm's templates nothing uses and nothing asks for.
 
-    GARM refuses to delete a template a scaleset still uses, so one that a draining
-    generation holds waits for that generation's delete. A held, contested or partly
-    seen family keeps its template, as it keeps its scalesets.
+    GARM refuses to delete a template a scaleset still uses (a draining one's waits for
+    its delete); a held, contested or partly seen family keeps its template.
     """
     wanted = {template_name(n) for n, c in choices.items() if c.template_id or c.action}
     wanted |= {template_name(n) for n in selection.held | selection.contested | ctx.unsettled}
     in_use = {s.template_id for s in ctx.observed.scalesets}
     for template_id, template in sorted(ctx.templates.ours.items()):
         if template.name not in wanted and template_id not in in_use:
-            delete = DeleteTemplate(template_id, template.name)
-            _plan_write(delete, f"delete runner template {template.name}", ctx)
+            write = f"delete runner template {template.name}"
+            _plan_write(DeleteTemplate(template_id, template.name), write, ctx)
 
 
 @dataclass
@@ -208,9 +206,8 @@ class _Context:
     """One plan as the planner walks the families: what it reads, and what it gathers.
 
     ``unsettled``: families whose units may not all be seen; none of theirs is retired.
-    ``observed`` also carries what this pass's writes were answered (``Observed``). Each
-    gathered field becomes the ``Plan``'s of its name; ``blocked`` (by scaleset id: what
-    will not move on by itself, and what to do) becomes ``Plan.stuck``.
+    Each gathered field becomes the ``Plan``'s of its name; ``blocked`` (by scaleset id:
+    what will not move on by itself, and what to do) becomes ``Plan.stuck``.
     """
 
     instances: dict[int, list[Instance]]
@@ -233,10 +230,9 @@ class _Context:
 class _Selection:
     """Which specs a pass acts on, and which families it must leave alone.
 
-    ``held``: families of units whose data cannot be used now, untouched. ``contested``:
-    names published by more than one unit, whose members are never retired (the operator
-    must settle the duplicate first). ``sweep`` is False while some unit's name is
-    unknown: any scaleset might be its, so none is treated as an orphan.
+    ``held``: families of units whose data cannot be used now. ``contested``: names more
+    than one unit publishes, whose members are never retired until the operator settles
+    it. ``sweep`` False: some unit's name is unknown, so no scaleset is an orphan.
     """
 
     specs: list[ScalesetSpec]
@@ -257,14 +253,9 @@ def _select(desired: Desired, ctx: _Context) -> _Selection:
     registered in GARM yet cannot be created, but its live scalesets are kept.
     """
     observed = ctx.observed
-    held: set[str] = set()
-    sweep = True
-    for item in desired.held:
-        ctx.skipped.append(Skipped(item.source, item.name, item.reason, item.blocking))
-        if item.name:
-            held.add(item.name.lower())
-        else:
-            sweep = False
+    ctx.skipped += [Skipped(h.source, h.name, h.reason, h.blocking) for h in desired.held]
+    held = {h.name.lower() for h in desired.held if h.name}
+    sweep = all(h.name for h in desired.held)
     groups: dict[str, list[ScalesetSpec]] = defaultdict(list)
     for spec in _one_per_application(desired.specs, observed):
         groups[spec.name.lower()].append(spec)
@@ -300,7 +291,7 @@ def _select(desired: Desired, ctx: _Context) -> _Selection:
 def _one_per_application(specs: Iterable[ScalesetSpec], observed: Observed) -> list[ScalesetSpec]:
     """Of the units of one application publishing one name, the one that defines it.
 
-    Ranking looks at every observed scaleset, so only groups of several units are ranked.
+    Ranking reads every observed scaleset, so a group of one is not ranked.
     """
     groups: dict[tuple[str, str], list[ScalesetSpec]] = defaultdict(list)
     for spec in specs:
@@ -327,8 +318,7 @@ def _unit_order(spec: ScalesetSpec) -> tuple[str, int, str]:
 
 def _serving(spec: ScalesetSpec, observed: Observed) -> bool:
     """Whether an enabled live scaleset already is the generation this spec asks for."""
-    key = spec_key(spec)
-    logical = spec.name.lower()
+    key, logical = spec_key(spec), spec.name.lower()
     return any(
         s.enabled
         and observed_key(spec.name, s) == key
@@ -345,10 +335,9 @@ def _claim(
 ) -> tuple[dict[str, list[Member]], list[ScaleSet]]:
     """Sort live scalesets into families by logical name; the rest are orphans.
 
-    A generation carries its logical name as a label, so only the names among a
-    scaleset's own labels are tried, which keeps this linear in the number of scalesets.
-    A generation match wins over a legacy (exact-name) match, and specs claim in their
-    order, so every scaleset has at most one owner whatever GARM's list order.
+    Only the names among a scaleset's own labels are tried (a generation carries its
+    logical name as one), which keeps this linear. A generation match wins over a legacy
+    (exact-name) one, and specs claim in their order: one owner whatever GARM's order.
     """
     rank = {}
     for name in [*logical_names, *sorted(held)]:
@@ -377,8 +366,7 @@ class _Family:
     """One logical scaleset: the spec that won its name and the live scalesets it has.
 
     Once its current generation is planned: that one (``scaleset``), whether it is live,
-    and its GARM ``name`` (the live one's, or the one this plan creates, or "" while no
-    create can be planned).
+    and its GARM ``name`` (the one this plan creates; "" while no create can be planned).
     """
 
     spec: ScalesetSpec
@@ -392,11 +380,9 @@ class _Family:
 def _plan_current(family: _Family, choice: Choice, taken: set[str], ctx: _Context) -> _Family:
     """Create the family's current generation, or update it in place.
 
-    A new generation is created only once its runner template is current, so its first
-    runner is set up as the spec says.
+    A create waits for its runner template, so its first runner is set up as the spec says.
     """
-    spec = family.spec
-    key = spec_key(spec)
+    spec, key = family.spec, spec_key(family.spec)
     current = current_generation(spec.name, family.members, key, ctx.settings.name_budget)
     if current is None:
         name = _plan_create(spec, key, choice.template_id, taken, ctx) if choice.ready else ""
@@ -417,20 +403,17 @@ def _plan_refresh(family: _Family, current: ScaleSet, live: bool, ctx: _Context)
     settled = not family.contested and spec.name.lower() not in ctx.unsettled
     if not (ctx.settings.refresh_idle_runners and live and alone and settled):
         return
-    step = refresh(spec, current, ctx.instances[current.id], ctx.observed.templates, ctx.now)
-    if step is not None:
-        progress = step.progress
-        if step.waiting and _waits(wait_key(progress), REFRESH_STUCK, ctx):
-            blocked = stuck(current, spec.min_idle_runners)
-            progress = Progress(spec.name, current.name, progress.phase, progress.runners, blocked)
-        ctx.progress.append(progress)
-        if step.removal is not None:
-            runner = step.removal.instance_name
-            _plan_write(step.removal, f"refresh runner {runner} of {step.progress.names}", ctx)
-        if step.due is not None:
-            ctx.wake.due(step.due)
-        if step.awaited is not None:
-            ctx.wake.expected(step.awaited)
+    step = refresh(spec, current, ctx.instances[current.id], ctx.observed.templates, ctx.wake)
+    if step is None:
+        return
+    progress = step.progress
+    if step.waiting and _waits(wait_key(progress), REFRESH_STUCK, ctx):
+        blocked = stuck(current, spec.min_idle_runners)
+        progress = Progress(spec.name, current.name, progress.phase, progress.runners, blocked)
+    ctx.progress.append(progress)
+    if step.removal is not None:
+        runner = step.removal.instance_name
+        _plan_write(step.removal, f"refresh runner {runner} of {progress.names}", ctx)
 
 
 def _plan_predecessors(family: _Family, cover: Cover, ctx: _Context) -> None:
@@ -470,9 +453,8 @@ def _plan_create(
 ) -> str:
     """Create the generation under the first candidate name not ``taken``; its name, or "".
 
-    ``taken`` holds GitHub's names too, so a name left on GitHub moves the create on to
-    the next candidate. A create refused earlier for the same request waits out its
-    back-off.
+    ``taken`` holds GitHub's names too: a name left on GitHub moves on to the next
+    candidate. A create refused earlier for the same request waits out its back-off.
     """
     observed = ctx.observed
     candidates = (generation_name(key, i, ctx.settings.name_budget) for i in range(MAX_CANDIDATES))
@@ -537,9 +519,8 @@ def create_body(
 def _template_change(current: ScaleSet, choice: Choice, ctx: _Context) -> dict[str, Any]:
     """Point the current generation at its template, or back at GARM's default.
 
-    A template id changes no runner GARM already made (it does not bump the scale set's
-    generation). Only the charm's own templates are ever swapped out: a template the
-    operator set by hand on a scaleset needing none is left in place.
+    Only the charm's own templates are swapped out: one the operator set by hand on a
+    scaleset needing none is left in place.
     """
     templates = ctx.templates
     if not choice.ready or choice.keep:
@@ -693,12 +674,12 @@ def _plan_retirement(
     found disabled without a readable stamp is stamped now; so is one found enabled.
     ``hold`` (a partially seen family) writes nothing: the phase is only reported.
     """
-    instances, now = ctx.instances[scaleset.id], ctx.now
+    now = ctx.now
     # Where it stands when nothing is written: serving, else draining or empty.
     if scaleset.enabled:
         standing = Phase.HANDING_OVER
     else:
-        standing = Phase.DRAINING if instances else Phase.AWAITING_DELETION
+        standing = Phase.DRAINING if ctx.instances[scaleset.id] else Phase.AWAITING_DELETION
     if hold or (scaleset.enabled and not may_retire):
         return standing
     notes = Notes.read(scaleset.extended_state).believed(now)
@@ -712,7 +693,7 @@ def _plan_retirement(
     if notes.retired_at is None or scaleset.enabled:
         # Found enabled again (by hand, say), it may have taken new jobs: a fresh stamp.
         changes["extended_state"] = notes.retired(now).text()
-    if changes or notes.retired_at is None:
+    if changes:  # A missing stamp is among them.
         action = UpdateScaleset(scaleset.id, scaleset.name, changes, "retire", logical)
         if _plan_write(action, f"retire scaleset {shown_name(logical, scaleset.name)}", ctx):
             return Phase.RETIRING
