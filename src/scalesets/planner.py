@@ -539,11 +539,10 @@ def _plan_update(
 ) -> None:
     """Bring the current generation in line: enabled first, then every field GARM takes.
 
-    Enabling a generation again (a flip-flop: its labels are asked for again while it
-    drained) is a write of its own, with the spec's counts, ahead of every other field:
-    no field GARM refuses can keep the labels asked for unserved. The other fields
-    follow once it is enabled (the reconciler plans again after each write). A field
-    whose update GARM refused waits out its back-off alone; the others go.
+    Enabling again (a flip-flop: its labels asked for again while it drained) is a write
+    of its own, with the spec's counts, so no field GARM refuses keeps those labels
+    unserved; the other fields follow on the next plan. A field GARM refused waits out
+    its back-off alone.
     """
     notes = Notes.read(current.extended_state)
     shown = shown_name(spec.name, current.name)
@@ -570,11 +569,10 @@ def _plan_update(
     if not fields:
         return
     # The digest of extra_specs is noted with the extra_specs it describes, never ahead.
-    digest_now = specs_digest(spec.extra_specs) if spec.extra_specs else ""
     behind = "extra_specs" in wanted and "extra_specs" not in fields
     # Found enabled with retirement notes (enabled again by hand): stamped enabled now.
     base = notes.enabled(ctx.now) if notes.retired_at is not None else notes
-    noted = replace(base, specs=notes.specs if behind else digest_now)
+    noted = replace(base, specs=notes.specs if behind else specs_digest(spec.extra_specs))
     noted = stamped(noted, fields, ctx.now)
     if noted.text() != current.extended_state:
         fields["extended_state"] = noted.text()
@@ -616,10 +614,8 @@ def _field_changes(spec: ScalesetSpec, current: ScaleSet, notes: Notes) -> dict[
     changes = {k: getattr(spec, k) for k in fields if getattr(current, k) != getattr(spec, k)}
     if (current.runner_group or "Default") != (spec.runner_group or "Default"):
         changes["runner_group"] = spec.runner_group or "Default"
-    # No extra_specs at all is noted as no digest, so such a scaleset's notes stay empty.
-    digest_now = specs_digest(spec.extra_specs) if spec.extra_specs else ""
     if current.extra_specs is None:
-        differs = notes.specs != digest_now
+        differs = notes.specs != specs_digest(spec.extra_specs)
     else:
         differs = (spec.extra_specs or {}) != current.extra_specs
     if differs:
@@ -630,13 +626,10 @@ def _field_changes(spec: ScalesetSpec, current: ScaleSet, notes: Notes) -> dict[
 def _is_live(current: ScaleSet, spec: ScalesetSpec, ctx: _Context) -> bool:
     """Whether the current generation can take over from its predecessors.
 
-    Registered on GitHub, enabled, and listening: GARM opens a scale set's GitHub
-    listener seconds after the create (or re-enable) returns, and until then nothing
-    takes its labels' jobs, so the predecessor keeps them. With warm capacity asked
-    for, it must also hold an idle runner, unless the hand-over timeout has passed since
-    it was created or last enabled (a quota too small for both generations must not
-    stall the changeover). What it waits for is due when the listener opens, when the
-    timeout ends, and soon while a runner boots (``Plan.wake``).
+    Registered on GitHub, enabled, and listening (until its listener opens, nothing takes
+    its labels' jobs). With warm capacity asked for, it must also hold an idle runner,
+    unless the hand-over timeout has passed since it was created or last enabled (a
+    quota too small for both generations must not stall the changeover).
     """
     if not current.scale_set_id or not current.enabled:
         return False
@@ -704,12 +697,10 @@ def _plan_retirement(
 def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Context) -> Phase:
     """Delete a retired scaleset once empty; remove the runners that hold it for nothing.
 
-    GARM refuses to delete a scaleset while any instance row exists, so a deadline that
-    only retried the delete could never free one held by a stuck runner. Runners that
-    failed (``error``, or a runner that failed to start) never take a job, so they go at
-    once; past the deadline every removable runner goes. What GARM or GitHub refused is
-    noted on the scaleset and retried with back-off; a refusal that keeps coming, or a
-    runner GARM will not remove, is put to the operator (ADR 0003).
+    GARM refuses to delete a scaleset while any instance row exists, so a stuck runner
+    must be removed. Failed runners never take a job: they go at once; past the deadline
+    every removable runner goes. A refusal that keeps coming, or a runner GARM will not
+    remove, is put to the operator (ADR 0003).
     """
     now, instances = ctx.now, ctx.instances[scaleset.id]
     deadline, retired_at = ctx.settings.drain_deadline, notes.retired_at
@@ -795,10 +786,8 @@ def _drain_due(
 ) -> None:
     """When the drain of a retired scaleset can next move on (``Plan.wake``).
 
-    GARM scales its runners that are not busy down within seconds of the retirement,
-    and reaps those on their way out: both are expected soon. A busy runner goes when
-    its job ends, which only GitHub knows: only the drain deadline, the end of a
-    runner's grace in ``pending_delete`` and the moment a runner counts as stuck are due.
+    A busy runner goes when its job ends, which only GitHub knows: only the deadline, the
+    end of a grace in ``pending_delete`` and the moment a runner counts as stuck are due.
     """
     deadline = ctx.settings.drain_deadline
     if deadline and retired_at is not None and not past_deadline:
@@ -830,11 +819,10 @@ def _drain_due(
 def _plan_removals(
     scaleset: ScaleSet, logical: str | None, removing: list[Instance], ctx: _Context
 ) -> tuple[bool, tuple[str, Refusal] | None]:
-    """Force-remove ``removing``; whether any removal is sent, and what the operator must act on.
+    """Force-remove ``removing``; whether any is sent, and the first refused for good.
 
-    The second answer is the first runner whose removal GARM refused for good, with that
-    refusal. Each runner's removal waits out its own back-off: one whose job still runs holds
-    back no other (a failed runner of the same scaleset goes at once).
+    Each runner's removal waits out its own back-off: one whose job still runs holds back
+    no other (a failed runner of the same scaleset goes at once).
     """
     shown, refusals = shown_name(logical, scaleset.name), ctx.observed.refusals.refusals
     sending, refused = False, None
@@ -852,10 +840,11 @@ def _plan_delete(scaleset: ScaleSet, logical: str | None, ctx: _Context) -> Phas
     """Delete a retired scaleset with no runner left, unless a kept delete backs off.
 
     GARM answers a delete GitHub refused with 200 and keeps the scaleset
-    (docs/reference/garm-api.md §2.6): the reconciler notes that as a refusal, so it
-    waits out its back-off too.
+    (docs/reference/garm-api.md §2.6): the reconciler notes that as a refusal.
     """
-    kept = ctx.observed.refusals.refusals.get(f"delete:{scaleset.name.lower()}")
+    delete = DeleteScaleset(scaleset.id, scaleset.name, logical)
+    ((key, _),) = delete.asks()
+    kept = ctx.observed.refusals.refusals.get(key)
     if kept is not None and kept.cause == KEPT_CAUSE and kept.blocked:
         ctx.blocked[scaleset.id] = (
             f"GARM kept scaleset {scaleset.name} after {kept.refusals} deletes: GitHub "
@@ -863,7 +852,6 @@ def _plan_delete(scaleset: ScaleSet, logical: str | None, ctx: _Context) -> Phas
             "delete it on GitHub"
         )
     if ctx.now - scaleset.created_at >= YOUNGEST_DELETE:
-        delete = DeleteScaleset(scaleset.id, scaleset.name, logical)
         _plan_write(delete, f"delete scaleset {shown_name(logical, scaleset.name)}", ctx)
     else:
         ctx.wake.due(scaleset.created_at + YOUNGEST_DELETE)
@@ -875,12 +863,10 @@ def _noted(
 ) -> Notes:
     """The notes with the runners the drain times newly noted as first seen now.
 
-    One in ``pending_delete`` is forced once it has sat there a while; past the deadline,
-    one GARM will not remove is named once it has sat there long. Their own
-    ``updated_at`` cannot tell how long: GARM re-stamps it on every retry of a delete
-    its provider fails. A force-removal GARM took is not retried, so its stamp stands.
-    A note of a runner that has gone is dropped only with another change, so a runner
-    leaving costs no write.
+    The drain times a runner in ``pending_delete``, and past the deadline one GARM will
+    not remove, from when it was first seen so: GARM re-stamps ``updated_at`` on every
+    retry of a failing delete (a force-removal GARM took is not retried: its stamp
+    stands). A gone runner's note is dropped only with another change: no write of its own.
     """
     waited_on = [
         (i.name, i.status)
