@@ -53,10 +53,8 @@ from scalesets.drain import (
     FORCE_STUCK,
     STUCK_RUNNER,
     delete_key,
-    delete_stuck,
     failed,
     force_key,
-    force_stuck,
 )
 from scalesets.naming import (
     MAX_CANDIDATES,
@@ -768,9 +766,18 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
             f"{scaleset.name}: check its provider (/var/log/garm/garm.log)"
         )
     elif undone:
-        ctx.blocked[scaleset.id] = force_stuck(scaleset, undone[0])
+        ctx.blocked[scaleset.id] = (
+            f"GARM has not carried out the force-removal of runner {undone[0].name} of "
+            f"{scaleset.name} in 15 minutes: its provider cannot delete the VM and GARM's "
+            "own retries undo the force; fix the provider, or delete the VM (GARM then "
+            "removes the runner)"
+        )
     elif lingering:
-        ctx.blocked[scaleset.id] = delete_stuck(scaleset, lingering[0])
+        ctx.blocked[scaleset.id] = (
+            f"GARM has not deleted runner {lingering[0].name} of {scaleset.name} in 30 "
+            "minutes: its provider cannot delete the VM (/var/log/garm/garm.log); it is "
+            "force-removed only past drain-deadline-minutes"
+        )
     # Said only of what is being done: force-removals to send, or sent and under way; a
     # runner waiting out its grace, or one GARM will not remove, is still draining.
     forcing = sending or any(i.status == FORCE_REMOVED for i in instances)
