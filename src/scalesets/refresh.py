@@ -29,7 +29,8 @@ RUNNER_FIELDS = frozenset(
 # made this long after the note are outdated too, and the refresh waits until then.
 REFRESH_MARGIN = timedelta(minutes=2)
 # How long a refresh may wait on GARM to make up its warm capacity before the operator is
-# asked: GARM gives a runner 20 minutes to come online, checked every 5.
+# asked: GARM gives a runner 20 minutes to come online, checked every 5. Busy runners
+# filling ``max_runners`` are no wait on GARM.
 REFRESH_STUCK = timedelta(minutes=30)
 # Runner statuses of one on its way in, and of one on its way out.
 _COMING = frozenset({"pending_create", "creating"})
