@@ -64,10 +64,9 @@ class Cover:
     def covers(self, leaving: ScaleSet) -> bool:
         """Whether what current specs ask of a leaving scaleset live scalesets serve.
 
-        The hand-over rule of a label change, applied to every retirement. A job needs
-        one runner with all its labels, so for each current spec whose jobs the leaving
-        scaleset takes, the labels it shares with that spec must all be on one live
-        scaleset that takes those jobs too. What nobody asks for goes at once.
+        A job needs one runner with all its labels: for each current spec whose jobs the
+        leaving scaleset takes, the labels they share must all be on one live scaleset
+        that takes those jobs too. What nobody asks for goes at once.
         """
         entity, labels = _entity_of(leaving), _served_by(leaving)
         needs = {

@@ -3,8 +3,8 @@
 A force-removal GARM took is waited on until the runner is gone (``force_key``): while
 its provider fails to delete the VM, GARM's worker wakes from its back-off and writes
 ``pending_delete`` back over the force (docs/reference/garm-api.md §8.1). Past
-``FORCE_STUCK`` the operator is asked (``force_stuck``). Before a force may be sent, a
-delete GARM keeps failing is waited on the same way (``delete_key``, ``delete_stuck``).
+``FORCE_STUCK`` the operator is asked. Before a force may be sent, a delete GARM keeps
+failing is waited on the same way (``delete_key``, ``STUCK_RUNNER``).
 """
 
 from __future__ import annotations
@@ -27,28 +27,9 @@ def force_key(scaleset: ScaleSet, instance: Instance) -> str:
     return f"force:{scaleset.name.lower()}:{instance.name}"
 
 
-def force_stuck(scaleset: ScaleSet, instance: Instance) -> str:
-    """What the operator reads of a force-removal GARM has not carried out in time."""
-    return (
-        f"GARM has not carried out the force-removal of runner {instance.name} of "
-        f"{scaleset.name} in 15 minutes: its provider cannot delete the VM and GARM's own "
-        "retries undo the force; fix the provider, or delete the VM (GARM then removes the "
-        "runner)"
-    )
-
-
 def delete_key(scaleset: ScaleSet, instance: Instance) -> str:
     """The wait for GARM to delete ``instance`` while no force may be sent yet."""
     return f"delete:{scaleset.name.lower()}:{instance.name}"
-
-
-def delete_stuck(scaleset: ScaleSet, instance: Instance) -> str:
-    """What the operator reads of a runner GARM has not deleted in ``STUCK_RUNNER``."""
-    return (
-        f"GARM has not deleted runner {instance.name} of {scaleset.name} in 30 minutes: its "
-        "provider cannot delete the VM (/var/log/garm/garm.log); it is force-removed only "
-        "past drain-deadline-minutes"
-    )
 
 
 def failed(instance: Instance) -> bool:

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import accumulate
 
 from garm.models import Instance, ScaleSet
 from garm.refusals import Held
@@ -150,12 +151,8 @@ def results(rows: tuple[Generation, ...], held: tuple[Held, ...], now: datetime)
     answer["left-out"] = f"the keys of the {len(rows)} generations: too many for one answer"
     lines = str(answer["table"]).splitlines()
     room = RESULTS_BUDGET - _size({**answer, "table": ""}) - 100
-    kept = cost = 0
-    for line in lines:  # each costs its text as JSON escapes it, and its newline
-        cost += len(json.dumps(line))
-        if cost > room:
-            break
-        kept += 1
+    # Each line costs its text as JSON escapes it, and its newline.
+    kept = sum(cost <= room for cost in accumulate(len(json.dumps(line)) for line in lines))
     if kept < len(lines):
         answer["table"] = "\n".join([*lines[:kept], f"... and {len(lines) - kept} more"])
     return answer
@@ -193,5 +190,5 @@ def _retried(held: Held, now: datetime) -> str:
     """A write held back, and when it is tried again (its back-off over)."""
     refusal = held.refusal
     seconds = max(0, int((refusal.retry_at - now).total_seconds()))
-    again = f"tried again in {seconds}s"
-    return f"{held.describe()}; {again}" + ("; needs the operator" if refusal.blocked else "")
+    blocked = "; needs the operator" if refusal.blocked else ""
+    return f"{held.describe()}; tried again in {seconds}s{blocked}"

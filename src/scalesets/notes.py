@@ -28,8 +28,13 @@ from garm.refusals import LONGEST_RETRY
 
 
 def specs_digest(extra_specs: Any) -> str:
-    """A short digest of ``extra_specs``, for when GARM's list leaves them out (§2.5)."""
-    text = json.dumps(extra_specs or {}, sort_keys=True, separators=(",", ":"))
+    """A short digest of ``extra_specs``, for when GARM's list leaves them out (§2.5).
+
+    None of none, so the notes of a scaleset without ``extra_specs`` stay empty.
+    """
+    if not extra_specs:
+        return ""
+    text = json.dumps(extra_specs, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -53,10 +53,8 @@ from scalesets.drain import (
     FORCE_STUCK,
     STUCK_RUNNER,
     delete_key,
-    delete_stuck,
     failed,
     force_key,
-    force_stuck,
 )
 from scalesets.naming import (
     MAX_CANDIDATES,
@@ -149,7 +147,7 @@ def plan(desired: Desired, observed: Observed, now: datetime, settings: Settings
 def _waits(key: str, deadline: timedelta, ctx: _Context) -> bool:
     """Note a wait on GARM, timed by the memory of refusals; whether it is overdue.
 
-    Until it is, a pass is due at its deadline, so the operator hears of it on time.
+    Until then a pass is due at its deadline, so the operator hears of it on time.
     """
     ctx.waits.append(key)
     memory, now = ctx.observed.refusals, ctx.now
@@ -164,8 +162,8 @@ def _choose_templates(
 ) -> tuple[_Selection, dict[str, Choice]]:
     """Each chosen spec's runner template by logical name, its writes planned first.
 
-    A spec whose template cannot be made is left out of the selection like one whose
-    provider is not registered yet: its live scalesets keep serving as they are.
+    A spec whose template cannot be made is held like an unregistered one: its live
+    scalesets keep serving as they are.
     """
     choices: dict[str, Choice] = {}
     specs: list[ScalesetSpec] = []
@@ -174,8 +172,7 @@ def _choose_templates(
         logical = spec.name.lower()
         choice = ctx.templates.choose(spec.name, spec.template_blocks, hold=hold)
         if choice.problem:
-            skipped = Skipped(spec.source, spec.name, choice.problem, blocking=True)
-            ctx.skipped.append(skipped)
+            ctx.skipped.append(Skipped(spec.source, spec.name, choice.problem, blocking=True))
             held.add(logical)
             continue
         if choice.action is not None:
@@ -190,17 +187,16 @@ def _plan_template_deletes(
 ) -> None:
     """Delete the charm's templates nothing uses and nothing asks for.
 
-    GARM refuses to delete a template a scaleset still uses, so one that a draining
-    generation holds waits for that generation's delete. A held, contested or partly
-    seen family keeps its template, as it keeps its scalesets.
+    GARM refuses to delete a template a scaleset still uses (a draining one's waits for
+    its delete); a held, contested or partly seen family keeps its template.
     """
     wanted = {template_name(n) for n, c in choices.items() if c.template_id or c.action}
     wanted |= {template_name(n) for n in selection.held | selection.contested | ctx.unsettled}
     in_use = {s.template_id for s in ctx.observed.scalesets}
     for template_id, template in sorted(ctx.templates.ours.items()):
         if template.name not in wanted and template_id not in in_use:
-            delete = DeleteTemplate(template_id, template.name)
-            _plan_write(delete, f"delete runner template {template.name}", ctx)
+            write = f"delete runner template {template.name}"
+            _plan_write(DeleteTemplate(template_id, template.name), write, ctx)
 
 
 @dataclass
@@ -208,9 +204,8 @@ class _Context:
     """One plan as the planner walks the families: what it reads, and what it gathers.
 
     ``unsettled``: families whose units may not all be seen; none of theirs is retired.
-    ``observed`` also carries what this pass's writes were answered (``Observed``). Each
-    gathered field becomes the ``Plan``'s of its name; ``blocked`` (by scaleset id: what
-    will not move on by itself, and what to do) becomes ``Plan.stuck``.
+    Each gathered field becomes the ``Plan``'s of its name; ``blocked`` (by scaleset id:
+    what will not move on by itself, and what to do) becomes ``Plan.stuck``.
     """
 
     instances: dict[int, list[Instance]]
@@ -233,10 +228,9 @@ class _Context:
 class _Selection:
     """Which specs a pass acts on, and which families it must leave alone.
 
-    ``held``: families of units whose data cannot be used now, untouched. ``contested``:
-    names published by more than one unit, whose members are never retired (the operator
-    must settle the duplicate first). ``sweep`` is False while some unit's name is
-    unknown: any scaleset might be its, so none is treated as an orphan.
+    ``held``: families of units whose data cannot be used now. ``contested``: names more
+    than one unit publishes, whose members are never retired until the operator settles
+    it. ``sweep`` False: some unit's name is unknown, so no scaleset is an orphan.
     """
 
     specs: list[ScalesetSpec]
@@ -257,14 +251,9 @@ def _select(desired: Desired, ctx: _Context) -> _Selection:
     registered in GARM yet cannot be created, but its live scalesets are kept.
     """
     observed = ctx.observed
-    held: set[str] = set()
-    sweep = True
-    for item in desired.held:
-        ctx.skipped.append(Skipped(item.source, item.name, item.reason, item.blocking))
-        if item.name:
-            held.add(item.name.lower())
-        else:
-            sweep = False
+    ctx.skipped += [Skipped(h.source, h.name, h.reason, h.blocking) for h in desired.held]
+    held = {h.name.lower() for h in desired.held if h.name}
+    sweep = all(h.name for h in desired.held)
     groups: dict[str, list[ScalesetSpec]] = defaultdict(list)
     for spec in _one_per_application(desired.specs, observed):
         groups[spec.name.lower()].append(spec)
@@ -300,7 +289,7 @@ def _select(desired: Desired, ctx: _Context) -> _Selection:
 def _one_per_application(specs: Iterable[ScalesetSpec], observed: Observed) -> list[ScalesetSpec]:
     """Of the units of one application publishing one name, the one that defines it.
 
-    Ranking looks at every observed scaleset, so only groups of several units are ranked.
+    Ranking reads every observed scaleset, so a group of one is not ranked.
     """
     groups: dict[tuple[str, str], list[ScalesetSpec]] = defaultdict(list)
     for spec in specs:
@@ -327,8 +316,7 @@ def _unit_order(spec: ScalesetSpec) -> tuple[str, int, str]:
 
 def _serving(spec: ScalesetSpec, observed: Observed) -> bool:
     """Whether an enabled live scaleset already is the generation this spec asks for."""
-    key = spec_key(spec)
-    logical = spec.name.lower()
+    key, logical = spec_key(spec), spec.name.lower()
     return any(
         s.enabled
         and observed_key(spec.name, s) == key
@@ -345,10 +333,9 @@ def _claim(
 ) -> tuple[dict[str, list[Member]], list[ScaleSet]]:
     """Sort live scalesets into families by logical name; the rest are orphans.
 
-    A generation carries its logical name as a label, so only the names among a
-    scaleset's own labels are tried, which keeps this linear in the number of scalesets.
-    A generation match wins over a legacy (exact-name) match, and specs claim in their
-    order, so every scaleset has at most one owner whatever GARM's list order.
+    Only the names among a scaleset's own labels are tried (a generation carries its
+    logical name as one), which keeps this linear. A generation match wins over a legacy
+    (exact-name) one, and specs claim in their order: one owner whatever GARM's order.
     """
     rank = {}
     for name in [*logical_names, *sorted(held)]:
@@ -377,8 +364,7 @@ class _Family:
     """One logical scaleset: the spec that won its name and the live scalesets it has.
 
     Once its current generation is planned: that one (``scaleset``), whether it is live,
-    and its GARM ``name`` (the live one's, or the one this plan creates, or "" while no
-    create can be planned).
+    and its GARM ``name`` (the one this plan creates; "" while no create can be planned).
     """
 
     spec: ScalesetSpec
@@ -392,11 +378,9 @@ class _Family:
 def _plan_current(family: _Family, choice: Choice, taken: set[str], ctx: _Context) -> _Family:
     """Create the family's current generation, or update it in place.
 
-    A new generation is created only once its runner template is current, so its first
-    runner is set up as the spec says.
+    A create waits for its runner template, so its first runner is set up as the spec says.
     """
-    spec = family.spec
-    key = spec_key(spec)
+    spec, key = family.spec, spec_key(family.spec)
     current = current_generation(spec.name, family.members, key, ctx.settings.name_budget)
     if current is None:
         name = _plan_create(spec, key, choice.template_id, taken, ctx) if choice.ready else ""
@@ -417,20 +401,17 @@ def _plan_refresh(family: _Family, current: ScaleSet, live: bool, ctx: _Context)
     settled = not family.contested and spec.name.lower() not in ctx.unsettled
     if not (ctx.settings.refresh_idle_runners and live and alone and settled):
         return
-    step = refresh(spec, current, ctx.instances[current.id], ctx.observed.templates, ctx.now)
-    if step is not None:
-        progress = step.progress
-        if step.waiting and _waits(wait_key(progress), REFRESH_STUCK, ctx):
-            blocked = stuck(current, spec.min_idle_runners)
-            progress = Progress(spec.name, current.name, progress.phase, progress.runners, blocked)
-        ctx.progress.append(progress)
-        if step.removal is not None:
-            runner = step.removal.instance_name
-            _plan_write(step.removal, f"refresh runner {runner} of {step.progress.names}", ctx)
-        if step.due is not None:
-            ctx.wake.due(step.due)
-        if step.awaited is not None:
-            ctx.wake.expected(step.awaited)
+    step = refresh(spec, current, ctx.instances[current.id], ctx.observed.templates, ctx.wake)
+    if step is None:
+        return
+    progress = step.progress
+    if step.waiting and _waits(wait_key(progress), REFRESH_STUCK, ctx):
+        blocked = stuck(current, spec.min_idle_runners)
+        progress = Progress(spec.name, current.name, progress.phase, progress.runners, blocked)
+    ctx.progress.append(progress)
+    if step.removal is not None:
+        runner = step.removal.instance_name
+        _plan_write(step.removal, f"refresh runner {runner} of {progress.names}", ctx)
 
 
 def _plan_predecessors(family: _Family, cover: Cover, ctx: _Context) -> None:
@@ -470,9 +451,8 @@ def _plan_create(
 ) -> str:
     """Create the generation under the first candidate name not ``taken``; its name, or "".
 
-    ``taken`` holds GitHub's names too, so a name left on GitHub moves the create on to
-    the next candidate. A create refused earlier for the same request waits out its
-    back-off.
+    ``taken`` holds GitHub's names too: a name left on GitHub moves on to the next
+    candidate. A create refused earlier for the same request waits out its back-off.
     """
     observed = ctx.observed
     candidates = (generation_name(key, i, ctx.settings.name_budget) for i in range(MAX_CANDIDATES))
@@ -537,9 +517,8 @@ def create_body(
 def _template_change(current: ScaleSet, choice: Choice, ctx: _Context) -> dict[str, Any]:
     """Point the current generation at its template, or back at GARM's default.
 
-    A template id changes no runner GARM already made (it does not bump the scale set's
-    generation). Only the charm's own templates are ever swapped out: a template the
-    operator set by hand on a scaleset needing none is left in place.
+    Only the charm's own templates are swapped out: one the operator set by hand on a
+    scaleset needing none is left in place.
     """
     templates = ctx.templates
     if not choice.ready or choice.keep:
@@ -558,11 +537,10 @@ def _plan_update(
 ) -> None:
     """Bring the current generation in line: enabled first, then every field GARM takes.
 
-    Enabling a generation again (a flip-flop: its labels are asked for again while it
-    drained) is a write of its own, with the spec's counts, ahead of every other field:
-    no field GARM refuses can keep the labels asked for unserved. The other fields
-    follow once it is enabled (the reconciler plans again after each write). A field
-    whose update GARM refused waits out its back-off alone; the others go.
+    Enabling again (a flip-flop: its labels asked for again while it drained) is a write
+    of its own, with the spec's counts, so no field GARM refuses keeps those labels
+    unserved; the other fields follow on the next plan. A field GARM refused waits out
+    its back-off alone.
     """
     notes = Notes.read(current.extended_state)
     shown = shown_name(spec.name, current.name)
@@ -589,11 +567,10 @@ def _plan_update(
     if not fields:
         return
     # The digest of extra_specs is noted with the extra_specs it describes, never ahead.
-    digest_now = specs_digest(spec.extra_specs) if spec.extra_specs else ""
     behind = "extra_specs" in wanted and "extra_specs" not in fields
     # Found enabled with retirement notes (enabled again by hand): stamped enabled now.
     base = notes.enabled(ctx.now) if notes.retired_at is not None else notes
-    noted = replace(base, specs=notes.specs if behind else digest_now)
+    noted = replace(base, specs=notes.specs if behind else specs_digest(spec.extra_specs))
     noted = stamped(noted, fields, ctx.now)
     if noted.text() != current.extended_state:
         fields["extended_state"] = noted.text()
@@ -635,10 +612,8 @@ def _field_changes(spec: ScalesetSpec, current: ScaleSet, notes: Notes) -> dict[
     changes = {k: getattr(spec, k) for k in fields if getattr(current, k) != getattr(spec, k)}
     if (current.runner_group or "Default") != (spec.runner_group or "Default"):
         changes["runner_group"] = spec.runner_group or "Default"
-    # No extra_specs at all is noted as no digest, so such a scaleset's notes stay empty.
-    digest_now = specs_digest(spec.extra_specs) if spec.extra_specs else ""
     if current.extra_specs is None:
-        differs = notes.specs != digest_now
+        differs = notes.specs != specs_digest(spec.extra_specs)
     else:
         differs = (spec.extra_specs or {}) != current.extra_specs
     if differs:
@@ -649,13 +624,10 @@ def _field_changes(spec: ScalesetSpec, current: ScaleSet, notes: Notes) -> dict[
 def _is_live(current: ScaleSet, spec: ScalesetSpec, ctx: _Context) -> bool:
     """Whether the current generation can take over from its predecessors.
 
-    Registered on GitHub, enabled, and listening: GARM opens a scale set's GitHub
-    listener seconds after the create (or re-enable) returns, and until then nothing
-    takes its labels' jobs, so the predecessor keeps them. With warm capacity asked
-    for, it must also hold an idle runner, unless the hand-over timeout has passed since
-    it was created or last enabled (a quota too small for both generations must not
-    stall the changeover). What it waits for is due when the listener opens, when the
-    timeout ends, and soon while a runner boots (``Plan.wake``).
+    Registered on GitHub, enabled, and listening (until its listener opens, nothing takes
+    its labels' jobs). With warm capacity asked for, it must also hold an idle runner,
+    unless the hand-over timeout has passed since it was created or last enabled (a
+    quota too small for both generations must not stall the changeover).
     """
     if not current.scale_set_id or not current.enabled:
         return False
@@ -693,12 +665,12 @@ def _plan_retirement(
     found disabled without a readable stamp is stamped now; so is one found enabled.
     ``hold`` (a partially seen family) writes nothing: the phase is only reported.
     """
-    instances, now = ctx.instances[scaleset.id], ctx.now
+    now = ctx.now
     # Where it stands when nothing is written: serving, else draining or empty.
     if scaleset.enabled:
         standing = Phase.HANDING_OVER
     else:
-        standing = Phase.DRAINING if instances else Phase.AWAITING_DELETION
+        standing = Phase.DRAINING if ctx.instances[scaleset.id] else Phase.AWAITING_DELETION
     if hold or (scaleset.enabled and not may_retire):
         return standing
     notes = Notes.read(scaleset.extended_state).believed(now)
@@ -712,7 +684,7 @@ def _plan_retirement(
     if notes.retired_at is None or scaleset.enabled:
         # Found enabled again (by hand, say), it may have taken new jobs: a fresh stamp.
         changes["extended_state"] = notes.retired(now).text()
-    if changes or notes.retired_at is None:
+    if changes:  # A missing stamp is among them.
         action = UpdateScaleset(scaleset.id, scaleset.name, changes, "retire", logical)
         if _plan_write(action, f"retire scaleset {shown_name(logical, scaleset.name)}", ctx):
             return Phase.RETIRING
@@ -723,12 +695,10 @@ def _plan_retirement(
 def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Context) -> Phase:
     """Delete a retired scaleset once empty; remove the runners that hold it for nothing.
 
-    GARM refuses to delete a scaleset while any instance row exists, so a deadline that
-    only retried the delete could never free one held by a stuck runner. Runners that
-    failed (``error``, or a runner that failed to start) never take a job, so they go at
-    once; past the deadline every removable runner goes. What GARM or GitHub refused is
-    noted on the scaleset and retried with back-off; a refusal that keeps coming, or a
-    runner GARM will not remove, is put to the operator (ADR 0003).
+    GARM refuses to delete a scaleset while any instance row exists, so a stuck runner
+    must be removed. Failed runners never take a job: they go at once; past the deadline
+    every removable runner goes. A refusal that keeps coming, or a runner GARM will not
+    remove, is put to the operator (ADR 0003).
     """
     now, instances = ctx.now, ctx.instances[scaleset.id]
     deadline, retired_at = ctx.settings.drain_deadline, notes.retired_at
@@ -796,9 +766,18 @@ def _plan_drain(scaleset: ScaleSet, logical: str | None, notes: Notes, ctx: _Con
             f"{scaleset.name}: check its provider (/var/log/garm/garm.log)"
         )
     elif undone:
-        ctx.blocked[scaleset.id] = force_stuck(scaleset, undone[0])
+        ctx.blocked[scaleset.id] = (
+            f"GARM has not carried out the force-removal of runner {undone[0].name} of "
+            f"{scaleset.name} in 15 minutes: its provider cannot delete the VM and GARM's "
+            "own retries undo the force; fix the provider, or delete the VM (GARM then "
+            "removes the runner)"
+        )
     elif lingering:
-        ctx.blocked[scaleset.id] = delete_stuck(scaleset, lingering[0])
+        ctx.blocked[scaleset.id] = (
+            f"GARM has not deleted runner {lingering[0].name} of {scaleset.name} in 30 "
+            "minutes: its provider cannot delete the VM (/var/log/garm/garm.log); it is "
+            "force-removed only past drain-deadline-minutes"
+        )
     # Said only of what is being done: force-removals to send, or sent and under way; a
     # runner waiting out its grace, or one GARM will not remove, is still draining.
     forcing = sending or any(i.status == FORCE_REMOVED for i in instances)
@@ -814,10 +793,8 @@ def _drain_due(
 ) -> None:
     """When the drain of a retired scaleset can next move on (``Plan.wake``).
 
-    GARM scales its runners that are not busy down within seconds of the retirement,
-    and reaps those on their way out: both are expected soon. A busy runner goes when
-    its job ends, which only GitHub knows: only the drain deadline, the end of a
-    runner's grace in ``pending_delete`` and the moment a runner counts as stuck are due.
+    A busy runner goes when its job ends, which only GitHub knows: only the deadline, the
+    end of a grace in ``pending_delete`` and the moment a runner counts as stuck are due.
     """
     deadline = ctx.settings.drain_deadline
     if deadline and retired_at is not None and not past_deadline:
@@ -849,11 +826,10 @@ def _drain_due(
 def _plan_removals(
     scaleset: ScaleSet, logical: str | None, removing: list[Instance], ctx: _Context
 ) -> tuple[bool, tuple[str, Refusal] | None]:
-    """Force-remove ``removing``; whether any removal is sent, and what the operator must act on.
+    """Force-remove ``removing``; whether any is sent, and the first refused for good.
 
-    The second answer is the first runner whose removal GARM refused for good, with that
-    refusal. Each runner's removal waits out its own back-off: one whose job still runs holds
-    back no other (a failed runner of the same scaleset goes at once).
+    Each runner's removal waits out its own back-off: one whose job still runs holds back
+    no other (a failed runner of the same scaleset goes at once).
     """
     shown, refusals = shown_name(logical, scaleset.name), ctx.observed.refusals.refusals
     sending, refused = False, None
@@ -871,10 +847,11 @@ def _plan_delete(scaleset: ScaleSet, logical: str | None, ctx: _Context) -> Phas
     """Delete a retired scaleset with no runner left, unless a kept delete backs off.
 
     GARM answers a delete GitHub refused with 200 and keeps the scaleset
-    (docs/reference/garm-api.md §2.6): the reconciler notes that as a refusal, so it
-    waits out its back-off too.
+    (docs/reference/garm-api.md §2.6): the reconciler notes that as a refusal.
     """
-    kept = ctx.observed.refusals.refusals.get(f"delete:{scaleset.name.lower()}")
+    delete = DeleteScaleset(scaleset.id, scaleset.name, logical)
+    ((key, _),) = delete.asks()
+    kept = ctx.observed.refusals.refusals.get(key)
     if kept is not None and kept.cause == KEPT_CAUSE and kept.blocked:
         ctx.blocked[scaleset.id] = (
             f"GARM kept scaleset {scaleset.name} after {kept.refusals} deletes: GitHub "
@@ -882,7 +859,6 @@ def _plan_delete(scaleset: ScaleSet, logical: str | None, ctx: _Context) -> Phas
             "delete it on GitHub"
         )
     if ctx.now - scaleset.created_at >= YOUNGEST_DELETE:
-        delete = DeleteScaleset(scaleset.id, scaleset.name, logical)
         _plan_write(delete, f"delete scaleset {shown_name(logical, scaleset.name)}", ctx)
     else:
         ctx.wake.due(scaleset.created_at + YOUNGEST_DELETE)
@@ -894,12 +870,10 @@ def _noted(
 ) -> Notes:
     """The notes with the runners the drain times newly noted as first seen now.
 
-    One in ``pending_delete`` is forced once it has sat there a while; past the deadline,
-    one GARM will not remove is named once it has sat there long. Their own
-    ``updated_at`` cannot tell how long: GARM re-stamps it on every retry of a delete
-    its provider fails. A force-removal GARM took is not retried, so its stamp stands.
-    A note of a runner that has gone is dropped only with another change, so a runner
-    leaving costs no write.
+    The drain times a runner in ``pending_delete``, and past the deadline one GARM will
+    not remove, from when it was first seen so: GARM re-stamps ``updated_at`` on every
+    retry of a failing delete (a force-removal GARM took is not retried: its stamp
+    stands). A gone runner's note is dropped only with another change: no write of its own.
     """
     waited_on = [
         (i.name, i.status)

@@ -18,6 +18,7 @@ from garm.refusals import LONGEST_RETRY
 from scalesets.actions import Phase, Progress, RemoveInstance
 from scalesets.notes import Notes
 from scalesets.spec import ScalesetSpec
+from scalesets.wake import Wake
 
 # What an update changes for new runners: the fields that raise GARM's generation
 # (docs/reference/garm-api.md §2.4) the charm writes, and the install template.
@@ -64,14 +65,12 @@ def outdated_before(
 class Refresh:
     """What refreshing one generation comes to now.
 
-    ``removal``: the runner to remove now; None while it waits for the margin (``due``),
-    a runner moving since ``awaited``, or GARM (``waiting``: ``wait_key``).
+    ``removal``: the runner to remove now; None while it waits (on GARM when ``waiting``:
+    ``wait_key``).
     """
 
     progress: Progress
     removal: RemoveInstance | None = None
-    due: datetime | None = None
-    awaited: datetime | None = None
     waiting: bool = False
 
 
@@ -94,15 +93,16 @@ def refresh(
     scaleset: ScaleSet,
     instances: Iterable[Instance],
     templates: Iterable[Template],
-    now: datetime,
+    wake: Wake,
 ) -> Refresh | None:
     """The refresh of ``scaleset``'s idle runners; None when it has nothing to refresh.
 
     One idle runner at a time, oldest first, while none is on its way in or out and at
     least ``min_idle_runners`` are idle: warm capacity never drops below one less. With
     ``min_idle_runners`` 0 an idle runner awaits a job GitHub is handing it: left alone.
+    What it waits for, it tells ``wake``.
     """
-    logical, min_idle = spec.name, spec.min_idle_runners
+    logical, min_idle, now = spec.name, spec.min_idle_runners, wake.now
     if min_idle <= 0:
         return None
     before = outdated_before(scaleset, templates, now)
@@ -117,12 +117,13 @@ def refresh(
         return None
     progress = Progress(logical, scaleset.name, Phase.REFRESHING, len(outdated))
     if now < before:
-        return Refresh(progress, due=before)
+        wake.due(before)
+        return Refresh(progress)
     moving = [i for i in runners if _coming_or_going(i)]
     if moving:
         # Since it was made, or sent on its way out.
-        since = (i.updated_at if i.status in _GOING else i.created_at for i in moving)
-        return Refresh(progress, awaited=max(since), waiting=True)
+        wake.expected(max(i.updated_at if i.status in _GOING else i.created_at for i in moving))
+        return Refresh(progress, waiting=True)
     if sum(i.is_idle for i in runners) < min_idle:
         busy = all(i.is_idle or i.runner_status == "active" for i in runners)
         return Refresh(progress, waiting=not (busy and len(runners) >= spec.max_runners))

@@ -1,10 +1,9 @@
 """When a plan can next make progress: the moments it waits on, gathered as it decides.
 
-The planner notes, beside each decision that waits on time, the moment it flips
-(``due``), and beside each wait on something GARM is expected to do soon without saying
-when (a runner to report idle, a retired scale set's runners to go), a look soon
-(``expected``). ``Plan.wake`` is the earliest; the leader asks for one extra pass then
-(``garm.requeue``, docs/adr/0011).
+Beside each decision that waits on time, the moment it flips (``due``); beside each wait
+on GARM to do something soon without saying when (a runner to report idle, a retired
+scale set's runners to go), a look soon (``expected``). ``Plan.wake`` is the earliest;
+the leader asks for one extra pass then (``garm.requeue``, docs/adr/0011).
 """
 
 from __future__ import annotations
