@@ -236,15 +236,15 @@ class Entity:
     credentials_name: str = field(default="", compare=False)
 
     @classmethod
-    def organization_from_json(cls, data: dict[str, Any]) -> Entity:
-        """Build from an ``Organization`` object (docs/reference/garm-api.md §5.2)."""
-        return cls(kind="organization", **_fields(cls, data))
+    def from_json(cls, kind: EntityKind, data: dict[str, Any]) -> Entity:
+        """Build from an ``Organization`` or ``Repository`` (docs/reference/garm-api.md §5.2).
 
-    @classmethod
-    def repository_from_json(cls, data: dict[str, Any]) -> Entity:
-        """Build from a ``Repository`` object; its ``name`` is the bare repository name."""
-        read = _fields(cls, data) | {"name": f"{_str(data, 'owner')}/{_str(data, 'name')}"}
-        return cls(kind="repository", **read)
+        A repository's bare ``name`` becomes ``owner/name``.
+        """
+        read = _fields(cls, data)
+        if kind == "repository":
+            read["name"] = f"{_str(data, 'owner')}/{_str(data, 'name')}"
+        return cls(kind=kind, **read)
 
 
 @dataclass(frozen=True)
