@@ -314,10 +314,8 @@ def plan_setup(
     actions: list[Write] = []
     for name, credential in sorted(wanted_credentials.items()):
         have = have_credentials.get(name)
-        if have is None:
-            actions.append(PutCredential(credential))
-        elif have.description != credential.description:
-            actions.append(PutCredential(credential, have.id))
+        if have is None or have.description != credential.description:
+            actions.append(PutCredential(credential, None if have is None else have.id))
     managed = {
         n for n, c in have_credentials.items() if c.description.startswith(MANAGED_DESCRIPTION)
     }
