@@ -145,11 +145,11 @@ class GarmClient:
 
     def list_organizations(self) -> list[Entity]:
         """Every organization registered in GARM."""
-        return [Entity.organization_from_json(o) for o in self._list("/organizations")]
+        return [Entity.from_json("organization", o) for o in self._list("/organizations")]
 
     def list_repositories(self) -> list[Entity]:
         """Every repository registered in GARM."""
-        return [Entity.repository_from_json(r) for r in self._list("/repositories")]
+        return [Entity.from_json("repository", r) for r in self._list("/repositories")]
 
     def list_templates(self) -> list[Template]:
         """Every runner install template, without bodies (GARM's list leaves them out)."""
@@ -199,9 +199,7 @@ class GarmClient:
     def create_entity(self, kind: str, body: dict[str, Any]) -> Entity:
         """Register an organization or repository."""
         data = self._object("POST", f"/{self._entity_route(kind)}", body)
-        if kind == "organization":
-            return Entity.organization_from_json(data)
-        return Entity.repository_from_json(data)
+        return Entity.from_json("repository" if kind == "repository" else "organization", data)
 
     def update_entity(self, entity: Entity, body: dict[str, Any]) -> None:
         """Change an organization's or repository's credential (or webhook secret)."""

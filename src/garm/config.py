@@ -355,9 +355,7 @@ def written_providers(files: Mapping[str, str]) -> dict[str, OpenstackProvider |
 def read_provider(name: str, files: Mapping[str, str]) -> OpenstackProvider | None:
     """A provider back from the files ``render_files`` wrote for it, or None.
 
-    Lets the charm keep a provider in GARM's configuration while a live scaleset still
-    uses it although its unit has gone or publishes bad data: dropping it would leave
-    that scaleset without a worker, its runners never drained or deleted.
+    So that one a live scaleset still uses stays configured (``garm.providers``).
     """
     try:
         settings = tomllib.loads(files[_provider_file(name)])

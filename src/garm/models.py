@@ -23,6 +23,12 @@ _RFC3339 = re.compile(
 )
 
 EntityKind = Literal["organization", "repository", "enterprise"]
+# A scale set's owner: the first of these GARM names, by its ``<prefix>_id``.
+_OWNERS: dict[EntityKind, str] = {
+    "organization": "org",
+    "repository": "repo",
+    "enterprise": "enterprise",
+}
 # A runner GARM was told to force-remove (docs/reference/garm-api.md §3).
 FORCE_REMOVED = "pending_force_delete"
 
@@ -149,28 +155,15 @@ class ScaleSet:
             for tag in (tags if isinstance(tags, list) else [])
             if isinstance(tag, dict) and isinstance(tag.get("name"), str)
         )
-        kind: EntityKind | None = None
-        entity_id = entity_name = ""
-        for candidate, prefix in (
-            ("organization", "org"),
-            ("repository", "repo"),
-            ("enterprise", "enterprise"),
-        ):
+        read = _fields(cls, data, runner_group="github-runner-group")
+        read |= {"entity_kind": None, "entity_id": "", "entity_name": ""}
+        for kind, prefix in _OWNERS.items():
             if _str(data, f"{prefix}_id"):
-                kind = candidate  # type: ignore[assignment]
-                entity_id = _str(data, f"{prefix}_id")
-                entity_name = _str(data, f"{prefix}_name")
+                read["entity_kind"] = kind
+                read["entity_id"] = _str(data, f"{prefix}_id")
+                read["entity_name"] = _str(data, f"{prefix}_name")
                 break
-        return cls(
-            **{
-                **_fields(cls, data, runner_group="github-runner-group"),
-                "entity_id": entity_id,
-                "entity_name": entity_name,
-            },
-            labels=labels,
-            extra_specs=raw_specs,
-            entity_kind=kind,
-        )
+        return cls(**read, labels=labels, extra_specs=raw_specs)
 
 
 @dataclass(frozen=True)
@@ -236,15 +229,15 @@ class Entity:
     credentials_name: str = field(default="", compare=False)
 
     @classmethod
-    def organization_from_json(cls, data: dict[str, Any]) -> Entity:
-        """Build from an ``Organization`` object (docs/reference/garm-api.md §5.2)."""
-        return cls(kind="organization", **_fields(cls, data))
+    def from_json(cls, kind: EntityKind, data: dict[str, Any]) -> Entity:
+        """Build from an ``Organization`` or ``Repository`` (docs/reference/garm-api.md §5.2).
 
-    @classmethod
-    def repository_from_json(cls, data: dict[str, Any]) -> Entity:
-        """Build from a ``Repository`` object; its ``name`` is the bare repository name."""
-        read = _fields(cls, data) | {"name": f"{_str(data, 'owner')}/{_str(data, 'name')}"}
-        return cls(kind="repository", **read)
+        A repository's bare ``name`` becomes ``owner/name``.
+        """
+        read = _fields(cls, data)
+        if kind == "repository":
+            read["name"] = f"{_str(data, 'owner')}/{_str(data, 'name')}"
+        return cls(kind=kind, **read)
 
 
 @dataclass(frozen=True)

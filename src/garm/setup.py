@@ -19,7 +19,6 @@ import logging
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from garm.client import GarmApiError
 from garm.models import ControllerInfo, Credential, Entity, ScaleSet
@@ -85,14 +84,6 @@ class AppCredential:
         fingerprint = hashlib.sha256(self.private_key.encode()).hexdigest()[:16]
         return f"{MANAGED_DESCRIPTION}; key sha256:{fingerprint}"
 
-    def app_body(self) -> dict[str, Any]:
-        """The ``app`` object of a create or update request."""
-        return {
-            "app_id": self.app_id,
-            "installation_id": self.installation_id,
-            "private_key_bytes": base64.b64encode(self.private_key.encode()).decode(),
-        }
-
 
 @dataclass(frozen=True)
 class EntitySpec:
@@ -151,10 +142,11 @@ class SetControllerUrls(Write):
 
 
 @dataclass(frozen=True)
-class CreateCredential(Write):
-    """Create a managed GitHub App credential."""
+class PutCredential(Write):
+    """Create a managed GitHub App credential, or replace its key (``id``: GARM's own)."""
 
     credential: AppCredential
+    id: int | None = None
     unlocks = _GITHUB_WRITES
 
     def asks(self) -> list[tuple[str, str]]:
@@ -163,47 +155,33 @@ class CreateCredential(Write):
 
     def line(self) -> str:
         """Naming the unit that asked for it."""
-        return f"create GitHub credential {self.credential.name}{_of(self.credential)}"
+        what = "create" if self.id is None else "update the key of"
+        return f"{what} GitHub credential {self.credential.name}{_of(self.credential)}"
 
-    def makes(self) -> str:
-        """Entities bound to it wait while it is held back."""
-        return self.credential.name
+    def makes(self) -> str | None:
+        """Entities bound to a new credential wait while it is held back."""
+        return self.credential.name if self.id is None else None
 
     def send(self, garm: Garm, seen: None, writes: Writes) -> None:
-        """Create it, as a GitHub App installation."""
+        """Create it as a GitHub App installation, or send its description and key."""
         credential = self.credential
+        app = {
+            "app_id": credential.app_id,
+            "installation_id": credential.installation_id,
+            "private_key_bytes": base64.b64encode(credential.private_key.encode()).decode(),
+        }
+        if self.id is not None:
+            garm.update_credential(self.id, {"description": credential.description, "app": app})
+            return
         garm.create_credential(
             {
                 "name": credential.name,
                 "description": credential.description,
                 "endpoint": "github.com",
                 "auth_type": "app",
-                "app": credential.app_body(),
+                "app": app,
             }
         )
-
-
-@dataclass(frozen=True)
-class UpdateCredential(Write):
-    """Replace a managed credential's key (its fingerprint changed)."""
-
-    id: int
-    credential: AppCredential
-    unlocks = _GITHUB_WRITES
-
-    def asks(self) -> list[tuple[str, str]]:
-        """The credential's own key: the same write as its create."""
-        return [(f"credential:{self.credential.name}", digest(self.credential.description))]
-
-    def line(self) -> str:
-        """Naming the unit that asked for it."""
-        credential = self.credential
-        return f"update the key of GitHub credential {credential.name}{_of(credential)}"
-
-    def send(self, garm: Garm, seen: None, writes: Writes) -> None:
-        """Its description and key."""
-        body = {"description": self.credential.description, "app": self.credential.app_body()}
-        garm.update_credential(self.id, body)
 
 
 @dataclass(frozen=True)
@@ -336,10 +314,8 @@ def plan_setup(
     actions: list[Write] = []
     for name, credential in sorted(wanted_credentials.items()):
         have = have_credentials.get(name)
-        if have is None:
-            actions.append(CreateCredential(credential))
-        elif have.description != credential.description:
-            actions.append(UpdateCredential(have.id, credential))
+        if have is None or have.description != credential.description:
+            actions.append(PutCredential(credential, None if have is None else have.id))
     managed = {
         n for n, c in have_credentials.items() if c.description.startswith(MANAGED_DESCRIPTION)
     }

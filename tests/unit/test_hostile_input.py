@@ -121,8 +121,8 @@ def test_any_garm_object_reads_as_a_model(data: dict):
     Instance.from_json(data)
     Template.from_json(data)
     Credential.from_json(data)
-    Entity.organization_from_json(data)
-    Entity.repository_from_json(data)
+    Entity.from_json("organization", data)
+    Entity.from_json("repository", data)
 
 
 def test_extra_specs_nested_deeper_than_the_parser_goes_read_as_sent():

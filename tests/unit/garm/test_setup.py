@@ -14,13 +14,12 @@ from garm.setup import (
     AdminLogin,
     AppCredential,
     ControllerUrls,
-    CreateCredential,
     CreateEntity,
     DeleteCredential,
     DeleteEntity,
     EntitySpec,
+    PutCredential,
     RebindEntity,
-    UpdateCredential,
     first_run,
     logger,
     plan_setup,
@@ -46,7 +45,7 @@ def test_settled_garm_needs_no_setup_write():
 
 def test_missing_credential_and_org_are_created_credential_first():
     assert plan_setup([APP], [ORG], set(), [], [], []) == [
-        CreateCredential(APP),
+        PutCredential(APP),
         CreateEntity(ORG),
     ]
 
@@ -55,7 +54,7 @@ def test_a_rotated_key_changes_the_fingerprint_and_updates_the_credential():
     rotated = AppCredential(123, 456, FAKE_APP_KEY + "\n")
     assert rotated.description != APP.description
     assert plan_setup([rotated], [ORG], set(), [have(APP, 7)], [LIVE_ORG], []) == [
-        UpdateCredential(7, rotated)
+        PutCredential(rotated, 7)
     ]
 
 
@@ -78,7 +77,7 @@ def test_nothing_is_deleted_on_an_incomplete_view_of_juju():
     actions = plan_setup([APP], [], set(), [have(APP, 3)], [LIVE_ORG], [], complete=False)
     assert actions == []
     missing = plan_setup([APP], [ORG], set(), [], [], [], complete=False)
-    assert [type(a) for a in missing] == [CreateCredential, CreateEntity]
+    assert [type(a) for a in missing] == [PutCredential, CreateEntity]
     other = dataclasses.replace(LIVE_ORG, credentials_name="someone-elses")
     assert plan_setup([APP], [ORG], set(), [have(APP)], [other], [], complete=False) == []
 
@@ -283,10 +282,10 @@ def test_a_new_key_is_sent_at_once_whatever_the_back_off(fresh: GarmDouble, cloc
     client = GarmClient(fresh.url, ADMIN.username, ADMIN.password)
     so_far = _ensure(client, clock)
     fresh.inject("POST", r"/github/credentials/?", status=400, error="Bad Request")
-    refused = _apply(client, [CreateCredential(APP)], so_far.memory, clock)
+    refused = _apply(client, [PutCredential(APP)], so_far.memory, clock)
     assert refused.held[0].refusal.blocked  # a 400 is the operator's at once
     rotated = dataclasses.replace(APP, private_key=FAKE_APP_KEY + "\n")
-    fixed = _apply(client, [CreateCredential(rotated)], refused.memory, clock)
+    fixed = _apply(client, [PutCredential(rotated)], refused.memory, clock)
     assert fixed.done == ("create GitHub credential app-123-456",)
 
 
@@ -305,7 +304,7 @@ def test_a_new_key_makes_what_github_refused_due_again_and_nothing_else(
         memory,
         refusals={k: dataclasses.replace(r, retry_at=later) for k, r in memory.refusals.items()},
     )
-    done = _apply(client, [CreateCredential(APP)], memory, clock)
+    done = _apply(client, [PutCredential(APP)], memory, clock)
     assert done.done == ("create GitHub credential app-123-456",)
     due = {k for k in done.memory.refusals if done.memory.holding(k, "d", clock.now) is None}
     assert due == {"create:ci", "update:ci-1:image"}
@@ -314,7 +313,7 @@ def test_a_new_key_makes_what_github_refused_due_again_and_nothing_else(
 def test_each_setup_write_has_a_key_of_its_own():
     org = Entity("organization", "o-1", "Example-Org", APP.name)
     actions = [
-        CreateCredential(APP),
+        PutCredential(APP),
         DeleteCredential(1, APP.name),
         CreateEntity(ORG),
         DeleteEntity(org),

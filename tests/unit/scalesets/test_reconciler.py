@@ -11,7 +11,7 @@ import pytest
 from garm import writes
 from garm.models import Entity
 from garm.refusals import FIRST_RETRY, LONGEST_RETRY, REFUSALS_BEFORE_BLOCKED, Refusals, backoff
-from garm.setup import AppCredential, CreateCredential
+from garm.setup import AppCredential, PutCredential
 from garm.setup import logger as setup_logger
 from garm.writes import Writes
 from runners.templates import CreateTemplate, DeleteTemplate, UpdateTemplate
@@ -367,9 +367,9 @@ def test_the_setup_s_ledger_goes_on_into_the_scalesets_and_one_outcome_tells_bot
     # on in the same ledger, and the one outcome tells the setup's apart from theirs.
     made, refused = AppCredential(1, 2, FAKE_APP_KEY), AppCredential(9, 9, FAKE_APP_KEY)
     ledger = Writes(passes.clock.now, Refusals(), setup_logger)
-    ledger.run(passes.client, [CreateCredential(made)], None)
+    ledger.run(passes.client, [PutCredential(made)], None)
     garm.inject("POST", r"/github/credentials/?", status=500)
-    ledger.run(passes.client, [CreateCredential(refused)], None)
+    ledger.run(passes.client, [PutCredential(refused)], None)
     outcome = reconcile(
         passes.client, Desired((make_spec(),)), passes.clock.now, SETTINGS, setup=ledger
     )
