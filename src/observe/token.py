@@ -14,8 +14,6 @@ withdrawn. Never logged, nor put in a message, an exception or a repr
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import logging
@@ -23,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from garm.admin_token import expires
 from garm.client import GarmError
 
 logger = logging.getLogger(__name__)
@@ -87,20 +86,10 @@ def secret_fingerprint(jwt_secret: str) -> str:
 
 
 def token_expiry(token: str) -> datetime | None:
-    """The ``exp`` of a JWT, read without verifying it; None when it has none."""
-    parts = token.split(".")
-    if len(parts) != 3:
-        return None
-    segment = parts[1] + "=" * (-len(parts[1]) % 4)
+    """A JWT's ``exp`` (``garm.admin_token.expires``) as a moment; None when it has none."""
+    seconds = expires(token)
     try:
-        payload = json.loads(base64.urlsafe_b64decode(segment))
-    except (ValueError, binascii.Error, RecursionError):
-        return None
-    exp = payload.get("exp") if isinstance(payload, dict) else None
-    if isinstance(exp, bool) or not isinstance(exp, int | float):
-        return None
-    try:
-        return datetime.fromtimestamp(exp, UTC)
+        return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
     except (OverflowError, OSError, ValueError):
         return None
 
