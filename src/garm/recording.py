@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 
 from garm.client import GarmApiError, GarmClient
 from garm.models import (
-    FORCE_REMOVED,
     ControllerInfo,
     Credential,
     Entity,
@@ -34,22 +33,8 @@ from garm.models import (
     decoded_text,
 )
 
-# Scale set fields an update may change, as the planner sends them; each is the
-# ``ScaleSet`` field of the same name.
-_UPDATABLE = frozenset(
-    {
-        "enabled",
-        "image",
-        "flavor",
-        "os_arch",
-        "max_runners",
-        "min_idle_runners",
-        "runner_group",
-        "extra_specs",
-        "extended_state",
-        "template_id",
-    }
-)
+# Each field an update sends is the ``ScaleSet`` field of the same name.
+_SCALESET_FIELDS = frozenset(f.name for f in dataclasses.fields(ScaleSet))
 _SYSTEM_OWNER = "system"
 K = TypeVar("K")
 V = TypeVar("V")
@@ -98,8 +83,8 @@ class SimulatedGarm:
         return list(self._scalesets.values())
 
     def list_instances(self) -> list[Instance]:
-        """Every runner, as the simulated force-removals left them."""
-        return list(self._instances.values())
+        """Every runner, read for real: a removal's effect is the pass's own (its fold)."""
+        return self._client.list_instances()
 
     def list_providers(self) -> list[str]:
         """GARM's providers, read for real."""
@@ -183,7 +168,7 @@ class SimulatedGarm:
         have = _existing(
             self._scalesets, scaleset_id, "PUT", f"/scalesets/{scaleset_id}", "scaleset"
         )
-        fields = {k: v for k, v in changes.items() if k in _UPDATABLE}
+        fields = {k: v for k, v in changes.items() if k in _SCALESET_FIELDS}
         updated = self._scalesets[scaleset_id] = dataclasses.replace(have, **fields)
         return updated
 
@@ -192,10 +177,7 @@ class SimulatedGarm:
         self._scalesets.pop(scaleset_id, None)
 
     def delete_instance(self, name: str, *, force: bool = False) -> None:
-        """The runner on its way out: force-removed, ``pending_force_delete``."""
-        have = _existing(self._instances, name, "DELETE", f"/instances/{name}", "instance")
-        status = FORCE_REMOVED if force else "pending_delete"
-        self._instances[name] = dataclasses.replace(have, status=status, updated_at=self._now)
+        """Accepted: the pass notes the runner on its way out (``RemoveInstance``)."""
 
     def create_template(self, body: dict[str, Any]) -> Template:
         """The template GARM would create, with its description and body."""
@@ -310,10 +292,6 @@ class SimulatedGarm:
         read = {s.id: s for s in self._client.list_scalesets()}
         self._next_scaleset = max(read, default=0) + 1
         return read
-
-    @cached_property
-    def _instances(self) -> dict[str, Instance]:
-        return {i.name: i for i in self._client.list_instances()}
 
     @cached_property
     def _templates(self) -> dict[int, Template]:

@@ -169,7 +169,7 @@ class Writes:
             # A create or an update GitHub refused may have been refused for want of
             # this access (a key, an App's installation): it goes again now.
             memory = memory.due_now(self.now, lambda k: k.startswith(write.unlocks))
-        self.remember(memory)
+        self.memory = memory
         return seen
 
     def refuse(self, write: Write, exc: GarmApiError, permanent: bool) -> None:
@@ -183,21 +183,13 @@ class Writes:
 
     def _held_now(self, write: Write, memory: Refusals) -> None:
         """Go on with ``memory``, which holds ``write`` back from now on."""
-        self.remember(memory)
+        self.memory = memory
         self._hold(write, Held(write.line(), memory.refusals[write.asks()[0][0]]))
 
     def _hold(self, write: Write, held: Held) -> None:
         self.held.append(held)
         if (made := write.makes()) is not None:
             self.absent.add(made)
-
-    def go_on(self, log: Log, budget: float | None) -> None:
-        """Go on with another step's writes: its own log lines, its budget counted from now."""
-        self.log, self.budget, self.started = log, budget, time.monotonic()
-
-    def remember(self, memory: Refusals) -> None:
-        """Go on with ``memory``: what GARM refused, as the ledger now knows it."""
-        self.memory = memory
 
     def read(self, what: object, reader: Callable[[], Any]) -> Any:
         """What ``reader`` answers, read at most once per pass."""

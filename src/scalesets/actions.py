@@ -165,7 +165,7 @@ class CreateScaleset(Write):
         if not exc.name_taken:
             return super().on_refusal(exc, writes, garm, seen)
         writes.log.warning("GitHub already holds scaleset name %s: %s", self.name, exc.cause)
-        writes.remember(writes.memory.taking(self.name.lower(), writes.now))
+        writes.memory = writes.memory.taking(self.name.lower(), writes.now)
         return seen
 
 
