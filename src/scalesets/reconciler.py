@@ -2,11 +2,9 @@
 
 The imperative shell around the pure planner. Observation is a constant number of list
 calls whatever the number of scalesets. Each plan's writes go through the one loop
-(``garm.writes``, which remembers refusals: ADR 0003), and GARM's answers are folded back
-into the observation before the planner is asked again, so a pass goes as far as they
-allow. An API error is kept against its write and the pass goes on; an unreachable GARM
-ends it at once. Over ``garm.recording.SimulatedGarm`` this pass is the ``plan`` action's
-rehearsal, so ``plan`` tells every write the pass would make and never drifts from it.
+(``garm.writes``, ADR 0003), and GARM's answers are folded into the observation before
+the planner is asked again, so a pass goes as far as they allow. Over
+``garm.recording.SimulatedGarm`` this pass is the ``plan`` action's rehearsal.
 """
 
 from __future__ import annotations
@@ -131,12 +129,10 @@ def reconcile(
     """Run one pass towards ``desired`` and return its outcome; never raises for GARM.
 
     ``writing`` False: GARM is read and the pass planned, nothing is sent (a paused charm,
-    ADR 0014). ``budget`` (seconds, ``garm.writes``) bounds the writes. ``observed`` saves
-    the reads when the caller has just made them. ``setup`` is the pass's ledger as GARM's
-    setup left it (``juju.garm_setup``): the scalesets' writes go on in it, and the
-    outcome tells its writes and what it held with theirs. Without it, ``memory`` is what
-    GARM refused before (``garm.refusals``). The outcome carries the memory as the pass
-    left it.
+    ADR 0014). ``budget`` (seconds) bounds the writes. ``observed`` saves the reads the
+    caller has just made. ``setup`` is the pass's ledger as GARM's setup left it
+    (``juju.garm_setup``), in which the scalesets' writes go on; without it, ``memory``
+    is what GARM refused before. The outcome carries the memory as the pass left it.
     """
     log = told(client, logger)
     if setup is None:
