@@ -1,16 +1,13 @@
 """A GARM that is read for real and written to in imagination: what ``plan`` runs on.
 
 ``plan`` must tell the whole next pass, the writes earlier writes unlock included (a
-retire once a create is live, a delete once a retire drained, the scalesets of an org
-registered by setup). So it runs the very same pass, setup and scalesets, through the
-very same loop (``garm.writes``) over this stand-in: its reads go to GARM, each write is
-answered as GARM would answer it from what was read and "written" before, and nothing is
-sent. Its log lines are the rehearsal's (``told``).
+retire once a create is live, the scalesets of an org registered by setup). So it runs
+the very same pass through the very same loop (``garm.writes``) over this stand-in: each
+write is answered as GARM would answer it from what was read and "written" before.
 
-The preview is the pass as it goes when GARM and GitHub accept every write: a delete
-GitHub refuses is answered 200 by GARM, which keeps the scale set
-(docs/reference/garm-api.md §2.6), yet the preview says it is gone; a create or a
-force-removal GitHub refuses is predicted to succeed.
+The preview is the pass when GARM and GitHub accept every write: a create or removal
+GitHub refuses is told as made, a delete it refuses (answered 200, the scale set kept:
+docs/reference/garm-api.md §2.6) as done.
 """
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ from typing import Any, TypeVar
 
 from garm.client import GarmApiError, GarmClient
 from garm.models import (
-    FORCE_REMOVED,
     ControllerInfo,
     Credential,
     Entity,
@@ -34,22 +30,8 @@ from garm.models import (
     decoded_text,
 )
 
-# Scale set fields an update may change, as the planner sends them; each is the
-# ``ScaleSet`` field of the same name.
-_UPDATABLE = frozenset(
-    {
-        "enabled",
-        "image",
-        "flavor",
-        "os_arch",
-        "max_runners",
-        "min_idle_runners",
-        "runner_group",
-        "extra_specs",
-        "extended_state",
-        "template_id",
-    }
-)
+# Each field an update sends is the ``ScaleSet`` field of the same name.
+_SCALESET_FIELDS = frozenset(f.name for f in dataclasses.fields(ScaleSet))
 _SYSTEM_OWNER = "system"
 K = TypeVar("K")
 V = TypeVar("V")
@@ -79,27 +61,23 @@ def _existing(model: dict[K, V], key: K, method: str, path: str, what: str) -> V
 class SimulatedGarm:
     """Reads GARM through ``client``; answers every write as GARM would, writing nothing.
 
-    What GARM holds is read once, then held here and changed by the simulated writes, so
-    a later read sees it as GARM would after those writes. What is made gets an id none
-    read from GARM has. A base template's body is read for real: that is a read.
+    What GARM holds is read once, then changed by the simulated writes; what is made gets
+    an id none read from GARM has. A base template's body is read for real.
     """
 
     def __init__(self, client: GarmClient, now: datetime):
         self._client, self._now = client, now
-        self._made: dict[int, Template] = {}
         self._controller: ControllerInfo | None = None
         self._next_scaleset = self._next_template = self._next_credential = 0
         self._next_entity = 0
-
-    # --- reads: GARM's, once, then what the simulated writes made of them ------------
 
     def list_scalesets(self) -> list[ScaleSet]:
         """Every scale set, as the simulated writes left them."""
         return list(self._scalesets.values())
 
     def list_instances(self) -> list[Instance]:
-        """Every runner, as the simulated force-removals left them."""
-        return list(self._instances.values())
+        """Every runner, read for real: a removal's effect is the pass's own (its fold)."""
+        return self._client.list_instances()
 
     def list_providers(self) -> list[str]:
         """GARM's providers, read for real."""
@@ -128,21 +106,17 @@ class SimulatedGarm:
         return [dataclasses.replace(t, data=None) for t in self._templates.values()]
 
     def get_template(self, template_id: int) -> Template:
-        """One template with its body: a base one is read from GARM."""
-        if template_id in self._made:
-            return self._made[template_id]
-        _existing(self._templates, template_id, "GET", f"/templates/{template_id}", "template")
-        return self._client.get_template(template_id)
+        """One template with its body: read from GARM, unless simulated writes made it."""
+        path = f"/templates/{template_id}"
+        have = _existing(self._templates, template_id, "GET", path, "template")
+        return have if have.data is not None else self._client.get_template(template_id)
 
     def get_scaleset(self, scaleset_id: int) -> ScaleSet | None:
         """One scale set, None once deleted: the read confirming a delete says gone."""
         return self._scalesets.get(scaleset_id)
 
-    # --- writes: answered, not sent -----------------------------------------------------
-
     def create_scaleset(self, entity: Entity, body: dict[str, Any]) -> ScaleSet:
         """The scale set GARM would create: enabled as sent, registered, made now."""
-        scalesets = self._scalesets
         scaleset_id = self._next_scaleset
         self._next_scaleset += 1
         # Created without a template, a scale set gets GARM's system one for its OS.
@@ -175,7 +149,7 @@ class SimulatedGarm:
             created_at=self._now,
             template_id=template_id,
         )
-        scalesets[scaleset_id] = created
+        self._scalesets[scaleset_id] = created
         return created
 
     def update_scaleset(self, scaleset_id: int, changes: dict[str, Any]) -> ScaleSet:
@@ -183,23 +157,19 @@ class SimulatedGarm:
         have = _existing(
             self._scalesets, scaleset_id, "PUT", f"/scalesets/{scaleset_id}", "scaleset"
         )
-        fields = {k: v for k, v in changes.items() if k in _UPDATABLE}
-        updated = self._scalesets[scaleset_id] = dataclasses.replace(have, **fields)
-        return updated
+        fields = {k: v for k, v in changes.items() if k in _SCALESET_FIELDS}
+        self._scalesets[scaleset_id] = dataclasses.replace(have, **fields)
+        return self._scalesets[scaleset_id]
 
     def delete_scaleset(self, scaleset_id: int) -> None:
         """Gone, as if GitHub let go (GARM may keep it; the preview cannot know)."""
         self._scalesets.pop(scaleset_id, None)
 
     def delete_instance(self, name: str, *, force: bool = False) -> None:
-        """The runner on its way out: force-removed, ``pending_force_delete``."""
-        have = _existing(self._instances, name, "DELETE", f"/instances/{name}", "instance")
-        status = FORCE_REMOVED if force else "pending_delete"
-        self._instances[name] = dataclasses.replace(have, status=status, updated_at=self._now)
+        """Accepted: the pass notes the runner on its way out (``RemoveInstance``)."""
 
     def create_template(self, body: dict[str, Any]) -> Template:
         """The template GARM would create, with its description and body."""
-        templates = self._templates
         template_id = self._next_template
         self._next_template += 1
         made = Template(
@@ -211,7 +181,7 @@ class SimulatedGarm:
             updated_at=self._now,
             data=decoded_text(body.get("data")),
         )
-        templates[template_id] = self._made[template_id] = made
+        self._templates[template_id] = made
         return made
 
     def update_template(self, template_id: int, changes: dict[str, Any]) -> Template:
@@ -224,13 +194,12 @@ class SimulatedGarm:
         if changes.get("data"):
             fields["data"] = decoded_text(changes["data"])
         written = dataclasses.replace(have, **fields)
-        self._templates[template_id] = self._made[template_id] = written
+        self._templates[template_id] = written
         return written
 
     def delete_template(self, template_id: int) -> None:
         """Gone: GARM deletes a template no scale set uses."""
         self._templates.pop(template_id, None)
-        self._made.pop(template_id, None)
 
     def first_run(self, username: str, email: str, password: str) -> bool:
         """An admin made, and a controller without URLs (GARM's reads would still refuse)."""
@@ -249,9 +218,8 @@ class SimulatedGarm:
 
     def create_credential(self, body: dict[str, Any]) -> Credential:
         """The credential GARM would create (its secret parts are never read back)."""
-        credentials = self._credentials
         made = Credential(self._next_credential, body["name"], body.get("description", ""))
-        credentials[made.id] = made
+        self._credentials[made.id] = made
         self._next_credential += 1
         return made
 
@@ -292,8 +260,6 @@ class SimulatedGarm:
         """Gone (GARM refuses while scale sets live under it; the planner waits for that)."""
         self._entities.pop((entity.kind, entity.id), None)
 
-    # --- the model: read once, lazily; what is made later gets the next id -------------
-
     @cached_property
     def _credentials(self) -> dict[int, Credential]:
         read = {c.id: c for c in self._client.list_credentials()}
@@ -310,10 +276,6 @@ class SimulatedGarm:
         read = {s.id: s for s in self._client.list_scalesets()}
         self._next_scaleset = max(read, default=0) + 1
         return read
-
-    @cached_property
-    def _instances(self) -> dict[str, Instance]:
-        return {i.name: i for i in self._client.list_instances()}
 
     @cached_property
     def _templates(self) -> dict[int, Template]:

@@ -1,24 +1,19 @@
 """What GARM refused, remembered so that no refused write is re-sent on every pass.
 
-One memory for every write the charm makes to GARM (``garm.writes``). Each write has a
-key naming what it writes (``create:ci``, ``update:ci-24ec4a:runner_group``,
-``credential:app-1-2``) and a digest of what it asks for. A refusal (GARM answering 200
-yet keeping a scaleset is one too) is noted with GARM's short cause and held back on one
-schedule (``backoff``: 1, 2, 4 ... minutes, at most an hour); the operator is asked to
-act once it is ``blocked`` (a 4xx, which GARM or GitHub will answer the same way again,
-or ``REFUSALS_BEFORE_BLOCKED`` in a row). It is forgotten when GARM accepts the write,
-and holds nothing once the write asks for something else (the operator fixed the runner
-group, say): the next pass sends it at once. ADR 0003.
+One memory for every write to GARM (``garm.writes``), by a key naming what it writes
+(``create:ci``, ``update:ci-24ec4a:runner_group``) and a digest of what it asks for. A
+refusal is held back on one schedule (``backoff``); the operator is asked to act once it
+is ``blocked`` (a 4xx, which GARM or GitHub will answer alike again, or
+``REFUSALS_BEFORE_BLOCKED`` in a row). It is forgotten when GARM accepts the write, and
+holds nothing once the write asks for something else (the operator fixed it). ADR 0003.
 
-A wait is a write GARM took but has not carried out (a force-removal it undid, a refresh
-whose runners it does not make, an org or a provider it does not have): the memory keeps
-when the charm first saw each wait the last pass saw (``waits``), and says when one has
-lasted too long (``overdue``): the operator is then asked to act (ADR 0003, 4).
+A wait is a write GARM took but has not carried out (a force-removal it undid, an org it
+does not have): the memory keeps when each was first seen (``waits``); one lasting too
+long (``overdue``) is put to the operator (ADR 0003, 4).
 
-It lives in the application's databag of the peer relation: every unit reads it and the
-leader writes it, so a new leader goes on with the same back-off instead of asking GitHub
-again at once. Names GitHub answered "already exists" for are remembered for an hour
-too, so a create does not walk the same taken names on every pass. Pure.
+It lives in the peer relation's application databag, so a new leader goes on with the
+same back-off instead of asking GitHub again at once. Names GitHub answered "already
+exists" for are remembered for an hour, so a create does not walk them every pass. Pure.
 """
 
 from __future__ import annotations
@@ -34,8 +29,8 @@ from garm.models import format_time, parse_time
 
 # The peer relation's application databag key.
 KEY = "refusals"
-# How long a refused write waits before it is tried again: doubling from the first
-# value, never longer than the last, so a cause that goes away is noticed within the hour.
+# A refused write's wait doubles from the first, never longer than the last: a cause that
+# goes away is noticed within the hour.
 FIRST_RETRY = timedelta(minutes=1)
 LONGEST_RETRY = timedelta(hours=1)
 # After this many refusals in a row the operator is asked to act (the retries go on).
@@ -54,8 +49,8 @@ def backoff(refusals: int) -> timedelta:
 def believed_wait(until: datetime | None, now: datetime) -> bool:
     """Whether something must still wait until ``until``, as written by a back-off.
 
-    A time further ahead than the longest back-off was not written by this rule (a clock
-    that jumped, a hand edit): not believed, so nothing waits forever.
+    A time further ahead than the longest back-off (a clock that jumped, a hand edit) is
+    not believed, so nothing waits forever.
     """
     return until is not None and now < until <= now + LONGEST_RETRY
 
@@ -104,10 +99,7 @@ def first_refusal(digest: str, now: datetime, cause: str, permanent: bool) -> Re
 
 @dataclass(frozen=True)
 class Held:
-    """A write GARM refused before, held back until its back-off is over.
-
-    ``write`` as the operator reads it: ``update runner_group of ci (ci-24ec4a)``.
-    """
+    """A write GARM refused before (as the operator reads it), held back by ``refusal``."""
 
     write: str
     refusal: Refusal
@@ -150,7 +142,7 @@ class Refusals:
     def due_now(self, now: datetime, which: Callable[[str], bool]) -> Refusals:
         """The memory with the writes ``which`` picks due again at ``now``, counts kept.
 
-        For a cause that may be gone: GARM's access to GitHub (a credential) changed.
+        For a cause that may be gone: GARM's access to GitHub changed.
         """
         return replace(
             self,
@@ -171,10 +163,9 @@ class Refusals:
     def waiting(self, keys: Iterable[str], now: datetime, *, over: bool = True) -> Refusals:
         """The memory with the waits a pass saw: first seen when noted, else ``now``.
 
-        With ``over`` the pass looked at everything that could wait: a wait it no longer
-        saw is over and forgotten (seen again, it starts afresh). Otherwise (a family
-        held, the view partial) one it did not name may be one it did not look at: not
-        knowing counts as still waiting, and its clock stands.
+        With ``over`` the pass looked at everything that could wait: one it no longer saw
+        is over and forgotten. Otherwise (a family held, the view partial) one it did not
+        name may be one it did not look at: its clock stands.
         """
         kept = {} if over else dict(self.waits)
         waits = kept | {key: self.since(key, now) for key in keys}
@@ -198,8 +189,8 @@ class Refusals:
     def current(self, now: datetime) -> Refusals:
         """Only what still matters.
 
-        A write still wanted is sent again once its back-off is over: a refusal not renewed
-        for the longest back-off after that is of a write nobody asks for any more.
+        A refusal not renewed within the longest back-off after its retry is of a write
+        nobody asks for any more.
         """
         return Refusals(
             {k: r for k, r in self.refusals.items() if now - r.retry_at <= LONGEST_RETRY},

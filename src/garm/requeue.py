@@ -1,21 +1,17 @@
 """One extra pass at the moment the last one said it can next make progress.
 
 The reconcile timer (``garm.timer``) runs a pass every ``reconcile-interval``: the safety
-net. A changeover waits on moments it knows (a new scale set's listener open, a back-off
-over, a drain deadline) or expects soon (a runner to report idle); the pass names the
-first (``PassResult.requeue_at``), and this module asks systemd for one pass then: a
-transient timer (``systemd-run --on-active``) dispatching the same ``reconcile-tick``
-through juju-exec, so it is a hook like any other and waits for the machine lock. No
-hook ever sleeps waiting.
+net. A changeover waits on moments it knows (a listener open, a back-off over, a drain
+deadline) or expects soon (a runner to report idle); the pass names the first
+(``PassResult.requeue_at``), and systemd is asked for one pass then: a transient timer
+(``systemd-run --on-active``) dispatching the same ``reconcile-tick`` through juju-exec,
+a hook like any other (it waits for the machine lock). No hook ever sleeps waiting.
 
-Each pass stops the requeue still pending (``systemctl stop 'garm-requeue-*.timer'``)
-and asks for its own, unless the periodic timer runs no later. Each is named by the
-moment it fires (seconds since the epoch): a pass dispatched by
+Each pass stops the requeue still pending and asks for its own, unless the periodic
+timer runs no later. Each is named by the moment it fires: a pass dispatched by
 ``garm-requeue-<n>.service`` runs inside that service, which systemd still holds while
 the next is asked for, so a fixed name would be refused. ``RemainAfterElapse=no`` and
-``--collect`` unload each timer and service once it has run, failed or not. One whose
-timer elapsed while its dispatch waits for the machine lock runs after the hook holding
-it.
+``--collect`` unload each timer and service once it has run, failed or not.
 """
 
 from __future__ import annotations
@@ -48,10 +44,10 @@ def wake(held: tuple[Held, ...], *moments: datetime | None) -> datetime | None:
 def delay(at: datetime | None, now: datetime, periodic: datetime | None) -> int | None:
     """Whole seconds from ``now`` until the pass asked for at ``at``; None for no pass.
 
-    Rounded up to the whole second ``systemd-run`` takes (and ``AccuracySec=1s`` keeps),
-    at least ``SOONEST_SECONDS``, never later: a pass that lands just before a moment asks
-    for one at that moment. None when nothing waits on time (``at`` None) or the periodic
-    timer runs by then anyway (``periodic``: its latest run; None: no periodic timer).
+    Rounded up to the whole second ``systemd-run`` takes, at least ``SOONEST_SECONDS``:
+    a pass that lands just before a moment asks for one at that moment. None when nothing
+    waits on time or the periodic timer runs by then anyway (``periodic``: its latest
+    run; None: no periodic timer).
     """
     if at is None:
         return None
@@ -65,8 +61,8 @@ def keep(paths: workload.Paths, unit_name: str, seconds: int | None, now: dateti
     """The one pending requeue, ``seconds`` after ``now``; none when ``seconds`` is None.
 
     Its name is kept in ``paths.requeue_file``, so a pass with nothing to ask for costs no
-    call to systemd when none is pending. A failure of systemd is logged and swallowed: no
-    hook may fail for want of an early pass, the periodic timer is the safety net.
+    call to systemd when none is pending. A failure of systemd is logged and swallowed:
+    the periodic timer is the safety net.
     """
     cancel(paths)
     if seconds is None:

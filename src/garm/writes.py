@@ -1,12 +1,10 @@
 """The one loop that sends the charm's writes to GARM, through the one memory of refusals.
 
-Each kind of write GARM is asked (setup: the admin, the controller's URLs, credentials,
-orgs and repos; scalesets: create, field update, re-enable, retire, note, delete, runner
-removal; runner templates) is a ``Write``: its key in the memory (``garm.refusals``), its
-description for the operator, how it is sent and how GARM's answer changes what the pass
-sees. ``Writes`` sends a plan's writes in order: one refused before waits out its
-back-off, one that needs what a held write makes waits unsent, a refusal is remembered
-and the next write goes on, an accepted write is forgotten by the memory; an unreachable
+Each kind of write GARM is asked (setup's, scalesets', runner templates') is a ``Write``:
+its key in the memory (``garm.refusals``), its description for the operator, how it is
+sent and how GARM's answer changes what the pass sees. ``Writes`` sends a plan's writes
+in order: one refused before waits out its back-off, one that needs what a held write
+makes waits unsent, a refusal is remembered and the next write goes on; an unreachable
 GARM ends the writes, with what was learnt kept. ``plan`` is the same loop against a GARM
 that records the writes instead of making them (``garm.recording``). ADR 0003.
 """
@@ -77,9 +75,8 @@ class Write(ABC):
 
 @dataclass(frozen=True)
 class ActionError:
-    """A call GARM refused; ``action`` is None when it was one of the observing reads.
+    """A call GARM refused (``action`` None: an observing read), its cause for a status line.
 
-    ``error`` is the short cause, fit for a status line (the log has it whole).
     ``blocking`` marks a write the charm could not even make (``UnmadeError``).
     """
 
@@ -115,8 +112,8 @@ class Writes:
     def run(self, garm: Any, writes: Iterable[Write], seen: Seen) -> Seen:
         """Send each write the memory lets through, in order; ``GarmUnreachable`` ends them.
 
-        Each answer is kept as it comes (``seen``), so that what GARM took before it went
-        away is what the pass last saw.
+        Each answer is kept as it comes (``seen``): what GARM took before it went away is
+        what the pass last saw.
         """
         self.seen = seen
         for write in writes:
@@ -155,49 +152,34 @@ class Writes:
         except UndoneError as exc:
             self.closed.add(write.target())
             self.log.warning("GARM did not %s: %s", write.line(), exc)
-            memory = self.memory
-            for key, asked in write.asks():
-                memory = memory.refused(key, asked, self.now, str(exc), permanent=False)
-            self._held_now(write, memory)
+            self._held_now(write, str(exc), permanent=False)
             return seen
         self.log.info("done: %s", write.line())
         self.done.append(write)
-        memory = self.memory
         for key, _ in write.asks():
-            memory = memory.accepted(key)
+            self.memory = self.memory.accepted(key)
         if write.unlocks:
             # A create or an update GitHub refused may have been refused for want of
             # this access (a key, an App's installation): it goes again now.
-            memory = memory.due_now(self.now, lambda k: k.startswith(write.unlocks))
-        self.remember(memory)
+            self.memory = self.memory.due_now(self.now, lambda k: k.startswith(write.unlocks))
         return seen
 
     def refuse(self, write: Write, exc: GarmApiError, permanent: bool) -> None:
         """A refusal of ``write``: logged, told, and remembered so that it waits."""
         self.log.error("GARM refused to %s: %s", write.line(), exc)
         self.errors.append(ActionError(write, exc.cause))
-        memory = self.memory
-        for key, asked in write.asks():
-            memory = memory.refused(key, asked, self.now, exc.cause, permanent)
-        self._held_now(write, memory)
+        self._held_now(write, exc.cause, permanent)
 
-    def _held_now(self, write: Write, memory: Refusals) -> None:
-        """Go on with ``memory``, which holds ``write`` back from now on."""
-        self.remember(memory)
-        self._hold(write, Held(write.line(), memory.refusals[write.asks()[0][0]]))
+    def _held_now(self, write: Write, cause: str, permanent: bool) -> None:
+        """Remember the refusal of ``write``, which holds it back from now on."""
+        for key, asked in write.asks():
+            self.memory = self.memory.refused(key, asked, self.now, cause, permanent)
+        self._hold(write, Held(write.line(), self.memory.refusals[write.asks()[0][0]]))
 
     def _hold(self, write: Write, held: Held) -> None:
         self.held.append(held)
         if (made := write.makes()) is not None:
             self.absent.add(made)
-
-    def go_on(self, log: Log, budget: float | None) -> None:
-        """Go on with another step's writes: its own log lines, its budget counted from now."""
-        self.log, self.budget, self.started = log, budget, time.monotonic()
-
-    def remember(self, memory: Refusals) -> None:
-        """Go on with ``memory``: what GARM refused, as the ledger now knows it."""
-        self.memory = memory
 
     def read(self, what: object, reader: Callable[[], Any]) -> Any:
         """What ``reader`` answers, read at most once per pass."""

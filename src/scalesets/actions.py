@@ -1,8 +1,7 @@
 """The planner's vocabulary: GARM as observed, the writes a plan asks for, what it reports.
 
-Shared by the planner, the reconciler that applies its plans and the readers of its
-outcome. Each scaleset write is a ``garm.writes.Write`` that knows its keys in the one
-memory of refusals (the planner holds back and the pass remembers by the same names).
+Each scaleset write is a ``garm.writes.Write`` that knows its keys in the one memory of
+refusals (the planner holds back and the pass remembers by the same names).
 """
 
 from __future__ import annotations
@@ -56,10 +55,7 @@ class Phase(StrEnum):
 
 
 def shown_name(logical_name: str | None, scaleset: str) -> str:
-    """``ci (ci-24ec4a)``: GARM names are opaque, so the logical name leads.
-
-    Either alone when the other is not known, or the same (a legacy scaleset).
-    """
+    """``ci (ci-24ec4a)``: GARM names are opaque, so the logical name leads; one if the same."""
     if not logical_name:
         return scaleset
     if not scaleset or scaleset.lower() == logical_name.lower():
@@ -68,10 +64,7 @@ def shown_name(logical_name: str | None, scaleset: str) -> str:
 
 
 def logical_name_of(scaleset: ScaleSet) -> str | None:
-    """The logical name a scaleset no spec names was made for, if it is a generation.
-
-    A generation carries its logical name as a label and is named after it.
-    """
+    """The logical name of a generation no spec names: a label it is named after."""
     return next(
         (label for label in scaleset.labels if generation_index(label, scaleset) is not None),
         None,
@@ -97,7 +90,7 @@ class Progress:
 
     @property
     def names(self) -> str:
-        """The logical name, then GARM's: ``ci (ci-24ec4a)`` (``shown_name``)."""
+        """``ci (ci-24ec4a)`` (``shown_name``)."""
         return shown_name(self.logical_name, self.scaleset)
 
     def describe(self) -> str:
@@ -125,9 +118,8 @@ class Skipped:
     blocking: bool = False
 
 
-# The scaleset writes name the logical scaleset they serve (``logical_name``), for the
-# operator: None for an orphan whose logical name cannot be told. It only describes the
-# write, so it takes no part in equality: two actions writing the same are equal.
+# A write's ``logical_name`` (None for an orphan's) only describes it for the operator:
+# it takes no part in equality, two actions writing the same are equal.
 
 
 @dataclass(frozen=True)
@@ -140,7 +132,7 @@ class CreateScaleset(Write):
 
     @property
     def name(self) -> str:
-        """The generation name being created."""
+        """The generation's name."""
         return self.body["name"]
 
     def asks(self) -> list[tuple[str, str]]:
@@ -152,11 +144,11 @@ class CreateScaleset(Write):
         return f"create scaleset {shown_name(self.logical_name, self.name)}"
 
     def target(self) -> object:
-        """The generation name."""
+        """The generation."""
         return ("create", self.name.lower())
 
     def send(self, garm: Any, seen: Observed, writes: Writes) -> Observed:
-        """Create it; GARM's answer joins the observation."""
+        """GARM's answer joins the observation."""
         created = garm.create_scaleset(self.entity, self.body)
         return replace(seen, scalesets=(*seen.scalesets, created))
 
@@ -165,7 +157,7 @@ class CreateScaleset(Write):
         if not exc.name_taken:
             return super().on_refusal(exc, writes, garm, seen)
         writes.log.warning("GitHub already holds scaleset name %s: %s", self.name, exc.cause)
-        writes.remember(writes.memory.taking(self.name.lower(), writes.now))
+        writes.memory = writes.memory.taking(self.name.lower(), writes.now)
         return seen
 
 
@@ -182,8 +174,8 @@ class UpdateScaleset(Write):
     def asks(self) -> list[tuple[str, str]]:
         """One write per field of an update; a re-enable, retirement or note is one.
 
-        Those three are asked without the notes, which are stamped "now": each pass's
-        would be a new request that no refusal holds back.
+        Those are asked without the notes, stamped "now": else each pass's would be a new
+        request that no refusal holds back.
         """
         if self.purpose == "update":
             fields = [f for f in self.changes if f != "extended_state"] or ["extended_state"]
@@ -210,7 +202,7 @@ class UpdateScaleset(Write):
         """An update of several fields refused is sent again one field at a time.
 
         So a field GARM refuses is held back alone. The notes go with ``extra_specs``
-        when they describe it, else with the first field.
+        (which they describe) if sent, else with the first field.
         """
         fields = [f for f in self.changes if f != "extended_state"]
         if self.purpose != "update" or len(fields) < 2:
@@ -226,9 +218,8 @@ class UpdateScaleset(Write):
 
 @dataclass(frozen=True)
 class RemoveInstance(Write):
-    """Remove one runner: a force-removal, or a refresh (``force`` False).
+    """Remove one runner: forced (past its drain deadline, or failed), or a refresh.
 
-    Forced: a runner of a retired scaleset past its drain deadline, or one that failed.
     A refresh removes an outdated idle runner with GARM's ordinary delete, which GitHub
     refuses while a job runs: a runner that took one since it was read keeps it
     (docs/adr/0010).
@@ -266,9 +257,9 @@ class RemoveInstance(Write):
         return replace(seen, instances=instances)
 
     def on_refusal(self, exc: GarmApiError, writes: Writes, garm: Any, seen: Observed) -> Observed:
-        """A runner reaped meanwhile is done; a refresh refused (it took a job) never blocks.
+        """A runner reaped meanwhile is done; a refused refresh (it took a job) never blocks.
 
-        The operator hears of a refused refresh only if it keeps coming (docs/adr/0010).
+        The operator hears of it only if it keeps coming (docs/adr/0010).
         """
         if exc.status != 404:
             writes.refuse(self, exc, is_permanent(exc.status) and self.force)
@@ -296,9 +287,9 @@ class DeleteScaleset(Write):
         return ("scaleset", self.scaleset_id)
 
     def send(self, garm: Any, seen: Observed, writes: Writes) -> Observed:
-        """The DELETE, then a read: a scale set kept (GitHub refused) is a refusal too.
+        """The DELETE, then a read: kept (GitHub refused, GARM answered 200) is a refusal.
 
-        GARM answers such a delete 200 (docs/reference/garm-api.md §2.6).
+        docs/reference/garm-api.md §2.6.
         """
         garm.delete_scaleset(self.scaleset_id)
         if garm.get_scaleset(self.scaleset_id) is not None:
@@ -311,7 +302,6 @@ class DeleteScaleset(Write):
 Action = CreateScaleset | UpdateScaleset | RemoveInstance | DeleteScaleset | TemplateAction
 
 
-# The cause noted when GARM answered a delete 200 and kept the scaleset (GitHub refused).
 KEPT_CAUSE = "GARM answered the delete but kept it (GitHub refused)"
 
 

@@ -2,17 +2,16 @@
 
 The imperative shell around the pure planner. Observation is a constant number of list
 calls whatever the number of scalesets. Each plan's writes go through the one loop
-(``garm.writes``, which remembers refusals: ADR 0003), and GARM's answers are folded back
-into the observation before the planner is asked again, so a pass goes as far as they
-allow. An API error is kept against its write and the pass goes on; an unreachable GARM
-ends it at once. Over ``garm.recording.SimulatedGarm`` this pass is the ``plan`` action's
-rehearsal, so ``plan`` tells every write the pass would make and never drifts from it.
+(``garm.writes``, ADR 0003), and GARM's answers are folded into the observation before
+the planner is asked again, so a pass goes as far as they allow. Over
+``garm.recording.SimulatedGarm`` this pass is the ``plan`` action's rehearsal.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -130,28 +129,66 @@ def reconcile(
     """Run one pass towards ``desired`` and return its outcome; never raises for GARM.
 
     ``writing`` False: GARM is read and the pass planned, nothing is sent (a paused charm,
-    ADR 0014). ``budget`` (seconds, ``garm.writes``) bounds the writes. ``observed`` saves
-    the reads when the caller has just made them. ``setup`` is the pass's ledger as GARM's
-    setup left it (``juju.garm_setup``): the scalesets' writes go on in it, and the
-    outcome tells its writes and what it held with theirs. Without it, ``memory`` is what
-    GARM refused before (``garm.refusals``). The outcome carries the memory as the pass
-    left it.
+    ADR 0014). ``budget`` (seconds) bounds the writes. ``observed`` saves the reads the
+    caller has just made. ``setup`` is the pass's ledger as GARM's setup left it
+    (``juju.garm_setup``), in which the scalesets' writes go on; without it, ``memory``
+    is what GARM refused before. The outcome carries the memory as the pass left it.
     """
+    log = told(client, logger)
     if setup is None:
-        writes = Writes(now, memory or Refusals(), told(client, logger), budget)
+        writes = Writes(now, memory or Refusals(), log, budget)
     else:
+        # The scalesets' step goes on in the setup's ledger: its own log, its budget from now.
         writes = setup
-        writes.go_on(told(client, logger), budget)
-    before = _Setup(len(writes.done), len(writes.errors), tuple(writes.held))
+        writes.log, writes.budget, writes.started = log, budget, time.monotonic()
+    # What GARM's setup left in the ledger is told apart: its writes done as ``setup``,
+    # what it held before the scalesets' own, its refusals never as the scalesets' errors.
+    done, errors, held = len(writes.done), len(writes.errors), tuple(writes.held)
+    outcome = _pass(client, desired, settings, writes, observed, writing)
+    return dataclasses.replace(
+        outcome,
+        done=tuple(writes.done[done:]),
+        errors=tuple(writes.errors[errors:]),
+        memory=writes.memory,
+        held=(*held, *outcome.held),
+        setup=tuple(writes.done[:done]),
+    )
+
+
+def remembered(observed: Observed, memory: Refusals, now: datetime) -> Observed:
+    """The observation with what GARM refused and which names GitHub holds, as kept."""
+    return dataclasses.replace(observed, refusals=memory, taken=memory.taken_now(now))
+
+
+def _folded(observed: Observed, writes: Writes) -> Observed:
+    return remembered(observed, writes.memory, writes.now)
+
+
+def _pass(
+    client: Garm,
+    desired: Desired,
+    settings: Settings,
+    writes: Writes,
+    observed: Observed | None,
+    writing: bool,
+) -> Outcome:
+    """Observe, plan, write in rounds; progress from the latest plan, GARM as last observed.
+
+    Writes the last plan still holds were left for the next pass (a scaleset closed by a
+    refusal, the budget spent): it is due at once, unless GARM went away. What the plan
+    waits on GARM to do is remembered with when it was first seen (``Refusals.waiting``).
+    """
+    now = writes.now
     try:
         if observed is None:
             observed = observe(client)
     except GarmUnreachable as exc:
-        return before.told(Outcome(unreachable=str(exc)), writes)
+        return Outcome(unreachable=str(exc))
     except GarmApiError as exc:
         # Without a full observation nothing can be decided safely, so nothing is done.
         writes.log.error("GARM refused a read: %s", exc)
-        return before.told(Outcome(errors=(ActionError(None, exc.cause),)), writes)
+        writes.errors.append(ActionError(None, exc.cause))
+        return Outcome()
     _log_unread(observed, writes.log)
     writes.memory = kept = writes.memory.current(now)
     observed = _folded(observed, writes)
@@ -173,60 +210,17 @@ def reconcile(
         unreachable = str(exc)
         observed = _folded(writes.seen or observed, writes)
         current = plan(desired, observed, now, settings)
-    return _outcome(writes, before, current, observed, unreachable)
-
-
-def remembered(observed: Observed, memory: Refusals, now: datetime) -> Observed:
-    """The observation with what GARM refused and which names GitHub holds, as kept."""
-    return dataclasses.replace(observed, refusals=memory, taken=memory.taken_now(now))
-
-
-def _folded(observed: Observed, writes: Writes) -> Observed:
-    return remembered(observed, writes.memory, writes.now)
-
-
-@dataclass(frozen=True)
-class _Setup:
-    """What GARM's setup left in the pass's ledger, counted apart from the scalesets' writes.
-
-    Its writes done are told as ``Outcome.setup``, what it held before the scalesets' own;
-    its refusals are told as held, never as the scalesets' errors.
-    """
-
-    done: int
-    errors: int
-    held: tuple[Held, ...]
-
-    def told(self, outcome: Outcome, writes: Writes) -> Outcome:
-        """``outcome`` with the ledger's memory, the setup's writes and what it held first."""
-        setup, held = tuple(writes.done[: self.done]), (*self.held, *outcome.held)
-        return dataclasses.replace(outcome, memory=writes.memory, setup=setup, held=held)
-
-
-def _outcome(
-    writes: Writes, before: _Setup, current: Plan, observed: Observed, unreachable: str | None
-) -> Outcome:
-    """The pass's outcome: progress from the latest plan, GARM as last observed.
-
-    Writes the last plan still holds were left for the next pass (a scaleset closed by a
-    refusal, the budget spent): it is due at once, unless GARM went away. What the plan
-    waits on GARM to do is remembered with when it was first seen (``Refusals.waiting``).
-    """
-    writes.remember(writes.memory.waiting(current.waits, writes.now, over=current.whole))
-    wake = writes.now if current.actions and unreachable is None else current.wake
-    outcome = Outcome(
+    writes.memory = writes.memory.waiting(current.waits, now, over=current.whole)
+    return Outcome(
         current.progress,
         current.skipped,
-        done=tuple(writes.done[before.done :]),
-        errors=tuple(writes.errors[before.errors :]),
         unreachable=unreachable,
         cut_short=writes.spent,
         current=current.current,
         observed=observed,
         held=current.held,
-        wake=wake,
+        wake=now if current.actions and unreachable is None else current.wake,
     )
-    return before.told(outcome, writes)
 
 
 def _log_unread(observed: Observed, log: Log) -> None:

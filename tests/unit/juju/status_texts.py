@@ -76,6 +76,7 @@ SINKS = (
     Sink("RunnerContext", "debug_ssh_problem"),
     Sink("ActionError", "error"),
     Sink("refused", "cause"),
+    Sink("_held_now", "cause"),
     Sink("Awaited", "why"),
     Sink("Readiness", "stop"),
     Sink("Readiness", "refused"),
