@@ -124,7 +124,8 @@ class Units:
 
     GARM's service, the timers (``garm.timer``, ``garm.lease``) and the metrics server
     (``observe.endpoint``) each name theirs here, so that one way writes and enables them
-    all; GARM's is started and stopped by its owner (``juju.machine``, ``stop``).
+    all; GARM's is started and stopped by its owner (``juju.machine``: ``run``,
+    ``release``).
     """
 
     # The unit: ``enable --now`` keeps it running; "restart": ``enable`` then ``restart``,
