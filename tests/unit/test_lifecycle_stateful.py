@@ -194,9 +194,11 @@ KINDS = (
     "lease-stopped-garm",
     "external-url-asked-for",
     "requeue-fired",
-    "leftover-taken-over",
     "leftover-drained",
 )
+# What ``IntegratedAgain``'s stories must reach: a scaleset of the removed relation taken
+# over by the new one, the serving one a fenced heir left included (``adoptable``).
+TAKEOVER_KINDS = ("integrated-again-at-once", "leftover-taken-over", "adoptable-taken-over")
 # What the stories exercised, summed over all examples; the test asserts each happened.
 COVERAGE: Counter[str] = Counter()
 
@@ -808,7 +810,9 @@ class Lifecycle(RuleBasedStateMachine):
     @between_hooks(pick=st.integers(0, 9))
     def remove_relation(self, pick: int):
         """``juju remove-relation``: departed per remote unit, then broken, on every unit."""
-        app = self._pick(self._apps(lambda a: a.relation_id is not None), pick)
+        self._remove_relation(self._pick(self._apps(lambda a: a.relation_id is not None), pick))
+
+    def _remove_relation(self, app: CfgApp) -> None:
         rid = app.relation_id
         assert rid is not None
         app.relation_id = None  # the controller's goal: no such relation any more
@@ -877,14 +881,7 @@ class Lifecycle(RuleBasedStateMachine):
             self.hook(unit, kind, lambda _, kind=kind: _Event(kind))
         COVERAGE["garm-leader-change"] += 1
 
-    @precondition(
-        lambda self: (
-            self.database == "postgresql"
-            and len(self.units) == 2
-            and not self._cut_off()
-            and not any(u.dying for u in self.units.values())
-        )
-    )
+    @precondition(lambda self: self._may_cut_off())
     @between_hooks(pace=st.one_of(st.none(), st.integers(10, 180)))
     def garm_leader_cut_off(self, pace: int | None):
         """The leader's machine loses the controller: its lease goes to the other unit,
@@ -892,6 +889,20 @@ class Lifecycle(RuleBasedStateMachine):
         lease lapses and systemd stops it) until it reconnects. With a ``pace``, the new
         leader's timer then ticks that many seconds apart (slow ticks: a busy machine
         lock) while the old unit stays silent."""
+        new = self._cut_off_leader()
+        if pace is not None:
+            self._wait_out(new, pace)
+
+    def _may_cut_off(self) -> bool:
+        return (
+            self.database == "postgresql"
+            and len(self.units) == 2
+            and not self._cut_off()
+            and not any(u.dying for u in self.units.values())
+        )
+
+    def _cut_off_leader(self) -> GarmUnit:
+        """The leader loses the controller and the other unit is elected; the new leader."""
         old = self.leader()
         (new,) = [u for u in self.alive() if u is not old]
         old.cut_off = True
@@ -900,8 +911,7 @@ class Lifecycle(RuleBasedStateMachine):
         self.hook(new, "leader_elected", lambda _: _Event("leader_elected"))
         COVERAGE["garm-leader-cut-off"] += 1
         COVERAGE["garm-leader-change"] += 1
-        if pace is not None:
-            self._wait_out(new, pace)
+        return new
 
     @precondition(lambda self: self._cut_off())
     @between_hooks()
@@ -1179,7 +1189,9 @@ class Lifecycle(RuleBasedStateMachine):
                     for said in self._said(app).values()
                     if said.phase == SERVING
                 }
-                COVERAGE["leftover-taken-over"] += len(app.leftover & serving)
+                taken = app.leftover & serving
+                COVERAGE["leftover-taken-over"] += len(taken)
+                COVERAGE["adoptable-taken-over"] += len(taken & app.adoptable.keys())
                 COVERAGE["leftover-drained"] += len(app.leftover - set(by_name.values()))
                 app.leftover = (app.leftover & set(by_name.values())) - serving
 
@@ -2113,6 +2125,37 @@ class WithIntervals(Lifecycle):
                 COVERAGE[f"reconcile-interval set to {seconds} under a lease"] += 1
 
 
+class IntegratedAgain(Lifecycle):
+    """The same stories, with the operator removing a relation and integrating it again
+    at once. A machine of its own, as ``WithIntervals`` is.
+
+    A scaleset of the removed relation is left to be taken over mostly when the two
+    come this close: a leader running GARM retires it at the removal, and a later pass
+    deletes it once its runners are gone, which the main machine's ~30 other rules leave
+    time for between its ``remove_relation`` and ``integrate`` (there it is drained,
+    ``leftover-drained``, or the application changes before its units join). Only a
+    fenced heir (``cut_off``) leaves it serving, to be taken over as it is (``adoptable``).
+    """
+
+    @precondition(lambda self: self._apps(lambda a: a.relation_id is not None))
+    @between_hooks(pick=st.integers(0, 9), cut_off=st.booleans())
+    def relation_removed_and_integrated_again(self, pick: int, cut_off: bool):
+        """``juju remove-relation`` and, at once, ``juju integrate`` again (a removal put
+        right), perhaps just after the garm leader lost the controller (``cut_off``, where
+        ``garm_leader_cut_off`` may); then the application's units join, one by one. The
+        new relation finds the removed one's scaleset retired but not yet deleted where
+        the leader's pass ran at the removal, still serving where the fenced heir could
+        run none."""
+        app = self._pick(self._apps(lambda a: a.relation_id is not None), pick)
+        if cut_off and self._may_cut_off():
+            self._cut_off_leader()
+        self._remove_relation(app)
+        self._integrate(app)
+        for n in sorted(app.units):
+            self._join(app, n)
+        COVERAGE["integrated-again-at-once"] += 1
+
+
 def tell_stories(
     kind: type[Lifecycle], garm: GarmDouble, clock: FakeClock, machines: Machines, **sizes: int
 ) -> None:
@@ -2150,6 +2193,19 @@ def test_juju_lifecycles_keep_every_invariant(
     report = os.environ.get("GARM_SOAK_REPORT")
     if report:
         path = Path(report).with_name("soak-lifecycle-report.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(dict(sorted(COVERAGE.items())), indent=2) + "\n")
+
+
+def test_a_relation_integrated_again_at_once_takes_over_what_it_left(
+    garm: GarmDouble, clock: FakeClock, machines: Machines
+):
+    tell_stories(IntegratedAgain, garm, clock, machines, steps=30, examples=10)
+    missing = [kind for kind in TAKEOVER_KINDS if not COVERAGE[kind]]
+    assert not missing, f"stories never reached {missing}: {dict(COVERAGE)}"
+    report = os.environ.get("GARM_SOAK_REPORT")
+    if report:
+        path = Path(report).with_name("soak-integrated-again-report.json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(dict(sorted(COVERAGE.items())), indent=2) + "\n")
 
