@@ -355,7 +355,8 @@ def written_providers(files: Mapping[str, str]) -> dict[str, OpenstackProvider |
 def read_provider(name: str, files: Mapping[str, str]) -> OpenstackProvider | None:
     """A provider back from the files ``render_files`` wrote for it, or None.
 
-    So that one a live scaleset still uses stays configured (``garm.providers``).
+    A provider a live scaleset still uses stays configured from these when no unit
+    publishes it any more (``garm.providers``).
     """
     try:
         settings = tomllib.loads(files[_provider_file(name)])

@@ -2,7 +2,8 @@
 
 Never switched on a guess (an empty database means every scaleset made again beside
 GitHub's): an unreadable answer keeps the database, a lost relation on PostgreSQL asks
-the operator, and GARM leaves sqlite only while it holds no scaleset. Pure.
+the operator, and GARM leaves sqlite only while it holds no scaleset. Pure but for the
+``scalesets`` reader it is handed, called only for a move from sqlite.
 """
 
 from __future__ import annotations

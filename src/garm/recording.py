@@ -3,7 +3,8 @@
 ``plan`` must tell the whole next pass, the writes earlier writes unlock included (a
 retire once a create is live, the scalesets of an org registered by setup). So it runs
 the very same pass through the very same loop (``garm.writes``) over this stand-in: each
-write is answered as GARM would answer it from what was read and "written" before.
+write is answered as GARM would answer it from what was read and "written" before, but
+a runner's removal, which is accepted (the pass folds its effect in itself).
 
 The preview is the pass when GARM and GitHub accept every write: a create or removal
 GitHub refuses is told as made, a delete it refuses (answered 200, the scale set kept:
@@ -62,7 +63,9 @@ class SimulatedGarm:
     """Reads GARM through ``client``; answers every write as GARM would, writing nothing.
 
     What GARM holds is read once, then changed by the simulated writes; what is made gets
-    an id none read from GARM has. A base template's body is read for real.
+    an id none read from GARM has. A base template's body is read for real. Runners are
+    not held: each list reads GARM, and a removal is accepted, its effect being the pass's
+    own fold (``RemoveInstance.send``).
     """
 
     def __init__(self, client: GarmClient, now: datetime):

@@ -117,6 +117,11 @@ class Paths:
         # When a pass last started GARM (seconds since the epoch): ``restart``'s pace.
         self.start_file = self.charm_dir / "garm-started"
 
+    @property
+    def service(self) -> Units:
+        """GARM's own unit: enabled only, as ``juju.machine`` starts it when it should."""
+        return Units(self.unit_file.name, (self.unit_file,), start=None)
+
 
 @dataclass(frozen=True)
 class Units:
@@ -196,10 +201,11 @@ def read_text(path: Path) -> str | None:
 
 
 def install_binary(source: Path, target: Path) -> bool:
-    """Install ``source`` as an executable ``target`` unless it is already there.
+    """Install ``source`` as ``target``, root's and 0755, unless it is already there so.
 
-    Renamed into place: a running GARM keeps its old inode and never sees a half-written
-    binary (writing over a running executable fails anyway).
+    Anything else there (another mode, a link, another owner) is replaced. Renamed into
+    place: a running GARM keeps its old inode and never sees a half-written binary
+    (writing over a running executable fails anyway).
     """
     same = target.is_file() and _sha256(target) == _sha256(source)
     if same and stat.S_IMODE(target.stat().st_mode) == 0o755:

@@ -4,9 +4,10 @@ Each kind of write GARM is asked (setup's, scalesets', runner templates') is a `
 its key in the memory (``garm.refusals``), its description for the operator, how it is
 sent and how GARM's answer changes what the pass sees. ``Writes`` sends a plan's writes
 in order: one refused before waits out its back-off, one that needs what a held write
-makes waits unsent, a refusal is remembered and the next write goes on; an unreachable
-GARM ends the writes, with what was learnt kept. ``plan`` is the same loop against a GARM
-that records the writes instead of making them (``garm.recording``). ADR 0003.
+makes waits unsent, a refusal is remembered and the next write goes on, an accepted
+write is forgotten by the memory; an unreachable GARM ends the writes, with what was
+learnt kept. ``plan`` is the same loop against a GARM that records the writes instead of
+making them (``garm.recording``). ADR 0003.
 """
 
 from __future__ import annotations
@@ -108,6 +109,11 @@ class Writes:
     reads: dict[object, Any] = field(default_factory=dict)
     # What GARM answered so far in ``run``: kept when GARM goes away in the middle.
     seen: Any = None
+
+    def go_on(self, log: Log, budget: float | None) -> Writes:
+        """The ledger, kept for the next step of the pass: its own log, its budget from now."""
+        self.log, self.budget, self.started = log, budget, time.monotonic()
+        return self
 
     def run(self, garm: Any, writes: Iterable[Write], seen: Seen) -> Seen:
         """Send each write the memory lets through, in order; ``GarmUnreachable`` ends them.

@@ -123,7 +123,8 @@ def sqlite_tenancy(
     A new leader that started an empty GARM would create every scaleset again beside
     those GitHub still holds for the old one (GitHub refuses the duplicate names), so only
     the unit holding the data (``home``, else a unit that says it has the file) runs
-    GARM; the first leader to run it records itself.
+    GARM; the first leader to run it records itself. ``alive``: this application's units
+    per goal-state (None: unknown, so a unit away is not taken for gone).
     """
     elsewhere = home if home is not None else min(set(holders) - {unit}, default=None)
     if elsewhere is not None and elsewhere != unit:

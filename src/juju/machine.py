@@ -2,9 +2,9 @@
 
 Around it the fence's verdict is acted on (``juju.fence``, ``garm.lease``): ``fence``
 first, ``keep_timer`` last, ``serve_on`` for a dying leader, ``release`` for a unit that
-must run nothing. In ``juju``, not ``garm``: who may run GARM here is Juju's to say (the
-fence, the sqlite home, which relation a provider came from); the systemd and file verbs
-beneath it are ``garm.workload``'s.
+must run nothing, ``remove`` for one that is going. In ``juju``, not ``garm``: who may
+run GARM here is Juju's to say (the fence, the sqlite home, which relation a provider
+came from); the systemd and file verbs beneath it are ``garm.workload``'s.
 """
 
 from __future__ import annotations
@@ -135,8 +135,7 @@ def run(
         # On a shared database GARM may start only while its lease holds (``fence``).
         lease_check=str(paths.lease_script) if isinstance(database, PostgresqlDatabase) else None,
     )
-    service = workload.Units(paths.unit_file.name, (paths.unit_file,), start=None)
-    changed |= service.install([unit])
+    changed |= paths.service.install([unit])
     if changed and (warning := plain_http_warning(base_url(config, leader, tls), inputs.app)):
         logger.warning("%s", warning)
     answering = _start(inputs, config, changed)

@@ -71,10 +71,13 @@ IdentityChange = Identity | Literal["forget"] | None
 class PeerRecords:
     """The peer relation as this hook reads it (``peers.Peers``).
 
-    ``holders``: the units whose machine has GARM's sqlite file. ``*_whole`` False when
-    some of it did not read (a hand edit), so the next pass writes it over. ``running``:
-    each unit's ``garm-running`` record as committed before this hook, None with no peer
-    relation yet. ``joined``: the other units whose ``-joined`` this one has run.
+    ``home``: the ``sqlite-home`` record; ``holders``: the units whose machine has GARM's
+    sqlite file. ``memory`` (``garm.refusals``) and ``entities`` (``juju.entities``) are
+    as any leader left them; ``*_whole`` False when some of it did not read (a hand edit),
+    so the next pass writes it over. ``running``: each unit's ``garm-running`` record
+    (``juju.fence``) as committed before this hook, None with no peer relation yet.
+    ``joined``: the other units whose ``-joined`` this one has run. ``identity``: the
+    GARM the charm set up (``garm.identity``), None before one was recorded.
     """
 
     home: str | None = None
@@ -171,6 +174,7 @@ class Inputs:
 
     ``asked``: when the hook asked whether this unit leads (GARM's lease counts from it).
     ``alive``: the units whose removal has not begun, per goal-state (None: unknown).
+    ``leader`` is None on a unit that does not lead.
     """
 
     unit: str

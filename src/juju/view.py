@@ -100,7 +100,7 @@ class JujuView(ops.Object):
         return RunnerContext("", server)
 
     def tell(self, wanted: Mapping[int, Mapping[str, str]] | None) -> None:
-        """Publish ``publish.published``'s answer on each relation."""
+        """Publish ``publish.published``'s answer on each relation; None leaves them."""
         if wanted is None:
             return
         for relation in self.model.relations[self.endpoint]:

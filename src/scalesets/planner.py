@@ -364,7 +364,8 @@ class _Family:
     """One logical scaleset: the spec that won its name and the live scalesets it has.
 
     Once its current generation is planned: that one (``scaleset``), whether it is live,
-    and its GARM ``name`` (the one this plan creates; "" while no create can be planned).
+    and its GARM ``name`` (the current generation's, or the one this plan creates; "" while
+    no create can be planned).
     """
 
     spec: ScalesetSpec
@@ -627,7 +628,9 @@ def _is_live(current: ScaleSet, spec: ScalesetSpec, ctx: _Context) -> bool:
     Registered on GitHub, enabled, and listening (until its listener opens, nothing takes
     its labels' jobs). With warm capacity asked for, it must also hold an idle runner,
     unless the hand-over timeout has passed since it was created or last enabled (a
-    quota too small for both generations must not stall the changeover).
+    quota too small for both generations must not stall the changeover). What it waits
+    for is due when the listener opens, when the timeout ends, and soon while a runner
+    boots (``Plan.wake``).
     """
     if not current.scale_set_id or not current.enabled:
         return False

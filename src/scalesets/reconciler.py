@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -138,9 +137,7 @@ def reconcile(
     if setup is None:
         writes = Writes(now, memory or Refusals(), log, budget)
     else:
-        # The scalesets' step goes on in the setup's ledger: its own log, its budget from now.
-        writes = setup
-        writes.log, writes.budget, writes.started = log, budget, time.monotonic()
+        writes = setup.go_on(log, budget)
     # What GARM's setup left in the ledger is told apart: its writes done as ``setup``,
     # what it held before the scalesets' own, its refusals never as the scalesets' errors.
     done, errors, held = len(writes.done), len(writes.errors), tuple(writes.held)

@@ -250,49 +250,45 @@ def systemctl(monkeypatch: pytest.MonkeyPatch) -> FakeSystemctl:
     return fake
 
 
-def ensure_service(unit: Path, text: str) -> bool:
-    """GARM's unit installed as ``juju.machine.run`` installs it: enabled, started by its owner."""
-    return workload.Units(unit.name, (unit,), start=None).install([text])
-
-
-def test_ensure_service_installs_reloads_and_enables(
+def test_garms_service_installs_reloads_and_enables(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
-    unit = Paths(tmp_path).unit_file
+    paths = Paths(tmp_path)
+    unit = paths.unit_file
 
-    assert ensure_service(unit, "[Service]\n") is True
+    assert paths.service.install(["[Service]\n"]) is True
 
     assert unit.read_text() == "[Service]\n"
     assert mode(unit) == 0o644
     assert systemctl.calls == [["daemon-reload"], ["enable", "garm.service"]]
 
 
-def test_ensure_service_with_the_same_unit_calls_nothing(
+def test_garms_service_with_the_same_unit_calls_nothing(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
-    unit = Paths(tmp_path).unit_file
-    ensure_service(unit, "[Service]\n")
+    paths = Paths(tmp_path)
+    paths.service.install(["[Service]\n"])
     systemctl.calls.clear()
 
-    assert ensure_service(unit, "[Service]\n") is False
+    assert paths.service.install(["[Service]\n"]) is False
     assert systemctl.calls == []
 
-    assert ensure_service(unit, "[Service]\nType=simple\n") is True
+    assert paths.service.install(["[Service]\nType=simple\n"]) is True
     assert systemctl.calls == [["daemon-reload"], ["enable", "garm.service"]]
 
 
-def test_ensure_service_retried_after_a_failed_reload_reloads_again(
+def test_garms_service_retried_after_a_failed_reload_reloads_again(
     tmp_path: Path, systemctl: FakeSystemctl
 ) -> None:
-    unit = Paths(tmp_path).unit_file
+    paths = Paths(tmp_path)
     systemctl.failing.add("daemon-reload")
 
     with pytest.raises(systemd.SystemdError):
-        ensure_service(unit, "[Service]\n")
+        paths.service.install(["[Service]\n"])
 
     systemctl.failing.clear()
     systemctl.calls.clear()
-    assert ensure_service(unit, "[Service]\n") is True
+    assert paths.service.install(["[Service]\n"]) is True
     assert systemctl.calls == [["daemon-reload"], ["enable", "garm.service"]]
 
 

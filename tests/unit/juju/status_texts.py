@@ -86,9 +86,7 @@ SINKS = (
 BLOCKED_CAUSES = "blocked"
 # The enumeration whose values are shown as they are: the phases of a changeover.
 SHOWN_ENUMS = ("Phase",)
-# Exceptions whose text is a hole: GARM's and GitHub's words (``garm.client``), and the
-# refusals of an attached resource (``garm.resources``), which the page shows as
-# ``<why>`` with examples.
+# Exceptions whose text is a hole: GARM's and GitHub's words (``garm.client``).
 OPAQUE = frozenset({"GarmError", "GarmApiError", "GarmUnreachable"})
 # Method names of the built-in types: a call of one is not followed into the charm.
 BUILTIN_METHODS = frozenset(
