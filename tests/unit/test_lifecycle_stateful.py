@@ -2188,24 +2188,23 @@ def test_juju_lifecycles_keep_every_invariant(
     garm: GarmDouble, clock: FakeClock, machines: Machines
 ):
     tell_stories(Lifecycle, garm, clock, machines, steps=40, examples=30)
-    missing = [kind for kind in KINDS if not COVERAGE[kind]]
-    assert not missing, f"stories never reached {missing}: {dict(COVERAGE)}"
-    report = os.environ.get("GARM_SOAK_REPORT")
-    if report:
-        path = Path(report).with_name("soak-lifecycle-report.json")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(dict(sorted(COVERAGE.items())), indent=2) + "\n")
+    _reached(KINDS, "soak-lifecycle-report.json")
 
 
 def test_a_relation_integrated_again_at_once_takes_over_what_it_left(
     garm: GarmDouble, clock: FakeClock, machines: Machines
 ):
     tell_stories(IntegratedAgain, garm, clock, machines, steps=30, examples=10)
-    missing = [kind for kind in TAKEOVER_KINDS if not COVERAGE[kind]]
+    _reached(TAKEOVER_KINDS, "soak-integrated-again-report.json")
+
+
+def _reached(kinds: tuple[str, ...], report_name: str) -> None:
+    """Every one of ``kinds`` was reached; the counts go beside ``GARM_SOAK_REPORT``."""
+    missing = [kind for kind in kinds if not COVERAGE[kind]]
     assert not missing, f"stories never reached {missing}: {dict(COVERAGE)}"
     report = os.environ.get("GARM_SOAK_REPORT")
     if report:
-        path = Path(report).with_name("soak-integrated-again-report.json")
+        path = Path(report).with_name(report_name)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(dict(sorted(COVERAGE.items())), indent=2) + "\n")
 
