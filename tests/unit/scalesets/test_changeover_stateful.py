@@ -64,6 +64,7 @@ from scalesets.actions import (
     CreateScaleset,
     DeleteScaleset,
     Phase,
+    Progress,
     RemoveInstance,
     UpdateScaleset,
     field_key,
@@ -157,7 +158,9 @@ MUST_SEE = (
 # gives a runner the grace in pending_delete then GARM's rounds on the force
 # (``FORCE_STUCK``), or names a runner that sat 30 minutes where GARM will not remove
 # it; a hand-over waits at most ``handover_timeout``; a refused write is blocked after
-# three refusals, within minutes.
+# three refusals, within minutes of passes. A refused write's count moves only at a pass,
+# so while one holds a phase, time with no pass (``time_passes``: no timer) is not
+# counted against it; the waits the charm times itself count all time.
 WAIT_BOUND = {Phase.REFRESHING: REFRESH_STUCK}
 LONGEST_WAIT_BOUND = max(timedelta(minutes=30), SETTINGS.handover_timeout)
 
@@ -238,6 +241,9 @@ class Changeover(RuleBasedStateMachine):
         self.shown_since: dict[tuple[str, Phase, frozenset], datetime] = {}
         # When the last pass ran: the memory forgets what no pass renewed for an hour.
         self.pass_at: datetime | None = None
+        # The spans in which time passed with no pass where the timer would have run one:
+        # a refusal's count, which only a pass can raise, stood still in them.
+        self.no_pass: list[tuple[datetime, datetime]] = []
 
     # --- what the world does ------------------------------------------------------------
 
@@ -976,7 +982,11 @@ class Changeover(RuleBasedStateMachine):
         (same scaleset, phase and runners) for longer than its bound is told as stuck
         (or the status is blocked for another cause). A drain counts only from its
         deadline; a refresh waiting on busy runners that fill ``max_runners`` waits on
-        jobs, not GARM."""
+        jobs, not GARM. While a write on the phase's scaleset is refused but not yet
+        ``blocked``, the time with no pass is left out: the charm escalates it at its
+        ``REFUSALS_BEFORE_BLOCKED``-th refusal, and only a pass can be refused (a kept
+        delete refused once, then 45 minutes without a timer, was blocked only two minutes
+        of passes later); ``refusals_reach_blocked`` holds the count itself."""
         assert self.last is not None
         now, shown = self.clock.now, {}
         summary = summarise(self.last, RelationState(True, self.desired()), app="garm")
@@ -996,6 +1006,8 @@ class Changeover(RuleBasedStateMachine):
                 busy = all(i["runner_status"] in ("idle", "active") for i in runners)
                 if busy and len(runners) >= scaleset["max_runners"]:
                     continue
+            if self.counting_refusals(progress):
+                since += self.without_a_pass(since, now)
             if now - since < bound + 2 * TIMER_INTERVAL:
                 continue
             assert progress.blocked or summary.kind == "blocked", (
@@ -1004,6 +1016,24 @@ class Changeover(RuleBasedStateMachine):
             )
             COVERAGE["wait escalated"] += 1
         self.shown_since = shown
+
+    def counting_refusals(self, progress: Progress) -> bool:
+        """Whether a write on this phase's scaleset (or its family's create) is refused,
+        not yet ``blocked``: the charm escalates it at the ``REFUSALS_BEFORE_BLOCKED``-th
+        refusal in a row (ADR 0003, 4), and a refusal comes only at a pass."""
+        names = {progress.scaleset.lower(), (progress.logical_name or "").lower()}
+        return any(
+            key.partition(":")[2].partition(":")[0] in names and not refusal.blocked
+            for key, refusal in self.memory.refusals.items()
+        )
+
+    def without_a_pass(self, since: datetime, now: datetime) -> timedelta:
+        """How much of ``since`` .. ``now`` passed with no pass where the timer would have
+        run one (``time_passes``: no timer then)."""
+        return sum(
+            (max(min(end, now) - max(start, since), timedelta(0)) for start, end in self.no_pass),
+            timedelta(0),
+        )
 
     def runners_of(self, scaleset: dict | None) -> list[tuple[str, str, str]]:
         """A scaleset's runners as GARM has them: name, status, runner status; a force
@@ -1033,6 +1063,8 @@ class Changeover(RuleBasedStateMachine):
         if self.pass_at is not None and self.clock.now - self.pass_at > LONGEST_RETRY:
             # No pass for over an hour (no timer): the memory forgot, every wait restarts.
             self.shown_since.clear()
+        if self.pass_at is not None and self.clock.now - self.pass_at > TIMER_INTERVAL:
+            self.no_pass.append((self.pass_at + TIMER_INTERVAL, self.clock.now))
         self.pass_at = self.clock.now
         before = self.before()
         serving = self.serving_generations()
@@ -1259,6 +1291,28 @@ def test_changeovers_keep_every_invariant(garm: GarmDouble, clock: FakeClock):
     if report:
         Path(report).parent.mkdir(parents=True, exist_ok=True)
         Path(report).write_text(json.dumps(dict(sorted(COVERAGE.items())), indent=2) + "\n")
+
+
+def test_a_refusal_escalates_by_its_count_not_the_time_without_a_pass(
+    garm: GarmDouble, clock: FakeClock
+):
+    """A delete GARM keeps, refused once, then 45 minutes with no pass (no timer): the
+    second refusal comes at the next pass, the third (blocked) two minutes later. The
+    wait's bound counts only the time the charm had passes in (soak seed
+    264740950951397360693172056006827883316 at the soak's long settings)."""
+    story = Changeover(garm, clock)
+    story.begin(start="serving", deletes_kept=True, script=None, labels=("linux",))
+    story.change_labels("ci", ("linux",))
+    story.timer_fires(3)
+    assert story.memory.refusals["delete:ci-24ec4a"].refusals == 1
+    story.time_passes(timedelta(minutes=45))
+    story.timer_fires(1)
+    assert story.memory.refusals["delete:ci-24ec4a"].refusals == 2
+    story.timer_fires(4)
+    assert story.last is not None
+    (progress,) = story.last.progress
+    assert progress.phase is Phase.AWAITING_DELETION
+    assert progress.blocked.startswith("GARM kept scaleset ci-24ec4a after 3 deletes")
 
 
 def _route_of(action: Write) -> tuple[str, str]:
