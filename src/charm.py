@@ -69,8 +69,7 @@ class GarmCharm(ops.CharmBase):
 
     def _on_stop(self, event: ops.StopEvent) -> None:
         self.view.note(event)
-        # GARM first: nothing else may keep it running (relations were torn down before).
-        record = machine.release(self.paths, "unit stopping")
+        record = machine.release(self.paths, "unit stopping")  # GARM first: nothing may keep it
         self.unit.set_ports()
         self.peers.record(record)
         self._summary = Summary("maintenance", leader.BEING_REMOVED)
