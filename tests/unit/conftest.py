@@ -38,6 +38,8 @@ LONGEST = (
     "tests/unit/test_lifecycle_stateful.py::test_juju_lifecycles_keep_every_invariant",
     "tests/unit/scalesets/test_changeover_stateful.py::test_changeovers_keep_every_invariant",
     "tests/unit/test_lifecycle_stateful.py::"
+    "test_a_relation_integrated_again_at_once_takes_over_what_it_left",
+    "tests/unit/test_lifecycle_stateful.py::"
     "test_a_leaders_lease_outlasts_its_next_pass_whatever_the_interval_does",
     "tests/unit/test_charm_tls.py::test_a_served_valid_certificate_never_stops_a_pass",
     "tests/unit/scalesets/test_refresh.py::"
