@@ -3,8 +3,8 @@
 ``plan`` must tell the whole next pass, the writes earlier writes unlock included (a
 retire once a create is live, the scalesets of an org registered by setup). So it runs
 the very same pass through the very same loop (``garm.writes``) over this stand-in: each
-write is answered as GARM would answer it from what was read and "written" before, but
-a runner's removal, which is accepted (the pass folds its effect in itself).
+write is answered as GARM would answer it from what was read and "written" before; a
+runner's removal is simply accepted, as the pass folds its effect in itself.
 
 The preview is the pass when GARM and GitHub accept every write: a create or removal
 GitHub refuses is told as made, a delete it refuses (answered 200, the scale set kept:
